@@ -1,0 +1,486 @@
+package checkpoint
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Reserved channel names. Channels whose names start with "__" belong to the
+// runtime; state channels are named after the exported fields of the state
+// type.
+const (
+	// ChannelStart holds the input of a run until the __start__ task copies
+	// it into the state.
+	ChannelStart = "__start__"
+	// ChannelSends holds the pending Sends (push tasks) of the next step.
+	ChannelSends = "__pregel_tasks"
+
+	// ChannelError is the pending write of a task that failed. Its value is
+	// a JSON TaskError.
+	ChannelError = "__error__"
+	// ChannelInterrupt is the pending write of a task that paused. Its value
+	// is a JSON array of interrupt.Interrupt ({"id":..., "value":...}).
+	ChannelInterrupt = "__interrupt__"
+	// ChannelResume holds the answers given to a task's interrupts. Its
+	// value is a JSON object from interrupt ID to answer.
+	ChannelResume = "__resume__"
+	// ChannelBreakpoint marks a checkpoint at which a run stopped on a
+	// static breakpoint. Its value is a JSON Breakpoint.
+	ChannelBreakpoint = "__breakpoint__"
+	// ChannelNoWrites is the write a task that finished without writing
+	// anything records, so that it counts as finished.
+	ChannelNoWrites = "__no_writes__"
+	// ChannelStepPrefix prefixes the pending writes of durable steps inside
+	// a task: "__step__:<n>" holds the result of the task's n-th step as a
+	// JSON StepResult.
+	ChannelStepPrefix = "__step__:"
+
+	// BranchPrefix prefixes the trigger channel of a node: "branch:to:<node>".
+	BranchPrefix = "branch:to:"
+	// JoinPrefix prefixes the barrier channel of a join edge:
+	// "join:<source>+<source>:<node>". Its value is the sorted JSON array of
+	// the sources seen so far.
+	JoinPrefix = "join:"
+
+	// NullTaskID owns markers that belong to a checkpoint rather than to
+	// a task (a breakpoint stop).
+	NullTaskID = "00000000-0000-0000-0000-000000000000"
+)
+
+const commandTaskPrefix = "00000000-0000-0000-0000-"
+
+// CommandTaskID names the task that owns the state writes of the n-th
+// command (n ≥ 1) sent to a checkpoint, such as a resume's Update. Each
+// command gets its own task so that later commands add to earlier ones
+// instead of colliding with them; IDs sort in command order.
+func CommandTaskID(n int) string { return fmt.Sprintf("%s%012x", commandTaskPrefix, n) }
+
+// IsCommandTask reports whether id is NullTaskID or a CommandTaskID: a task
+// that is not a node.
+func IsCommandTask(id string) bool { return strings.HasPrefix(id, commandTaskPrefix) }
+
+// Source says what produced a checkpoint.
+type Source string
+
+// The sources of a checkpoint, as in LangGraph.
+const (
+	SourceInput  Source = "input"  // new input was accepted
+	SourceLoop   Source = "loop"   // a superstep completed
+	SourceUpdate Source = "update" // the state was updated by hand (UpdateState)
+	SourceFork   Source = "fork"   // a replay or copy of an older checkpoint
+)
+
+// Metadata describes a checkpoint. It is stored as one flat JSON object:
+// "source", "step", "parents", "run_id" and the Extra keys side by side, so
+// that List filters can match any of them by equality.
+type Metadata struct {
+	Source  Source
+	Step    int
+	Parents map[string]string // namespace → checkpoint ID of the parent graph; empty at the root
+	RunID   string            // the run that wrote the checkpoint
+	Extra   map[string]any    // caller metadata: string, bool or number values only
+}
+
+var reservedMetadataKeys = map[string]bool{"source": true, "step": true, "parents": true, "run_id": true}
+
+// MarshalJSON flattens Extra next to the fixed keys.
+func (m Metadata) MarshalJSON() ([]byte, error) {
+	obj := make(map[string]any, 4+len(m.Extra))
+	for k, v := range m.Extra {
+		obj[k] = v
+	}
+	obj["source"] = m.Source
+	obj["step"] = m.Step
+	parents := m.Parents
+	if parents == nil {
+		parents = map[string]string{}
+	}
+	obj["parents"] = parents
+	if m.RunID != "" {
+		obj["run_id"] = m.RunID
+	}
+	return json.Marshal(obj)
+}
+
+// UnmarshalJSON reads the flat form written by MarshalJSON.
+func (m *Metadata) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*m = Metadata{}
+	for k, v := range raw {
+		var err error
+		switch k {
+		case "source":
+			err = json.Unmarshal(v, &m.Source)
+		case "step":
+			err = json.Unmarshal(v, &m.Step)
+		case "parents":
+			err = json.Unmarshal(v, &m.Parents)
+		case "run_id":
+			err = json.Unmarshal(v, &m.RunID)
+		default:
+			var x any
+			if err = json.Unmarshal(v, &x); err == nil {
+				if m.Extra == nil {
+					m.Extra = make(map[string]any)
+				}
+				m.Extra[k] = x
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("metadata key %q: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// ValidateExtra checks caller metadata: keys must match the filter-key rule
+// (see ValidFilterKey) and must not shadow a fixed key, and values must be
+// strings, bools or numbers. It returns an error wrapping ErrInvalid.
+func ValidateExtra(extra map[string]any) error {
+	for k, v := range extra {
+		if !ValidFilterKey(k) || reservedMetadataKeys[k] {
+			return fmt.Errorf("%w: metadata key %q is reserved or not [A-Za-z0-9_]{1,64}", ErrInvalid, k)
+		}
+		switch v.(type) {
+		case string, bool, int, int32, int64, uint, uint32, uint64, float32, float64, json.Number:
+		default:
+			return fmt.Errorf("%w: metadata key %q: value of type %T (want string, bool or number)", ErrInvalid, k, v)
+		}
+	}
+	return nil
+}
+
+// ValidFilterKey reports whether k may be used as a metadata key in a List
+// filter: 1 to 64 characters from [A-Za-z0-9_]. Savers must reject other keys
+// (they are never interpolated into a query).
+func ValidFilterKey(k string) bool {
+	if len(k) == 0 || len(k) > 64 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// Blob is one stored piece of a channel's value. A channel whose value was
+// replaced has one blob holding the whole value; a channel that was appended
+// to stores only the appended items, as an Append blob whose Base is the
+// version it extends. Reading a channel walks Base links back to a blob that
+// is not an Append (or to an Append whose Base is empty: appended to
+// nothing) and concatenates the items oldest first.
+type Blob struct {
+	Version string          // ID of the checkpoint that wrote this blob
+	Base    string          // Append only: version of the value this extends; "" = the empty value
+	Append  bool            // Data is a JSON array of items appended to the Base value
+	Data    json.RawMessage // the value, or for Append the appended items
+}
+
+// Checkpoint is the saved state of a thread at a superstep boundary.
+//
+// Versions maps every channel that has a value to its version, which is the
+// ID of the checkpoint that last changed it. Channels maps channels to
+// their data: in a PutRequest it holds exactly the channels this checkpoint
+// changed (those whose version is the checkpoint's own ID), one Blob each;
+// in a Tuple returned by a saver it holds every channel in Versions as its
+// chain of blobs, oldest first.
+type Checkpoint struct {
+	ID        string
+	ParentID  string
+	CreatedAt time.Time
+	Metadata  Metadata
+	Versions  map[string]string
+	Channels  map[string][]Blob
+	// Mark is the highest channel version at the time the thread last
+	// passed a static breakpoint or was resumed. A breakpoint fires only
+	// when some channel is newer than Mark.
+	Mark string
+}
+
+// Ref names a checkpoint. An empty ID means the thread's head.
+type Ref struct {
+	Thread string
+	NS     string // "" is the root graph
+	ID     string
+}
+
+func (r Ref) String() string {
+	s := "thread " + strconv.Quote(r.Thread)
+	if r.NS != "" {
+		s += " ns " + strconv.Quote(r.NS)
+	}
+	if r.ID != "" {
+		s += " checkpoint " + r.ID
+	}
+	return s
+}
+
+// Write is one pending write of a task: a value for a channel.
+type Write struct {
+	Channel string
+	Value   json.RawMessage
+}
+
+// TaskWrites are the writes of one task, saved together.
+type TaskWrites struct {
+	TaskID string
+	Node   string // the node the task runs; "" for the null task
+	Path   string // "pull" or "push:<n>", for display
+	Writes []Write
+}
+
+// PendingWrite is a saved write of a task against a checkpoint.
+type PendingWrite struct {
+	TaskID  string
+	Node    string
+	Path    string
+	Channel string
+	Value   json.RawMessage
+}
+
+// Tuple is a checkpoint with the writes saved against it.
+type Tuple struct {
+	Thread     string
+	NS         string
+	Checkpoint Checkpoint
+	// Pending holds the writes saved against the checkpoint, ordered by
+	// task ID, then by WriteIndex.
+	Pending []PendingWrite
+}
+
+// Ref returns the tuple's reference.
+func (t *Tuple) Ref() Ref { return Ref{Thread: t.Thread, NS: t.NS, ID: t.Checkpoint.ID} }
+
+// Lease is a runner's claim on a thread. Only the lease owner may add
+// checkpoints or pending writes; a lease that is not renewed within TTL may
+// be taken over by another owner.
+type Lease struct {
+	Owner string
+	TTL   time.Duration
+}
+
+// PutRequest asks a saver to add a checkpoint to a thread.
+type PutRequest struct {
+	Thread     string
+	NS         string
+	Checkpoint Checkpoint
+	// ParentWrites are the writes of the tasks that produced this
+	// checkpoint. They are saved as pending writes of the parent checkpoint
+	// in the same transaction, so history shows each task's result.
+	ParentWrites []TaskWrites
+	// Writes are saved as pending writes of the new checkpoint itself, in
+	// the same transaction (a breakpoint marker, for example).
+	Writes []TaskWrites
+	// Fork accepts a parent that is not the thread's head (an update of an
+	// older checkpoint, or a replay). Without it the parent must be the head.
+	Fork bool
+	// Lease is acquired (when free or expired) or renewed.
+	Lease Lease
+	// Release drops the lease after the commit.
+	Release bool
+}
+
+// WritesRequest asks a saver to add pending writes to the thread's head.
+type WritesRequest struct {
+	Ref     Ref // Ref.ID must be the head
+	Tasks   []TaskWrites
+	Lease   Lease
+	Release bool
+}
+
+// GetOptions tune Get.
+type GetOptions struct {
+	// Have maps channels to versions the caller already holds. For a
+	// channel whose version equals Have[ch], a saver may leave the chain
+	// out of Tuple.Checkpoint.Channels; for an append chain that passes
+	// through Have[ch], it may return only the blobs after it (the first
+	// returned blob is then an Append whose Base is Have[ch]). Savers may
+	// ignore Have and return whole chains; callers must accept both.
+	Have map[string]string
+}
+
+// ListOptions filter a thread's checkpoints.
+type ListOptions struct {
+	// NS selects the namespace; AllNamespaces lists every namespace.
+	NS            string
+	AllNamespaces bool
+	// Filter keeps checkpoints whose metadata has every key with an equal
+	// value (numbers compare by value, strings exactly). Keys must satisfy
+	// ValidFilterKey.
+	Filter map[string]any
+	// Before keeps checkpoints whose ID is strictly smaller.
+	Before string
+	// Limit caps the result after filtering; 0 means no limit.
+	Limit int
+}
+
+// TaskError is the JSON value of an __error__ write.
+type TaskError struct {
+	Node    string `json:"node,omitempty"`
+	Type    string `json:"type,omitempty"`
+	Message string `json:"message"`
+}
+
+// Breakpoint is the JSON value of a __breakpoint__ write.
+type Breakpoint struct {
+	When  string   `json:"when"` // "before" or "after"
+	Nodes []string `json:"nodes"`
+}
+
+// StepResult is the JSON value of a durable step's "__step__:<n>" write.
+type StepResult struct {
+	Name   string          `json:"name"`
+	Result json.RawMessage `json:"result"`
+}
+
+// IsSpecial reports whether a write to channel replaces an earlier write of
+// the same task to the same channel (error, interrupt, resume, breakpoint and
+// durable step writes) instead of being ignored when one exists.
+func IsSpecial(channel string) bool {
+	switch channel {
+	case ChannelError, ChannelInterrupt, ChannelResume, ChannelBreakpoint:
+		return true
+	}
+	return strings.HasPrefix(channel, ChannelStepPrefix)
+}
+
+// WriteIndex is the position key a saver stores a write under, within its
+// task: special channels have fixed negative indexes (error -1, interrupt
+// -3, resume -4, breakpoint -5, durable step n -(1000+n)); other writes use
+// their position pos in the task's write list. A write whose (task, index)
+// already exists is replaced when IsSpecial, and otherwise ignored, so
+// saving the same writes twice stores them once.
+func WriteIndex(channel string, pos int) int {
+	switch channel {
+	case ChannelError:
+		return -1
+	case ChannelInterrupt:
+		return -3
+	case ChannelResume:
+		return -4
+	case ChannelBreakpoint:
+		return -5
+	}
+	if n, ok := strings.CutPrefix(channel, ChannelStepPrefix); ok {
+		if k, err := strconv.Atoi(n); err == nil && k >= 0 {
+			return -(1000 + k)
+		}
+	}
+	return pos
+}
+
+// ThreadInfo summarises a thread for listing.
+type ThreadInfo struct {
+	Thread    string
+	NS        string
+	Head      string // ID of the head checkpoint
+	Step      int
+	Source    Source
+	UpdatedAt time.Time
+}
+
+// PendingInterrupt is an interrupt that waits for an answer: it was raised
+// by a task of a thread's head checkpoint, has not been answered, and the
+// task has not finished since.
+type PendingInterrupt struct {
+	Thread       string
+	NS           string
+	CheckpointID string
+	TaskID       string
+	Node         string
+	InterruptID  string
+	Value        json.RawMessage
+	CreatedAt    time.Time // when the interrupt was saved
+}
+
+// InterruptQuery pages through pending interrupts, oldest first.
+type InterruptQuery struct {
+	// After is the cursor returned by the previous page; "" starts at the
+	// beginning.
+	After string
+	// Limit caps the page; 0 means 100.
+	Limit int
+}
+
+// Sentinel errors returned by savers. Match them with errors.Is.
+var (
+	// ErrNotFound: the thread or checkpoint does not exist.
+	ErrNotFound = errors.New("checkpoint: not found")
+	// ErrConflict: the parent of a new checkpoint (or the checkpoint a
+	// write or claim names) is not the thread's head. Nothing was written.
+	ErrConflict = errors.New("checkpoint: conflict: not the thread's head")
+	// ErrThreadBusy: another owner holds a live lease on the thread.
+	ErrThreadBusy = errors.New("checkpoint: thread is busy (leased by another runner)")
+	// ErrCorrupt: stored data does not decode or fails its checksum.
+	ErrCorrupt = errors.New("checkpoint: corrupt data")
+	// ErrInvalid: a request is malformed (empty thread, bad filter key...).
+	ErrInvalid = errors.New("checkpoint: invalid request")
+	// ErrClosed: the saver was closed.
+	ErrClosed = errors.New("checkpoint: saver is closed")
+)
+
+// ConflictError reports a compare-and-swap failure on a thread's head. It
+// matches ErrConflict.
+type ConflictError struct {
+	Thread   string
+	NS       string
+	Expected string // the parent the writer assumed ("" = no checkpoint yet)
+	Head     string // the actual head ("" = none)
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("checkpoint: conflict on thread %q: expected head %q, head is %q (another runner advanced or deleted the thread)",
+		e.Thread, e.Expected, e.Head)
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// BusyError reports a live lease held by another runner. It matches
+// ErrThreadBusy.
+type BusyError struct {
+	Thread string
+	NS     string
+	Owner  string
+	Until  time.Time
+}
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("checkpoint: thread %q is leased by runner %s until %s", e.Thread, e.Owner, e.Until.UTC().Format(time.RFC3339Nano))
+}
+
+// Is makes errors.Is(err, ErrThreadBusy) true.
+func (e *BusyError) Is(target error) bool { return target == ErrThreadBusy }
+
+// CorruptError reports stored data that cannot be trusted. It matches
+// ErrCorrupt and wraps the underlying decoding error, if any.
+type CorruptError struct {
+	Thread     string
+	Checkpoint string
+	What       string // which part: "checkpoint", "channel Log", "write"...
+	Err        error
+}
+
+func (e *CorruptError) Error() string {
+	s := fmt.Sprintf("checkpoint: corrupt %s in thread %q checkpoint %s", e.What, e.Thread, e.Checkpoint)
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns the underlying error.
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrCorrupt) true.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }

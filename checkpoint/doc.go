@@ -1,0 +1,50 @@
+// Package checkpoint defines how lockstep saves threads: the Saver
+// interface, the records it stores, the rules every saver follows, and an
+// in-memory saver (MemorySaver) that follows them exactly. The SQLite saver
+// lives in checkpoint/sqlite; checkpoint/checkpointtest is the conformance
+// suite both pass.
+//
+// # Records
+//
+// A thread is a sequence of checkpoints, one per superstep boundary. A
+// [Checkpoint] has an ID that sorts in creation order ([IDGenerator]), a
+// parent, [Metadata] (source, step, parents, run ID, caller keys), and a map
+// of channel versions. A channel is a state field or a scheduling slot of
+// the runtime (names starting with "__", "branch:to:" and "join:"). Its
+// version is the ID of the checkpoint that last changed it.
+//
+// # Storage proportional to writes
+//
+// A checkpoint carries blobs only for the channels it changed. A channel
+// that was appended to stores only the new items, as an Append [Blob] that
+// names the version it extends; reading it walks those links back to a full
+// value and concatenates. So the bytes a thread takes grow with what its
+// nodes wrote, not with steps times state size, and reading the latest state
+// costs the size of the state. [GetOptions.Have] lets a reader that holds
+// decoded values skip them.
+//
+// # Pending writes
+//
+// While a superstep runs, each finished task's writes are saved against
+// the checkpoint the step started from ([Saver.PutWrites]), keyed by task ID
+// and [WriteIndex]. Regular writes are insert-if-absent, so saving twice
+// stores once; special writes (errors, interrupts, resume answers,
+// breakpoint markers, durable step results: [IsSpecial]) replace. When the
+// step commits, the writes of the tasks not saved yet travel in the same
+// transaction as the new checkpoint ([PutRequest.ParentWrites]).
+//
+// # One writer per thread
+//
+// A checkpoint is accepted only when its parent is the thread's head, or as
+// an explicit fork; every write also carries a [Lease] that the saver grants
+// to one owner at a time. A runner that lost the race gets a
+// [*ConflictError] or a [*BusyError] and nothing is written, so two runners
+// can never fork a thread by accident.
+//
+// # Errors
+//
+// Savers return errors matching [ErrNotFound], [ErrConflict],
+// [ErrThreadBusy], [ErrCorrupt] (a [*CorruptError] naming thread and
+// checkpoint: stored data never silently decodes to a zero value),
+// [ErrInvalid] and [ErrClosed]. Savers are safe for concurrent use.
+package checkpoint

@@ -1,0 +1,703 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// MemorySaver keeps checkpoints in memory. It implements Saver,
+// ThreadLister, InterruptLister and Pruner with the same rules as the SQLite
+// saver (delta blobs, head compare-and-swap, leases), so tests and
+// short-lived programs behave exactly as they would on disk. Everything is
+// lost when the process exits. It is safe for concurrent use.
+type MemorySaver struct {
+	mu      sync.RWMutex
+	now     Clock
+	threads map[threadKey]*memThread
+	seq     int64 // orders writes for PendingInterrupts
+}
+
+var (
+	_ Saver           = (*MemorySaver)(nil)
+	_ ThreadLister    = (*MemorySaver)(nil)
+	_ InterruptLister = (*MemorySaver)(nil)
+	_ Pruner          = (*MemorySaver)(nil)
+)
+
+type threadKey struct{ thread, ns string }
+
+type blobKey struct{ channel, version string }
+
+type memThread struct {
+	head        string
+	ids         []string // sorted ascending
+	checkpoints map[string]*memCheckpoint
+	blobs       map[blobKey]Blob
+	leaseOwner  string
+	leaseUntil  time.Time
+	updated     time.Time
+}
+
+type memCheckpoint struct {
+	cp     Checkpoint // Channels is nil: blobs live in memThread.blobs
+	writes []memWrite
+}
+
+type memWrite struct {
+	PendingWrite
+	idx int
+	at  time.Time
+	seq int64
+}
+
+// NewMemorySaver returns an empty saver that reads time from now (time.Now
+// when nil) for leases and timestamps.
+func NewMemorySaver(now Clock) *MemorySaver {
+	if now == nil {
+		now = time.Now
+	}
+	return &MemorySaver{now: now, threads: make(map[threadKey]*memThread)}
+}
+
+func validThread(thread string) error {
+	if thread == "" {
+		return fmt.Errorf("%w: empty thread ID", ErrInvalid)
+	}
+	return nil
+}
+
+// checkLease applies the lease rule for owner and, when it passes, takes or
+// renews the lease.
+func (s *MemorySaver) checkLease(t *memThread, thread, ns string, l Lease, now time.Time) error {
+	if l.Owner == "" {
+		return fmt.Errorf("%w: empty lease owner", ErrInvalid)
+	}
+	if t.leaseOwner != "" && t.leaseOwner != l.Owner && now.Before(t.leaseUntil) {
+		return &BusyError{Thread: thread, NS: ns, Owner: t.leaseOwner, Until: t.leaseUntil}
+	}
+	return nil
+}
+
+func takeLease(t *memThread, l Lease, now time.Time, release bool) {
+	if release {
+		t.leaseOwner, t.leaseUntil = "", time.Time{}
+		return
+	}
+	t.leaseOwner, t.leaseUntil = l.Owner, now.Add(l.TTL)
+}
+
+// Get implements Saver.
+func (s *MemorySaver) Get(ctx context.Context, ref Ref, opts GetOptions) (*Tuple, error) {
+	if err := validThread(ref.Thread); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t := s.threads[threadKey{ref.Thread, ref.NS}]
+	if t == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, ref)
+	}
+	id := ref.ID
+	if id == "" {
+		id = t.head
+	}
+	c := t.checkpoints[id]
+	if c == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, ref)
+	}
+	return s.tuple(ref.Thread, ref.NS, t, c, opts.Have)
+}
+
+func (s *MemorySaver) tuple(thread, ns string, t *memThread, c *memCheckpoint, have map[string]string) (*Tuple, error) {
+	cp := c.cp
+	cp.Versions = maps.Clone(c.cp.Versions)
+	cp.Channels = make(map[string][]Blob, len(cp.Versions))
+	for ch, v := range cp.Versions {
+		if have[ch] == v {
+			continue
+		}
+		chain, err := memChain(t, ch, v, have[ch])
+		if err != nil {
+			return nil, &CorruptError{Thread: thread, Checkpoint: cp.ID, What: "channel " + ch, Err: err}
+		}
+		cp.Channels[ch] = chain
+	}
+	cp.Metadata.Parents = maps.Clone(cp.Metadata.Parents)
+	cp.Metadata.Extra = maps.Clone(cp.Metadata.Extra)
+	tp := &Tuple{Thread: thread, NS: ns, Checkpoint: cp}
+	for _, w := range c.writes {
+		tp.Pending = append(tp.Pending, w.PendingWrite)
+	}
+	return tp, nil
+}
+
+// memChain returns the blobs of channel ch at version, oldest first. When
+// the walk reaches stop (a version the caller holds), it ends there.
+func memChain(t *memThread, ch, version, stop string) ([]Blob, error) {
+	var rev []Blob
+	v := version
+	for {
+		if stop != "" && v == stop && len(rev) > 0 {
+			break
+		}
+		b, ok := t.blobs[blobKey{ch, v}]
+		if !ok {
+			return nil, fmt.Errorf("missing blob for version %s", v)
+		}
+		rev = append(rev, b)
+		if !b.Append || b.Base == "" {
+			break
+		}
+		if len(rev) > len(t.blobs) {
+			return nil, fmt.Errorf("cycle in blob chain at version %s", v)
+		}
+		v = b.Base
+	}
+	slices.Reverse(rev)
+	return rev, nil
+}
+
+// List implements Saver.
+func (s *MemorySaver) List(ctx context.Context, thread string, opts ListOptions) ([]*Tuple, error) {
+	if err := validThread(thread); err != nil {
+		return nil, err
+	}
+	for k := range opts.Filter {
+		if !ValidFilterKey(k) {
+			return nil, fmt.Errorf("%w: filter key %q is not [A-Za-z0-9_]{1,64}", ErrInvalid, k)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var keys []threadKey
+	for k := range s.threads {
+		if k.thread == thread && (opts.AllNamespaces || k.ns == opts.NS) {
+			keys = append(keys, k)
+		}
+	}
+	type item struct {
+		key threadKey
+		c   *memCheckpoint
+	}
+	var items []item
+	for _, k := range keys {
+		t := s.threads[k]
+		for _, id := range t.ids {
+			if opts.Before != "" && id >= opts.Before {
+				continue
+			}
+			c := t.checkpoints[id]
+			if !matchFilter(c.cp.Metadata, opts.Filter) {
+				continue
+			}
+			items = append(items, item{k, c})
+		}
+	}
+	sort.Slice(items, func(i, j int) bool { return items[i].c.cp.ID > items[j].c.cp.ID })
+	if opts.Limit > 0 && len(items) > opts.Limit {
+		items = items[:opts.Limit]
+	}
+	out := make([]*Tuple, 0, len(items))
+	for _, it := range items {
+		tp, err := s.tuple(it.key.thread, it.key.ns, s.threads[it.key], it.c, nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tp)
+	}
+	return out, nil
+}
+
+// matchFilter compares metadata values with filter values by their JSON
+// encoding, after numbers are normalised, so that 1, 1.0 and int64(1) match.
+func matchFilter(m Metadata, filter map[string]any) bool {
+	if len(filter) == 0 {
+		return true
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return false
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return false
+	}
+	for k, want := range filter {
+		got, ok := obj[k]
+		if want == nil {
+			if ok && got != nil {
+				return false
+			}
+			continue
+		}
+		if !ok || !sameJSON(got, want) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameJSON(a, b any) bool {
+	ab, err1 := json.Marshal(normalise(a))
+	bb, err2 := json.Marshal(normalise(b))
+	return err1 == nil && err2 == nil && bytes.Equal(ab, bb)
+}
+
+// normalise turns every number into a float64 via a JSON round trip so that
+// equal numbers encode equally.
+func normalise(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	var out any
+	if json.Unmarshal(b, &out) != nil {
+		return v
+	}
+	return out
+}
+
+func (s *MemorySaver) thread(k threadKey) *memThread {
+	t := s.threads[k]
+	if t == nil {
+		t = &memThread{checkpoints: map[string]*memCheckpoint{}, blobs: map[blobKey]Blob{}}
+		s.threads[k] = t
+	}
+	return t
+}
+
+// validatePut checks the shape of a PutRequest. It is shared by savers
+// through ValidatePut.
+func validatePut(req *PutRequest) error {
+	if err := validThread(req.Thread); err != nil {
+		return err
+	}
+	cp := &req.Checkpoint
+	if cp.ID == "" {
+		return fmt.Errorf("%w: empty checkpoint ID", ErrInvalid)
+	}
+	if cp.ParentID != "" && cp.ParentID >= cp.ID {
+		return fmt.Errorf("%w: checkpoint ID %s does not sort after its parent %s", ErrInvalid, cp.ID, cp.ParentID)
+	}
+	if req.Lease.Owner == "" {
+		return fmt.Errorf("%w: empty lease owner", ErrInvalid)
+	}
+	for ch, blobs := range cp.Channels {
+		if len(blobs) != 1 || blobs[0].Version != cp.ID || cp.Versions[ch] != cp.ID {
+			return fmt.Errorf("%w: channel %q: a put carries exactly one blob per changed channel, versioned with the checkpoint ID", ErrInvalid, ch)
+		}
+		if !json.Valid(blobs[0].Data) {
+			return fmt.Errorf("%w: channel %q: blob is not valid JSON", ErrInvalid, ch)
+		}
+	}
+	for ch, v := range cp.Versions {
+		if v == cp.ID {
+			if _, ok := cp.Channels[ch]; !ok {
+				return fmt.Errorf("%w: channel %q has the new version but no blob", ErrInvalid, ch)
+			}
+		}
+	}
+	if err := validateTaskWrites(req.ParentWrites); err != nil {
+		return err
+	}
+	return validateTaskWrites(req.Writes)
+}
+
+// ValidatePut checks a PutRequest's shape (thread, IDs, one blob per changed
+// channel, valid JSON) and returns an error wrapping ErrInvalid when it is
+// malformed. Savers call it before touching storage.
+func ValidatePut(req *PutRequest) error { return validatePut(req) }
+
+// ValidateWrites checks a WritesRequest's shape and returns an error wrapping
+// ErrInvalid when it is malformed.
+func ValidateWrites(req *WritesRequest) error {
+	if err := validThread(req.Ref.Thread); err != nil {
+		return err
+	}
+	if req.Ref.ID == "" {
+		return fmt.Errorf("%w: pending writes need a checkpoint ID", ErrInvalid)
+	}
+	if req.Lease.Owner == "" {
+		return fmt.Errorf("%w: empty lease owner", ErrInvalid)
+	}
+	return validateTaskWrites(req.Tasks)
+}
+
+func validateTaskWrites(tasks []TaskWrites) error {
+	for _, tw := range tasks {
+		if tw.TaskID == "" {
+			return fmt.Errorf("%w: pending write with empty task ID", ErrInvalid)
+		}
+		for _, w := range tw.Writes {
+			if w.Channel == "" {
+				return fmt.Errorf("%w: task %s: write with empty channel", ErrInvalid, tw.TaskID)
+			}
+			if !json.Valid(w.Value) {
+				return fmt.Errorf("%w: task %s channel %q: value is not valid JSON", ErrInvalid, tw.TaskID, w.Channel)
+			}
+		}
+	}
+	return nil
+}
+
+// Put implements Saver.
+func (s *MemorySaver) Put(ctx context.Context, req PutRequest) error {
+	if err := validatePut(&req); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := threadKey{req.Thread, req.NS}
+	t := s.threads[key]
+	now := s.now()
+	head := ""
+	if t != nil {
+		head = t.head
+		if err := s.checkLease(t, req.Thread, req.NS, req.Lease, now); err != nil {
+			return err
+		}
+	}
+	cp := req.Checkpoint
+	if req.Fork {
+		if cp.ParentID != "" && (t == nil || t.checkpoints[cp.ParentID] == nil) {
+			return &ConflictError{Thread: req.Thread, NS: req.NS, Expected: cp.ParentID, Head: head}
+		}
+	} else if head != cp.ParentID {
+		return &ConflictError{Thread: req.Thread, NS: req.NS, Expected: cp.ParentID, Head: head}
+	}
+	if t != nil && t.checkpoints[cp.ID] != nil {
+		return &ConflictError{Thread: req.Thread, NS: req.NS, Expected: cp.ParentID, Head: head}
+	}
+	t = s.thread(key)
+	for ch, blobs := range cp.Channels {
+		b := blobs[0]
+		b.Data = bytes.Clone(b.Data)
+		t.blobs[blobKey{ch, cp.ID}] = b
+	}
+	stored := cp
+	stored.Channels = nil
+	stored.Versions = maps.Clone(cp.Versions)
+	stored.Metadata.Parents = maps.Clone(cp.Metadata.Parents)
+	stored.Metadata.Extra = maps.Clone(cp.Metadata.Extra)
+	if stored.CreatedAt.IsZero() {
+		stored.CreatedAt = now
+	}
+	mc := &memCheckpoint{cp: stored}
+	t.checkpoints[cp.ID] = mc
+	i, _ := slices.BinarySearch(t.ids, cp.ID)
+	t.ids = slices.Insert(t.ids, i, cp.ID)
+	if p := t.checkpoints[cp.ParentID]; p != nil {
+		s.addWrites(p, req.ParentWrites, now)
+	}
+	s.addWrites(mc, req.Writes, now)
+	t.head = cp.ID
+	t.updated = now
+	takeLease(t, req.Lease, now, req.Release)
+	return nil
+}
+
+func (s *MemorySaver) addWrites(c *memCheckpoint, tasks []TaskWrites, now time.Time) {
+	for _, tw := range tasks {
+		for pos, w := range tw.Writes {
+			idx := WriteIndex(w.Channel, pos)
+			pw := PendingWrite{TaskID: tw.TaskID, Node: tw.Node, Path: tw.Path, Channel: w.Channel, Value: bytes.Clone(w.Value)}
+			found := -1
+			for i, old := range c.writes {
+				if old.TaskID == tw.TaskID && old.idx == idx {
+					found = i
+					break
+				}
+			}
+			s.seq++
+			switch {
+			case found < 0:
+				c.writes = append(c.writes, memWrite{PendingWrite: pw, idx: idx, at: now, seq: s.seq})
+			case IsSpecial(w.Channel):
+				c.writes[found] = memWrite{PendingWrite: pw, idx: idx, at: now, seq: s.seq}
+			}
+		}
+	}
+	sort.SliceStable(c.writes, func(i, j int) bool {
+		a, b := c.writes[i], c.writes[j]
+		if a.TaskID != b.TaskID {
+			return a.TaskID < b.TaskID
+		}
+		return a.idx < b.idx
+	})
+}
+
+// PutWrites implements Saver.
+func (s *MemorySaver) PutWrites(ctx context.Context, req WritesRequest) error {
+	if err := ValidateWrites(&req); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.threads[threadKey{req.Ref.Thread, req.Ref.NS}]
+	if t == nil || t.head != req.Ref.ID {
+		head := ""
+		if t != nil {
+			head = t.head
+		}
+		return &ConflictError{Thread: req.Ref.Thread, NS: req.Ref.NS, Expected: req.Ref.ID, Head: head}
+	}
+	now := s.now()
+	if err := s.checkLease(t, req.Ref.Thread, req.Ref.NS, req.Lease, now); err != nil {
+		return err
+	}
+	s.addWrites(t.checkpoints[t.head], req.Tasks, now)
+	t.updated = now
+	takeLease(t, req.Lease, now, req.Release)
+	return nil
+}
+
+// Claim implements Saver.
+func (s *MemorySaver) Claim(ctx context.Context, ref Ref, lease Lease) error {
+	if err := validThread(ref.Thread); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := threadKey{ref.Thread, ref.NS}
+	t := s.threads[key]
+	head := ""
+	if t != nil {
+		head = t.head
+	}
+	if head != ref.ID {
+		return &ConflictError{Thread: ref.Thread, NS: ref.NS, Expected: ref.ID, Head: head}
+	}
+	now := s.now()
+	if t == nil {
+		t = s.thread(key)
+	}
+	if err := s.checkLease(t, ref.Thread, ref.NS, lease, now); err != nil {
+		return err
+	}
+	takeLease(t, lease, now, false)
+	return nil
+}
+
+// Release implements Saver.
+func (s *MemorySaver) Release(ctx context.Context, thread, ns, owner string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.threads[threadKey{thread, ns}]
+	if t == nil || t.leaseOwner != owner {
+		return nil
+	}
+	t.leaseOwner, t.leaseUntil = "", time.Time{}
+	if t.head == "" && len(t.ids) == 0 {
+		delete(s.threads, threadKey{thread, ns})
+	}
+	return nil
+}
+
+// DeleteThread implements Saver.
+func (s *MemorySaver) DeleteThread(ctx context.Context, thread string) error {
+	if err := validThread(thread); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.threads {
+		if k.thread == thread {
+			delete(s.threads, k)
+		}
+	}
+	return nil
+}
+
+// Threads implements ThreadLister.
+func (s *MemorySaver) Threads(ctx context.Context, offset, limit int) ([]ThreadInfo, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []ThreadInfo
+	for k, t := range s.threads {
+		if k.ns != "" || t.head == "" {
+			continue
+		}
+		c := t.checkpoints[t.head]
+		out = append(out, ThreadInfo{Thread: k.thread, NS: k.ns, Head: t.head, Step: c.cp.Metadata.Step, Source: c.cp.Metadata.Source, UpdatedAt: t.updated})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].UpdatedAt.Equal(out[j].UpdatedAt) {
+			return out[i].UpdatedAt.After(out[j].UpdatedAt)
+		}
+		return out[i].Thread < out[j].Thread
+	})
+	return page(out, offset, limit), nil
+}
+
+func page[T any](xs []T, offset, limit int) []T {
+	if offset > len(xs) {
+		return nil
+	}
+	xs = xs[max(offset, 0):]
+	if limit > 0 && len(xs) > limit {
+		xs = xs[:limit]
+	}
+	return xs
+}
+
+// PendingInterrupts implements InterruptLister. The cursor is the position
+// key (save time, thread, interrupt ID) of the last item returned.
+func (s *MemorySaver) PendingInterrupts(ctx context.Context, q InterruptQuery) ([]PendingInterrupt, string, error) {
+	if !interruptCursorValid(q.After) {
+		return nil, "", fmt.Errorf("%w: malformed interrupt cursor %q", ErrInvalid, q.After)
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	s.mu.RLock()
+	type keyed struct {
+		key string
+		pi  PendingInterrupt
+	}
+	var all []keyed
+	for k, t := range s.threads {
+		if k.ns != "" || t.head == "" {
+			continue
+		}
+		c := t.checkpoints[t.head]
+		var writes []PendingWrite
+		at := map[string]memWrite{}
+		for _, w := range c.writes {
+			writes = append(writes, w.PendingWrite)
+			if w.Channel == ChannelInterrupt {
+				at[w.TaskID] = w
+			}
+		}
+		for _, pi := range PendingInterrupts(writes) {
+			w := at[pi.TaskID]
+			pi.Thread, pi.NS, pi.CheckpointID, pi.CreatedAt = k.thread, k.ns, t.head, w.at
+			key := fmt.Sprintf("%020d|%s|%s", w.seq, k.thread, pi.InterruptID)
+			all = append(all, keyed{key, pi})
+		}
+	}
+	s.mu.RUnlock()
+	sort.Slice(all, func(i, j int) bool { return all[i].key < all[j].key })
+	var out []PendingInterrupt
+	next := ""
+	for _, it := range all {
+		if q.After != "" && it.key <= q.After {
+			continue
+		}
+		if len(out) == limit {
+			break
+		}
+		out = append(out, it.pi)
+		next = it.key
+	}
+	if len(out) < limit || (len(all) > 0 && all[len(all)-1].key == next) {
+		next = ""
+	}
+	return out, next, nil
+}
+
+// Prune implements Pruner.
+func (s *MemorySaver) Prune(ctx context.Context, thread, ns string, keep int) (int, error) {
+	if err := validThread(thread); err != nil {
+		return 0, err
+	}
+	if keep < 1 {
+		return 0, fmt.Errorf("%w: prune must keep at least 1 checkpoint, got %d", ErrInvalid, keep)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.threads[threadKey{thread, ns}]
+	if t == nil {
+		return 0, nil
+	}
+	hasChild := map[string]bool{}
+	for _, c := range t.checkpoints {
+		hasChild[c.cp.ParentID] = true
+	}
+	kept := map[string]bool{t.head: true}
+	for i := len(t.ids) - 1; i >= 0 && len(t.ids)-i <= keep; i-- {
+		kept[t.ids[i]] = true
+	}
+	for id, c := range t.checkpoints {
+		if len(c.writes) > 0 && !hasChild[id] {
+			kept[id] = true // uncommitted pending writes or interrupts
+		}
+	}
+	needed := map[blobKey]bool{}
+	for id := range kept {
+		for ch, v := range t.checkpoints[id].cp.Versions {
+			chain, err := memChain(t, ch, v, "")
+			if err != nil {
+				return 0, &CorruptError{Thread: thread, Checkpoint: id, What: "channel " + ch, Err: err}
+			}
+			for _, b := range chain {
+				needed[blobKey{ch, b.Version}] = true
+			}
+		}
+	}
+	deleted := 0
+	var ids []string
+	for _, id := range t.ids {
+		if kept[id] {
+			ids = append(ids, id)
+			continue
+		}
+		delete(t.checkpoints, id)
+		deleted++
+	}
+	t.ids = ids
+	for k := range t.blobs {
+		if !needed[k] {
+			delete(t.blobs, k)
+		}
+	}
+	return deleted, nil
+}
+
+func maps_clone[K comparable, V any](m map[K]V) map[K]V {
+	if m == nil {
+		return nil
+	}
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// interruptCursorValid reports whether a cursor has the memory saver's shape.
+func interruptCursorValid(c string) bool {
+	if c == "" {
+		return true
+	}
+	n, _, ok := strings.Cut(c, "|")
+	if !ok {
+		return false
+	}
+	_, err := strconv.ParseInt(n, 10, 64)
+	return err == nil
+}

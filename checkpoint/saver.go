@@ -1,0 +1,165 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Saver stores the checkpoints and pending writes of threads. Every
+// implementation must be safe for concurrent use, must pass the conformance
+// suite in package checkpointtest, and must enforce one writer per thread:
+//
+//   - Put accepts a checkpoint only when its ParentID is the thread's head
+//     (or the thread is new and ParentID is ""), unless Fork is set; a
+//     PutWrites or Claim naming a checkpoint other than the head fails the
+//     same way. Either failure is a *ConflictError and writes nothing.
+//   - Put, PutWrites and Claim acquire the thread's lease for the request's
+//     owner when it is free or expired, renew it when the owner already
+//     holds it, and fail with a *BusyError (writing nothing) when another
+//     owner holds it.
+//
+// Returned tuples belong to the caller; their byte slices may be shared with
+// other tuples of the same call and must not be modified.
+type Saver interface {
+	// Get returns the checkpoint ref names, or the thread's head when ref.ID
+	// is "", with every channel materialised (see Checkpoint) and its
+	// pending writes. opts.Have lets a caller that holds decoded values skip
+	// reading them again (see GetOptions). It returns an error matching
+	// ErrNotFound when there is no such checkpoint, and a *CorruptError when
+	// stored data cannot be read.
+	Get(ctx context.Context, ref Ref, opts GetOptions) (*Tuple, error)
+
+	// List returns a thread's checkpoints newest first (descending ID),
+	// filtered by opts, each with its channels and pending writes. A thread
+	// with no checkpoints gives an empty list and no error.
+	List(ctx context.Context, thread string, opts ListOptions) ([]*Tuple, error)
+
+	// Put adds a checkpoint, its changed channels and the request's writes
+	// in one transaction, and makes it the thread's head.
+	Put(ctx context.Context, req PutRequest) error
+
+	// PutWrites saves pending writes of tasks against the head checkpoint.
+	// A regular write whose (task, WriteIndex) exists is ignored; a special
+	// one (IsSpecial) replaces it. Saving the same writes twice, also across
+	// a reopen, stores them once.
+	PutWrites(ctx context.Context, req WritesRequest) error
+
+	// Claim acquires or renews the lease on a thread whose head is ref.ID
+	// ("" for a thread with no checkpoints) without writing anything else.
+	Claim(ctx context.Context, ref Ref, lease Lease) error
+
+	// Release drops owner's lease on the thread, if owner holds it. It is
+	// not an error when the lease has already expired or passed on.
+	Release(ctx context.Context, thread, ns, owner string) error
+
+	// DeleteThread removes every checkpoint, write and lease of the thread
+	// in every namespace. Deleting a missing thread is not an error.
+	DeleteThread(ctx context.Context, thread string) error
+}
+
+// ThreadLister is implemented by savers that can list their threads.
+type ThreadLister interface {
+	// Threads returns every thread's root-namespace head, most recently
+	// updated first, skipping the first offset and returning at most limit
+	// (0 means all).
+	Threads(ctx context.Context, offset, limit int) ([]ThreadInfo, error)
+}
+
+// InterruptLister is implemented by savers that can find every pending
+// interrupt across threads with one query.
+type InterruptLister interface {
+	// PendingInterrupts returns a page of pending interrupts (see
+	// PendingInterrupt) of all threads' root namespaces, oldest first, and
+	// the cursor of the next page ("" when this is the last).
+	PendingInterrupts(ctx context.Context, q InterruptQuery) ([]PendingInterrupt, string, error)
+}
+
+// Pruner is implemented by savers that can drop old checkpoints.
+type Pruner interface {
+	// Prune keeps the newest keep checkpoints of the thread's namespace ns
+	// (at least 1) and deletes older ones, except checkpoints still needed:
+	// the ancestors that hold the base blobs of kept channel values, and
+	// any checkpoint with pending interrupts or pending writes that have
+	// not been committed by a child. It returns how many were deleted.
+	Prune(ctx context.Context, thread, ns string, keep int) (int, error)
+}
+
+// Vacuumer is implemented by savers that can give freed space back.
+type Vacuumer interface {
+	// Vacuum reclaims free pages; pages is a bound on the work (0 = all).
+	Vacuum(ctx context.Context, pages int) error
+}
+
+// PendingInterrupts computes the interrupts among writes that still wait for
+// an answer: those of tasks that have an __interrupt__ write, whose ID has no
+// entry in the task's __resume__ write, and which have no regular writes (a
+// task with regular writes finished). Savers share this rule through it; the
+// result is in task order, then in the order the task raised them.
+func PendingInterrupts(writes []PendingWrite) []PendingInterrupt {
+	type taskState struct {
+		node       string
+		interrupts []PendingInterrupt
+		answered   map[string]bool
+		finished   bool
+	}
+	tasks := map[string]*taskState{}
+	var order []string
+	get := func(w PendingWrite) *taskState {
+		t, ok := tasks[w.TaskID]
+		if !ok {
+			t = &taskState{node: w.Node}
+			tasks[w.TaskID] = t
+			order = append(order, w.TaskID)
+		}
+		return t
+	}
+	for _, w := range writes {
+		if IsCommandTask(w.TaskID) {
+			continue
+		}
+		t := get(w)
+		switch {
+		case w.Channel == ChannelInterrupt:
+			var list []struct {
+				ID    string          `json:"id"`
+				Value json.RawMessage `json:"value"`
+			}
+			if json.Unmarshal(w.Value, &list) != nil {
+				continue
+			}
+			for _, in := range list {
+				t.interrupts = append(t.interrupts, PendingInterrupt{TaskID: w.TaskID, Node: w.Node, InterruptID: in.ID, Value: in.Value})
+			}
+		case w.Channel == ChannelResume:
+			var answers map[string]json.RawMessage
+			if json.Unmarshal(w.Value, &answers) == nil {
+				if t.answered == nil {
+					t.answered = map[string]bool{}
+				}
+				for id := range answers {
+					t.answered[id] = true
+				}
+			}
+		case !IsSpecial(w.Channel):
+			t.finished = true
+		}
+	}
+	var out []PendingInterrupt
+	for _, id := range order {
+		t := tasks[id]
+		if t.finished {
+			continue
+		}
+		for _, in := range t.interrupts {
+			if !t.answered[in.InterruptID] {
+				out = append(out, in)
+			}
+		}
+	}
+	return out
+}
+
+// Clock returns the current time. Savers and the runtime take one so that
+// tests can pin time.
+type Clock func() time.Time

@@ -1,0 +1,20 @@
+// Package lockstep is a library for agents that change the world safely:
+// typed state graphs that run in supersteps, checkpoint to SQLite after
+// every one, pause for a human without losing their place, and resume
+// without running a committed write, or an approved side effect, twice.
+//
+// The packages, from the core outwards:
+//
+//   - interrupt: how a node pauses for an answer (Ask, NodeInterrupt).
+//   - checkpoint: the Saver interface, its records and rules, and an
+//     in-memory saver; checkpoint/sqlite is the durable one.
+//   - graph: the builder, the superstep runner, snapshots and history,
+//     streaming and Mermaid drawings.
+//   - nodes: the safe tool executor (confirmation gate, memo, idempotency
+//     ledger, classified retries, fallback) and the langchaingo LLM node.
+//   - approval: durable human approvals with expiry and audit.
+//   - cmd/lockstep: a CLI to inspect paused work and decide approvals.
+//
+// This root package holds no code; its tests run scenarios across packages
+// and the fixed benchmarks (bench_test.go).
+package lockstep

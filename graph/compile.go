@@ -1,0 +1,318 @@
+package graph
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/lockstepgo/lockstep/checkpoint"
+)
+
+// Defaults of the compile options.
+const (
+	DefaultRecursionLimit = 25
+	DefaultConcurrency    = 16
+	DefaultLeaseTTL       = 30 * time.Second
+	DefaultMaxValueBytes  = 16 << 20
+	DefaultStateCache     = 256
+)
+
+// Option configures Compile.
+type Option func(*config)
+
+type config struct {
+	saver          checkpoint.Saver
+	before, after  []string
+	recursionLimit int
+	concurrency    int
+	logger         *slog.Logger
+	now            checkpoint.Clock
+	ids            func(after string) string
+	runIDs         func() string
+	leaseTTL       time.Duration
+	maxValueBytes  int
+	stateCache     int
+	rand           io.Reader
+	errs           []error
+}
+
+// WithSaver persists checkpoints with s. Without a saver a run keeps its
+// state in memory only and cannot be resumed.
+func WithSaver(s checkpoint.Saver) Option { return func(c *config) { c.saver = s } }
+
+// WithInterruptBefore stops every run before the named nodes run ("*" for
+// all nodes). The stop is saved; Continue or Resume passes it once.
+func WithInterruptBefore(nodes ...string) Option {
+	return func(c *config) { c.before = append(c.before, nodes...) }
+}
+
+// WithInterruptAfter stops every run after the named nodes ran ("*" for
+// all nodes).
+func WithInterruptAfter(nodes ...string) Option {
+	return func(c *config) { c.after = append(c.after, nodes...) }
+}
+
+// WithRecursionLimit caps the supersteps of one run (default 25). A graph
+// needing exactly n supersteps, the __start__ step included, runs with a
+// limit of n.
+func WithRecursionLimit(n int) Option {
+	return func(c *config) {
+		if n < 1 {
+			c.errs = append(c.errs, &CompileError{Problem: fmt.Sprintf("recursion limit %d is below 1", n)})
+		}
+		c.recursionLimit = n
+	}
+}
+
+// WithConcurrency caps the tasks of one superstep that run at once
+// (default 16).
+func WithConcurrency(n int) Option {
+	return func(c *config) {
+		if n < 1 {
+			c.errs = append(c.errs, &CompileError{Problem: fmt.Sprintf("concurrency %d is below 1", n)})
+		}
+		c.concurrency = n
+	}
+}
+
+// WithLogger sends step, node and checkpoint events to l at Debug level and
+// failures at Warn. The default discards them.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithClock reads time from now (checkpoint timestamps, lease timing, ID
+// timestamps). The default is time.Now.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+
+// WithIDs makes checkpoint IDs with next, which must return an ID that
+// sorts strictly after its argument (the parent ID, or ""). The default is
+// a checkpoint.IDGenerator on the configured clock.
+func WithIDs(next func(after string) string) Option { return func(c *config) { c.ids = next } }
+
+// WithRunIDs makes run IDs (which are also lease owners) with next. They
+// must be unique per run. The default is 128 random bits.
+func WithRunIDs(next func() string) Option { return func(c *config) { c.runIDs = next } }
+
+// WithRandom reads the randomness of default IDs from r (for reproducible
+// tests).
+func WithRandom(r io.Reader) Option { return func(c *config) { c.rand = r } }
+
+// WithLeaseTTL sets how long a run's claim on its thread lasts without
+// renewal (default 30s). A run renews it at every save and every TTL/3 while
+// a node runs; after a crash, another runner may take the thread over once
+// the TTL has passed.
+func WithLeaseTTL(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.errs = append(c.errs, &CompileError{Problem: fmt.Sprintf("lease TTL %v is not positive", d)})
+		}
+		c.leaseTTL = d
+	}
+}
+
+// WithMaxValueBytes caps the encoded size of any one state value, write,
+// Send argument or step result (default 16 MiB). Larger values fail with a
+// *SizeError before anything is written.
+func WithMaxValueBytes(n int) Option {
+	return func(c *config) {
+		if n < 1 {
+			c.errs = append(c.errs, &CompileError{Problem: fmt.Sprintf("max value bytes %d is below 1", n)})
+		}
+		c.maxValueBytes = n
+	}
+}
+
+// WithStateCache keeps the decoded latest state of up to n threads in
+// memory (default 256; 0 turns it off). Cached values are validated against
+// the saver's versions on every read, so the cache never serves stale data.
+func WithStateCache(n int) Option { return func(c *config) { c.stateCache = n } }
+
+// Runnable is a compiled graph. It is safe for concurrent use: runs on
+// different threads proceed in parallel, and runs on the same thread are
+// serialised by the saver's lease (the loser gets an error matching
+// checkpoint.ErrThreadBusy or checkpoint.ErrConflict).
+type Runnable[S any] struct {
+	schema    *schema
+	cfg       config
+	nodes     map[string]*nodeSpec[S]
+	nodeNames []string // sorted
+	edgesFrom map[string][]string
+	joinsFrom map[string][]*joinSpec
+	joinsTo   map[string][]*joinSpec
+	joins     map[string]*joinSpec // by channel
+	routers   map[string][]*routerSpec[S]
+	before    map[string]bool
+	after     map[string]bool
+	cache     *frameCache[S]
+	idgen     *checkpoint.IDGenerator
+	edgesList [][2]string
+}
+
+// Compile validates the graph and returns a Runnable. It returns every
+// problem found, joined; each is a *CompileError or *UnknownNodeError.
+func (g *Graph[S]) Compile(opts ...Option) (*Runnable[S], error) {
+	cfg := config{
+		recursionLimit: DefaultRecursionLimit,
+		concurrency:    DefaultConcurrency,
+		leaseTTL:       DefaultLeaseTTL,
+		maxValueBytes:  DefaultMaxValueBytes,
+		stateCache:     DefaultStateCache,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	errs := append(slices.Clone(g.errs), cfg.errs...)
+	if g.schema == nil {
+		return nil, errors.Join(errs...)
+	}
+	r := &Runnable[S]{
+		schema:    g.schema,
+		cfg:       cfg,
+		nodes:     g.nodes,
+		edgesFrom: map[string][]string{},
+		joinsFrom: map[string][]*joinSpec{},
+		joinsTo:   map[string][]*joinSpec{},
+		joins:     map[string]*joinSpec{},
+		routers:   g.routers,
+		edgesList: slices.Clone(g.edges),
+	}
+	for name := range g.nodes {
+		r.nodeNames = append(r.nodeNames, name)
+	}
+	sort.Strings(r.nodeNames)
+	isNode := func(n string) bool { _, ok := g.nodes[n]; return ok }
+
+	for _, e := range g.edges {
+		from, to := e[0], e[1]
+		switch {
+		case from == END:
+			errs = append(errs, &CompileError{Problem: "END cannot be the source of an edge"})
+		case from != START && !isNode(from):
+			errs = append(errs, &UnknownNodeError{Name: from, From: "edge source"})
+		}
+		switch {
+		case to == START:
+			errs = append(errs, &CompileError{Problem: "START cannot be the target of an edge"})
+		case to != END && !isNode(to):
+			errs = append(errs, &UnknownNodeError{Name: to, From: "edge target"})
+		}
+		if !slices.Contains(r.edgesFrom[from], to) {
+			r.edgesFrom[from] = append(r.edgesFrom[from], to)
+		}
+	}
+	for _, j := range g.joins {
+		if !isNode(j.to) {
+			errs = append(errs, &UnknownNodeError{Name: j.to, From: "join target"})
+		}
+		for _, s := range j.sources {
+			if !isNode(s) {
+				errs = append(errs, &UnknownNodeError{Name: s, From: "join source"})
+			}
+		}
+		if _, dup := r.joins[j.channel]; dup {
+			continue
+		}
+		r.joins[j.channel] = j
+		r.joinsTo[j.to] = append(r.joinsTo[j.to], j)
+		for _, s := range j.sources {
+			r.joinsFrom[s] = append(r.joinsFrom[s], j)
+		}
+	}
+	for from, rs := range g.routers {
+		if from != START && !isNode(from) {
+			errs = append(errs, &UnknownNodeError{Name: from, From: "conditional edge source"})
+		}
+		for _, rt := range rs {
+			for _, d := range rt.dests {
+				if d != END && !isNode(d) {
+					errs = append(errs, &UnknownNodeError{Name: d, From: fmt.Sprintf("destinations of node %q", from)})
+				}
+				if d == END && rt.send != nil {
+					errs = append(errs, &CompileError{Problem: "a Send cannot target END", Node: from})
+				}
+			}
+		}
+	}
+	if len(r.edgesFrom[START]) == 0 && len(g.routers[START]) == 0 {
+		errs = append(errs, &CompileError{Problem: "no entry point: add an edge from START"})
+	} else if !r.endReachable() {
+		errs = append(errs, &CompileError{Problem: "END is unreachable: every path from START loops forever"})
+	}
+	r.before, errs = breakpointSet(cfg.before, isNode, errs)
+	r.after, errs = breakpointSet(cfg.after, isNode, errs)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if r.cfg.now == nil {
+		r.cfg.now = time.Now
+	}
+	if r.cfg.logger == nil {
+		r.cfg.logger = slog.New(slog.DiscardHandler)
+	}
+	if r.cfg.ids == nil {
+		r.idgen = checkpoint.NewIDGenerator(r.cfg.now, r.cfg.rand)
+		r.cfg.ids = r.idgen.Next
+	}
+	if r.cfg.runIDs == nil {
+		rnd := r.cfg.rand
+		r.cfg.runIDs = func() string { return checkpoint.NewOwnerID(rnd) }
+	}
+	r.cache = newFrameCache[S](cfg.stateCache)
+	return r, nil
+}
+
+func breakpointSet(names []string, isNode func(string) bool, errs []error) (map[string]bool, []error) {
+	set := map[string]bool{}
+	for _, n := range names {
+		if n != "*" && !isNode(n) {
+			errs = append(errs, &UnknownNodeError{Name: n, From: "breakpoint"})
+			continue
+		}
+		set[n] = true
+	}
+	return set, errs
+}
+
+// endReachable reports whether some path from START can finish: reach END,
+// a node with no outgoing edges, or a router whose destinations are open or
+// include END.
+func (r *Runnable[S]) endReachable() bool {
+	seen := map[string]bool{}
+	queue := []string{START}
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		if n == END {
+			return true
+		}
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		outs := slices.Clone(r.edgesFrom[n])
+		for _, j := range r.joinsFrom[n] {
+			outs = append(outs, j.to)
+		}
+		rs := r.routers[n]
+		if len(outs) == 0 && len(rs) == 0 {
+			return true // a dead end finishes its branch
+		}
+		for _, rt := range rs {
+			if len(rt.dests) == 0 {
+				return true // may route anywhere, END included
+			}
+			outs = append(outs, rt.dests...)
+		}
+		queue = append(queue, outs...)
+	}
+	return false
+}
+
+// Nodes returns the graph's node names, sorted.
+func (r *Runnable[S]) Nodes() []string { return slices.Clone(r.nodeNames) }
+
+// Fields returns the state's channel names (the exported fields of S).
+func (r *Runnable[S]) Fields() []string { return r.schema.names() }

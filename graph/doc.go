@@ -1,0 +1,68 @@
+// Package graph builds typed state graphs and runs them in supersteps,
+// saving a checkpoint after every one.
+//
+// A graph is built over a state struct S ([New]); each exported field is a
+// channel with a [Reducer] (last value by default; append and merge by
+// struct tag or [Graph.Reducer]; custom with [ReduceFunc]). Nodes return the
+// fields they write ([Set]) and may route with [Update.Goto] and
+// [Update.Send]. [Graph.Compile] validates the graph and returns a
+// [Runnable].
+//
+// # Supersteps
+//
+// A run repeats, until no task is due:
+//
+//  1. Plan: the due tasks are the nodes whose trigger was written in the
+//     last step (an edge, a route, a Goto), the nodes whose join edge has
+//     heard from every source, and one task per pending Send.
+//  2. Run: the tasks run in parallel (up to the concurrency option) against
+//     the frozen state of the step. A task that finishes while others run
+//     has its writes saved at once, so a failure or a crash in a sibling
+//     does not run it again.
+//  3. Apply: the writes are applied in a fixed order, pull tasks by node
+//     name then Sends by index, whatever order the tasks finished in. Two
+//     writes to a last-value field are a [*ConflictError].
+//  4. Checkpoint: the new state, the changed channels and the writes that
+//     produced them are saved in one transaction before the next step.
+//
+// A run starts with an input checkpoint (step -1 on a new thread) and a
+// __start__ step (step 0) that copies the input into the state, as in
+// LangGraph. The recursion limit bounds the supersteps of one run.
+//
+// # Pausing and resuming
+//
+// A node pauses the run by calling interrupt.Ask or returning an
+// *interrupt.NodeInterrupt; a static breakpoint ([WithInterruptBefore],
+// [InterruptAfter]) pauses it around named nodes. A paused run is not an
+// error: its [Result] says [StatusWaiting]. [Runnable.Resume] delivers
+// answers (by interrupt ID when several wait); [Runnable.Continue] re-runs
+// pending tasks after a failure, a crash or a state update. Only the
+// unfinished tasks of the interrupted step run again, from their first
+// line; [Durable] keeps work inside a node from running twice.
+//
+// # Inspecting
+//
+// [Runnable.GetState] and [Runnable.History] return [Snapshot] values:
+// state, next tasks, tasks with their errors and interrupts, metadata and a
+// [Status] (done, waiting, failed, pending). [Runnable.UpdateState] edits
+// state as a node would; [Runnable.Replay] forks from an older checkpoint.
+// [Runnable.Mermaid] draws the graph.
+//
+// # Concurrency
+//
+// A [Graph] is not safe for concurrent use; a [Runnable] is. Runs on one
+// thread are serialised by the saver's lease: a second runner gets an error
+// matching checkpoint.ErrThreadBusy or checkpoint.ErrConflict before any of
+// its nodes run. Nodes receive the state by value but share its slices and
+// maps with the runtime and must not modify them.
+//
+// # Errors
+//
+// Runs return [*NodeError] (wrapping the node's error; a panic is a
+// [*PanicError] with its stack), [*ConflictError], [*RecursionError],
+// [*ResumeError], [*UnknownNodeError], [*UnknownFieldError], [*SizeError],
+// [*EncodeError], the sentinels [ErrThreadNotFound], [ErrNothingToResume],
+// [ErrPendingInterrupt], [ErrNoSaver], [ErrInvalidInput], and saver errors
+// from package checkpoint. Compile returns [*CompileError] values joined
+// together. Match them with errors.Is and errors.As.
+package graph

@@ -1,0 +1,471 @@
+package graph
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lockstepgo/lockstep/checkpoint"
+)
+
+// frame is the runtime's view of one checkpoint: typed state plus the
+// scheduling channels (triggers, join barriers, pending Sends, start input).
+// A frame is immutable once built, except that ownership of the spare
+// capacity of append fields moves from a frame to the frame derived from it.
+type frame[S any] struct {
+	id        string
+	parentID  string
+	createdAt time.Time
+	meta      checkpoint.Metadata
+	versions  map[string]string
+	mark      string
+
+	state S
+	// spare holds, per append field, a slice equal to the field's value
+	// whose free capacity this frame owns.
+	spare map[int]reflect.Value
+
+	triggers map[string]bool     // node → branch:to:<node> is set
+	joins    map[string][]string // join channel → sources seen (sorted)
+	sends    []Send[S]
+	start    *startInput
+
+	// dirty lists the channels changed since the frame's checkpoint was
+	// saved: they get blobs in the next Put.
+	dirty map[string]dirtyMark
+}
+
+// startInput is the input waiting in the __start__ channel.
+type startInput struct {
+	fields map[string]json.RawMessage // field name → encoded value
+}
+
+type dirtyMark struct {
+	full bool // store the whole value
+	from int  // append fields: items before this index are already stored
+}
+
+func newFrame[S any]() *frame[S] {
+	return &frame[S]{
+		versions: map[string]string{},
+		triggers: map[string]bool{},
+		joins:    map[string][]string{},
+		dirty:    map[string]dirtyMark{},
+		spare:    map[int]reflect.Value{},
+	}
+}
+
+// derive returns a copy of f to build the next frame from. When own is true
+// the copy takes over f's spare capacity.
+func (f *frame[S]) derive(own bool) *frame[S] {
+	n := &frame[S]{
+		id:        f.id,
+		parentID:  f.parentID,
+		createdAt: f.createdAt,
+		meta:      f.meta,
+		versions:  maps.Clone(f.versions),
+		mark:      f.mark,
+		state:     f.state,
+		triggers:  maps.Clone(f.triggers),
+		joins:     maps.Clone(f.joins),
+		sends:     f.sends,
+		start:     f.start,
+		dirty:     maps.Clone(f.dirty),
+		spare:     map[int]reflect.Value{},
+	}
+	if own {
+		n.spare, f.spare = f.spare, map[int]reflect.Value{}
+	}
+	return n
+}
+
+// maxVersion is the highest channel version, used for breakpoint marks.
+func (f *frame[S]) maxVersion() string {
+	m := ""
+	for _, v := range f.versions {
+		m = max(m, v)
+	}
+	return m
+}
+
+// view returns the state with every slice field capped, as handed to nodes
+// and routers.
+func (r *Runnable[S]) view(st S) S {
+	v := reflect.ValueOf(&st).Elem()
+	for _, f := range r.schema.fields {
+		fv := v.Field(f.index)
+		if fv.Kind() == reflect.Slice && fv.Cap() != fv.Len() {
+			fv.Set(capped(fv))
+		}
+	}
+	return st
+}
+
+// decoded is a decoded channel value; spare, when valid, is an owned slice
+// with the same elements and free capacity.
+type decoded struct {
+	v     reflect.Value
+	spare reflect.Value
+}
+
+type valueKey struct{ ch, version string }
+
+// decoder turns stored blobs into typed values. It remembers every value it
+// built, keyed by channel and version, so that history shares the prefixes
+// of append fields instead of decoding them once per snapshot.
+type decoder[S any] struct {
+	r      *Runnable[S]
+	thread string
+	values map[valueKey]*decoded
+}
+
+func (r *Runnable[S]) newDecoder(thread string) *decoder[S] {
+	return &decoder[S]{r: r, thread: thread, values: map[valueKey]*decoded{}}
+}
+
+// seed lets the decoder reuse the field values of a frame it can trust
+// (the cached latest frame of the thread).
+func (d *decoder[S]) seed(f *frame[S]) {
+	v := reflect.ValueOf(&f.state).Elem()
+	for _, fl := range d.r.schema.fields {
+		if ver, ok := f.versions[fl.name]; ok {
+			d.values[valueKey{fl.name, ver}] = &decoded{v: capped(v.Field(fl.index))}
+		}
+	}
+}
+
+// field decodes the chain of blobs of a state field.
+func (d *decoder[S]) field(cpID string, fl *field, version string, blobs []checkpoint.Blob) (*decoded, error) {
+	if got, ok := d.values[valueKey{fl.name, version}]; ok {
+		return got, nil
+	}
+	corrupt := func(err error) error {
+		return &checkpoint.CorruptError{Thread: d.thread, Checkpoint: cpID, What: "channel " + fl.name, Err: err}
+	}
+	if len(blobs) == 0 {
+		return nil, corrupt(fmt.Errorf("no data for version %s", version))
+	}
+	var cur *decoded
+	for i, b := range blobs {
+		if got, ok := d.values[valueKey{fl.name, b.Version}]; ok {
+			cur = got
+			continue
+		}
+		if !b.Append {
+			v, err := decodeValue(fl.typ, b.Data)
+			if err != nil {
+				return nil, corrupt(err)
+			}
+			cur = &decoded{v: capped(v)}
+			d.values[valueKey{fl.name, b.Version}] = cur
+			continue
+		}
+		if fl.typ.Kind() != reflect.Slice {
+			return nil, corrupt(fmt.Errorf("append blob for a %s field", fl.typ))
+		}
+		if cur == nil {
+			if b.Base != "" {
+				base, ok := d.values[valueKey{fl.name, b.Base}]
+				if !ok {
+					return nil, corrupt(fmt.Errorf("chain starts at version %s whose base %s is unknown", b.Version, b.Base))
+				}
+				cur = base
+			} else {
+				cur = &decoded{v: reflect.Zero(fl.typ)}
+			}
+		} else if i > 0 && b.Base != blobs[i-1].Version {
+			return nil, corrupt(fmt.Errorf("broken chain: %s extends %s, not %s", b.Version, b.Base, blobs[i-1].Version))
+		}
+		items, err := decodeValue(fl.typ, b.Data)
+		if err != nil {
+			return nil, corrupt(err)
+		}
+		next := &decoded{}
+		base := cur.spare
+		if !base.IsValid() || base.Len() != cur.v.Len() {
+			base = reflect.MakeSlice(fl.typ, cur.v.Len(), growCap(cur.v.Len()+items.Len()))
+			reflect.Copy(base, cur.v)
+		} else {
+			cur.spare = reflect.Value{} // ownership moves to next
+		}
+		next.spare = reflect.AppendSlice(base, items)
+		next.v = capped(next.spare)
+		d.values[valueKey{fl.name, b.Version}] = next
+		cur = next
+	}
+	return cur, nil
+}
+
+// frame builds the frame of a tuple. When base is the cached frame of the
+// same thread, values the tuple left out (GetOptions.Have) come from it.
+// With own set, the frame takes over the spare capacity of the append
+// values decoded here; only a decoder that builds no further frames may do
+// that (history decoders share values between snapshots and must not).
+func (d *decoder[S]) frame(tp *checkpoint.Tuple, base *frame[S], own bool) (*frame[S], error) {
+	cp := &tp.Checkpoint
+	f := newFrame[S]()
+	f.id, f.parentID, f.createdAt, f.meta, f.mark = cp.ID, cp.ParentID, cp.CreatedAt, cp.Metadata, cp.Mark
+	f.versions = maps.Clone(cp.Versions)
+	if f.versions == nil {
+		f.versions = map[string]string{}
+	}
+	if base != nil {
+		d.seed(base)
+	}
+	sv := reflect.ValueOf(&f.state).Elem()
+	corrupt := func(ch string, err error) error {
+		return &checkpoint.CorruptError{Thread: d.thread, Checkpoint: cp.ID, What: "channel " + ch, Err: err}
+	}
+	for ch, ver := range cp.Versions {
+		if i, ok := d.r.schema.byName[ch]; ok {
+			fl := &d.r.schema.fields[i]
+			dv, err := d.field(cp.ID, fl, ver, cp.Channels[ch])
+			if err != nil {
+				return nil, err
+			}
+			sv.Field(fl.index).Set(dv.v)
+			continue
+		}
+		blobs := cp.Channels[ch]
+		if len(blobs) == 0 {
+			if base != nil && base.versions[ch] == ver {
+				if err := copyInternal(f, base, ch); err != nil {
+					return nil, corrupt(ch, err)
+				}
+				continue
+			}
+			return nil, corrupt(ch, fmt.Errorf("no data for version %s", ver))
+		}
+		data := blobs[len(blobs)-1].Data
+		if err := d.internal(f, ch, data); err != nil {
+			return nil, corrupt(ch, err)
+		}
+	}
+	if !own {
+		return f, nil
+	}
+	for _, fl := range d.r.schema.fields {
+		if ver, ok := f.versions[fl.name]; ok {
+			if dv := d.values[valueKey{fl.name, ver}]; dv != nil && dv.spare.IsValid() && dv.spare.Len() == dv.v.Len() {
+				f.spare[fl.index] = dv.spare
+			}
+		}
+	}
+	return f, nil
+}
+
+func copyInternal[S any](f, base *frame[S], ch string) error {
+	switch {
+	case strings.HasPrefix(ch, checkpoint.BranchPrefix):
+		f.triggers[strings.TrimPrefix(ch, checkpoint.BranchPrefix)] = true
+	case strings.HasPrefix(ch, checkpoint.JoinPrefix):
+		f.joins[ch] = base.joins[ch]
+	case ch == checkpoint.ChannelSends:
+		f.sends = base.sends
+	case ch == checkpoint.ChannelStart:
+		f.start = base.start
+	}
+	return nil
+}
+
+// internal decodes a scheduling channel into f. Unknown channels (for
+// example a state field that was removed from S) are ignored.
+func (d *decoder[S]) internal(f *frame[S], ch string, data []byte) error {
+	switch {
+	case strings.HasPrefix(ch, checkpoint.BranchPrefix):
+		f.triggers[strings.TrimPrefix(ch, checkpoint.BranchPrefix)] = true
+	case strings.HasPrefix(ch, checkpoint.JoinPrefix):
+		var srcs []string
+		if err := json.Unmarshal(data, &srcs); err != nil {
+			return err
+		}
+		f.joins[ch] = srcs
+	case ch == checkpoint.ChannelSends:
+		var raw []sendJSON
+		if err := json.Unmarshal(data, &raw); err != nil {
+			return err
+		}
+		for _, s := range raw {
+			arg, err := d.r.decodeFields(s.Arg)
+			if err != nil {
+				return err
+			}
+			f.sends = append(f.sends, Send[S]{Node: s.Node, Arg: arg})
+		}
+	case ch == checkpoint.ChannelStart:
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(data, &fields); err != nil {
+			return err
+		}
+		f.start = &startInput{fields: fields}
+	}
+	return nil
+}
+
+// sendJSON is the stored form of a Send: the argument as an object from
+// field name to value.
+type sendJSON struct {
+	Node string                     `json:"node"`
+	Arg  map[string]json.RawMessage `json:"arg"`
+}
+
+// encodeFields encodes every field of st as an object from field name to
+// value (the stored form of Send arguments).
+func (r *Runnable[S]) encodeFields(st S, what string) (map[string]json.RawMessage, error) {
+	v := reflect.ValueOf(&st).Elem()
+	out := make(map[string]json.RawMessage, len(r.schema.fields))
+	for _, f := range r.schema.fields {
+		b, err := encodeValue(v.Field(f.index), what+" field "+f.name, r.cfg.maxValueBytes)
+		if err != nil {
+			return nil, err
+		}
+		out[f.name] = b
+	}
+	return out, nil
+}
+
+// decodeFields is the inverse of encodeFields; missing fields stay zero.
+func (r *Runnable[S]) decodeFields(m map[string]json.RawMessage) (S, error) {
+	var st S
+	v := reflect.ValueOf(&st).Elem()
+	for name, raw := range m {
+		i, ok := r.schema.byName[name]
+		if !ok {
+			continue
+		}
+		f := &r.schema.fields[i]
+		x, err := decodeValue(f.typ, raw)
+		if err != nil {
+			return st, fmt.Errorf("field %s: %w", name, err)
+		}
+		v.Field(f.index).Set(x)
+	}
+	return st, nil
+}
+
+// encodeFrame builds the checkpoint for f under the new ID: versions with
+// the dirty channels moved to id, and one blob per dirty channel (only the
+// new items of an append field).
+func (r *Runnable[S]) encodeFrame(f *frame[S], id string) (checkpoint.Checkpoint, error) {
+	cp := checkpoint.Checkpoint{
+		ID:        id,
+		ParentID:  f.parentID,
+		CreatedAt: f.createdAt,
+		Metadata:  f.meta,
+		Versions:  maps.Clone(f.versions),
+		Channels:  make(map[string][]checkpoint.Blob, len(f.dirty)),
+		Mark:      f.mark,
+	}
+	sv := reflect.ValueOf(&f.state).Elem()
+	for ch, d := range f.dirty {
+		b := checkpoint.Blob{Version: id}
+		var err error
+		if i, ok := r.schema.byName[ch]; ok {
+			fl := &r.schema.fields[i]
+			fv := sv.Field(fl.index)
+			old := f.versions[ch]
+			if fl.reducer.kind == kindAppend && !d.full {
+				b.Append, b.Base = true, old
+				b.Data, err = encodeValue(fv.Slice(d.from, fv.Len()), "field "+ch, r.cfg.maxValueBytes)
+			} else {
+				b.Data, err = encodeValue(fv, "field "+ch, r.cfg.maxValueBytes)
+			}
+		} else {
+			b.Data, err = r.encodeInternal(f, ch)
+		}
+		if err != nil {
+			return cp, err
+		}
+		cp.Versions[ch] = id
+		cp.Channels[ch] = []checkpoint.Blob{b}
+	}
+	return cp, nil
+}
+
+var jsonNull = json.RawMessage("null")
+
+func (r *Runnable[S]) encodeInternal(f *frame[S], ch string) (json.RawMessage, error) {
+	switch {
+	case strings.HasPrefix(ch, checkpoint.BranchPrefix):
+		return jsonNull, nil
+	case strings.HasPrefix(ch, checkpoint.JoinPrefix):
+		return json.Marshal(f.joins[ch])
+	case ch == checkpoint.ChannelSends:
+		out := make([]sendJSON, len(f.sends))
+		for i, s := range f.sends {
+			arg, err := r.encodeFields(s.Arg, fmt.Sprintf("send %d to %q", i, s.Node))
+			if err != nil {
+				return nil, err
+			}
+			out[i] = sendJSON{Node: s.Node, Arg: arg}
+		}
+		return json.Marshal(out)
+	case ch == checkpoint.ChannelStart:
+		if f.start == nil {
+			return jsonNull, nil
+		}
+		return json.Marshal(f.start.fields)
+	}
+	return nil, fmt.Errorf("graph: no encoder for channel %q", ch)
+}
+
+// markSaved records that f was saved as checkpoint cp: dirty channels are
+// now stored.
+func (f *frame[S]) markSaved(cp *checkpoint.Checkpoint) {
+	f.id, f.versions, f.createdAt = cp.ID, cp.Versions, cp.CreatedAt
+	f.dirty = map[string]dirtyMark{}
+}
+
+// setInternal sets a scheduling channel and marks it changed.
+func (f *frame[S]) markInternal(ch string) { f.dirty[ch] = dirtyMark{full: true} }
+
+// clearInternal removes a scheduling channel.
+func (f *frame[S]) clearInternal(ch string) {
+	delete(f.versions, ch)
+	delete(f.dirty, ch)
+}
+
+// consume clears the triggers that the planned tasks use, as if they ran
+// (used when new input discards pending work, and by every applied step).
+func (r *Runnable[S]) consume(f *frame[S], tasks []*task[S]) {
+	for _, t := range tasks {
+		if t.push >= 0 {
+			continue
+		}
+		if t.name == START {
+			f.start = nil
+			f.clearInternal(checkpoint.ChannelStart)
+			continue
+		}
+		if f.triggers[t.name] {
+			delete(f.triggers, t.name)
+			f.clearInternal(checkpoint.BranchPrefix + t.name)
+		}
+		for _, j := range r.joinsTo[t.name] {
+			if joinComplete(j, f.joins[j.channel]) {
+				delete(f.joins, j.channel)
+				f.clearInternal(j.channel)
+			}
+		}
+	}
+	if len(f.sends) > 0 {
+		f.sends = nil
+		f.clearInternal(checkpoint.ChannelSends)
+	}
+}
+
+func joinComplete(j *joinSpec, seen []string) bool {
+	if len(seen) < len(j.sources) {
+		return false
+	}
+	for _, s := range j.sources {
+		if !slices.Contains(seen, s) {
+			return false
+		}
+	}
+	return true
+}

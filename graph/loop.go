@@ -1,0 +1,1071 @@
+package graph
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/interrupt"
+)
+
+// errStopped ends a streamed run whose consumer stopped reading.
+var errStopped = errors.New("graph: stream consumer stopped")
+
+// Invoke starts a run on thread with new input and runs it until it is
+// done or waits for a human. On a thread that already has checkpoints the
+// input is applied to the saved state and its pending tasks are discarded,
+// unless the thread is waiting: then Invoke fails with ErrPendingInterrupt
+// (see DiscardPending).
+//
+// A waiting run is not an error: the Result says StatusWaiting and carries
+// the interrupts. Errors are a *NodeError (a node failed; its stack is in a
+// *PanicError when it panicked), a *ConflictError, a *RecursionError, a
+// *checkpoint.ConflictError or *checkpoint.BusyError (another runner owns the
+// thread), the context's error (the run stopped between steps; the thread
+// is pending), or a saver error.
+func (r *Runnable[S]) Invoke(ctx context.Context, thread string, input Update[S], opts ...RunOption) (Result[S], error) {
+	return r.drive(ctx, thread, StartWith(input), opts, nil)
+}
+
+// Resume answers a waiting thread and runs it on. cmd.Resume answers the one
+// pending interrupt, cmd.ResumeByID answers by interrupt ID (any subset of
+// the pending ones; unanswered tasks pause again), and cmd.Update is applied
+// first. The interrupted tasks run again from their first line; tasks that
+// finished in the interrupted step keep their saved writes and do not run.
+//
+// Resume fails closed: ErrNothingToResume when the thread does not wait,
+// a *ResumeError (ErrAmbiguousResume, ErrUnknownInterrupt,
+// ErrAlreadyAnswered) when the answers do not fit, and, when another
+// runner resumed first, an error matching checkpoint.ErrThreadBusy or
+// checkpoint.ErrConflict before any node runs. Otherwise it returns what
+// Invoke returns.
+func (r *Runnable[S]) Resume(ctx context.Context, thread string, cmd Command[S], opts ...RunOption) (Result[S], error) {
+	return r.drive(ctx, thread, ResumeWith(cmd), opts, nil)
+}
+
+// Continue runs a thread's pending tasks: after a failure, a crash, a
+// static breakpoint, or a NodeInterrupt whose state a reviewer updated.
+// Interrupted tasks run again (and pause again unless something changed).
+// On a done thread it does nothing. It fails with ErrThreadNotFound on an
+// unknown thread and otherwise returns what Invoke returns.
+func (r *Runnable[S]) Continue(ctx context.Context, thread string, opts ...RunOption) (Result[S], error) {
+	return r.drive(ctx, thread, ContinueRun[S](), opts, nil)
+}
+
+// Replay forks the thread at an older checkpoint and runs on from there
+// (time travel). A "fork" checkpoint is written first; later checkpoints of
+// the old branch are kept, and interrupts fire again with new IDs. It fails
+// with an error matching checkpoint.ErrNotFound for an unknown checkpoint.
+func (r *Runnable[S]) Replay(ctx context.Context, thread, checkpointID string, opts ...RunOption) (Result[S], error) {
+	return r.drive(ctx, thread, ReplayFrom[S](checkpointID), opts, nil)
+}
+
+// Stream runs like Invoke, Resume, Continue or Replay (chosen by in) and
+// yields events as they happen: values after every saved step, every
+// task's update, debug task and checkpoint events, and a final
+// EventInterrupt when the run stops waiting. An error ends the sequence as
+// its last item. Breaking out of the loop stops the run at the next step
+// boundary; the thread is then pending.
+func (r *Runnable[S]) Stream(ctx context.Context, thread string, in Input[S], opts ...RunOption) iter.Seq2[Event[S], error] {
+	return func(yield func(Event[S], error) bool) {
+		stopped := false
+		emit := func(e Event[S]) bool {
+			if stopped {
+				return false
+			}
+			if !yield(e, nil) {
+				stopped = true
+			}
+			return !stopped
+		}
+		_, err := r.drive(ctx, thread, in, opts, emit)
+		if stopped || errors.Is(err, errStopped) {
+			return
+		}
+		if err != nil {
+			yield(Event[S]{}, err)
+		}
+	}
+}
+
+// run is the state of one run.
+type run[S any] struct {
+	r       *Runnable[S]
+	thread  string
+	ns      string
+	opts    resolvedRun
+	lease   checkpoint.Lease
+	saver   checkpoint.Saver
+	fr      *frame[S]
+	pending []checkpoint.PendingWrite // saved writes of fr's checkpoint
+	step    int
+	stop    int
+	emit    func(Event[S]) bool
+	log     *slog.Logger
+
+	mu     sync.Mutex // guards leased, busy, done and head for the heartbeat
+	leased bool
+	busy   bool
+	done   bool
+	head   string
+	hb     *time.Timer
+}
+
+func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opts []RunOption, emit func(Event[S]) bool) (Result[S], error) {
+	var zero Result[S]
+	if err := checkThread(thread); err != nil {
+		return zero, err
+	}
+	ro, err := r.resolveRun(opts)
+	if err != nil {
+		return zero, err
+	}
+	runID := r.cfg.runIDs()
+	ru := &run[S]{
+		r: r, thread: thread, opts: ro, saver: r.cfg.saver, emit: emit,
+		lease: checkpoint.Lease{Owner: runID, TTL: r.cfg.leaseTTL},
+		log:   r.cfg.logger.With(slog.String("thread", thread), slog.String("run", runID)),
+	}
+	defer ru.finish()
+	if ru.saver == nil && in.kind != inputStart {
+		return zero, fmt.Errorf("%w: cannot resume, continue or replay thread %q", ErrNoSaver, thread)
+	}
+	switch in.kind {
+	case inputStart:
+		err = ru.startInput(ctx, in.update)
+	case inputResume:
+		err = ru.startResume(ctx, in.command)
+	case inputContinue:
+		err = ru.startContinue(ctx)
+	case inputReplay:
+		err = ru.startReplay(ctx, in.checkpoint)
+	}
+	if err != nil {
+		return zero, err
+	}
+	return ru.loop(ctx)
+}
+
+// finish releases the lease if the run still holds it and stops the
+// heartbeat.
+func (ru *run[S]) finish() {
+	ru.mu.Lock()
+	ru.done = true
+	if ru.hb != nil {
+		ru.hb.Stop()
+	}
+	leased := ru.leased
+	ru.leased = false
+	ru.mu.Unlock()
+	if leased && ru.saver != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := ru.saver.Release(ctx, ru.thread, ru.ns, ru.lease.Owner); err != nil {
+			ru.log.LogAttrs(ctx, slog.LevelWarn, "could not release the thread's lease; it expires on its own", slog.String("error", err.Error()))
+		}
+	}
+}
+
+func (ru *run[S]) setLeased(head string, leased bool) {
+	ru.mu.Lock()
+	ru.head, ru.leased = head, leased
+	ru.mu.Unlock()
+}
+
+// setBusy marks node execution; while busy, the heartbeat renews the lease.
+func (ru *run[S]) setBusy(b bool) {
+	if ru.saver == nil {
+		return
+	}
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	ru.busy = b
+	if b && ru.hb == nil && !ru.done {
+		ru.hb = time.AfterFunc(ru.lease.TTL/3, ru.beat)
+	}
+}
+
+func (ru *run[S]) beat() {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	if ru.done {
+		return
+	}
+	if !ru.busy || !ru.leased {
+		ru.hb.Reset(ru.lease.TTL / 3)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ru.lease.TTL/3)
+	err := ru.saver.Claim(ctx, checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: ru.head}, ru.lease)
+	cancel()
+	if err != nil {
+		ru.log.LogAttrs(ctx, slog.LevelWarn, "lease renewal failed", slog.String("error", err.Error()))
+	}
+	ru.hb.Reset(ru.lease.TTL / 3)
+}
+
+// load reads a checkpoint (the head when id is "") and decodes it, reusing
+// the cached latest frame of the thread where the versions match. It
+// returns ErrThreadNotFound (wrapping checkpoint.ErrNotFound) when the
+// thread has no checkpoint.
+func (r *Runnable[S]) load(ctx context.Context, thread, id string) (*frame[S], *checkpoint.Tuple, error) {
+	base := r.cache.get(thread)
+	var opts checkpoint.GetOptions
+	if base != nil {
+		opts.Have = base.versions
+	}
+	tp, err := r.cfg.saver.Get(ctx, checkpoint.Ref{Thread: thread, ID: id}, opts)
+	if errors.Is(err, checkpoint.ErrNotFound) {
+		if id != "" {
+			return nil, nil, fmt.Errorf("graph: thread %q checkpoint %s: %w", thread, id, err)
+		}
+		return nil, nil, fmt.Errorf("%w: %q: %w", ErrThreadNotFound, thread, err)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("graph: thread %q: load checkpoint: %w", thread, err)
+	}
+	f, err := r.newDecoder(thread).frame(tp, base, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	if id == "" {
+		r.cache.put(thread, f)
+	}
+	return f, tp, nil
+}
+
+// startInput prepares a run with new input: the input checkpoint is saved
+// (claiming the thread) before any node runs.
+func (ru *run[S]) startInput(ctx context.Context, input Update[S]) error {
+	r := ru.r
+	start, err := r.encodeInput(input)
+	if err != nil {
+		return err
+	}
+	prevStep := -2
+	var head *frame[S]
+	if ru.saver != nil {
+		f, tp, err := r.load(ctx, ru.thread, "")
+		switch {
+		case errors.Is(err, ErrThreadNotFound):
+		case err != nil:
+			return err
+		default:
+			head, prevStep = f, f.meta.Step
+			waiting, err := r.waiting(ru.thread, f, tp.Pending)
+			if err != nil {
+				return err
+			}
+			if waiting && !ru.opts.discard {
+				return fmt.Errorf("%w (thread %q, checkpoint %s)", ErrPendingInterrupt, ru.thread, f.id)
+			}
+		}
+	}
+	var f *frame[S]
+	if head == nil {
+		f = newFrame[S]()
+	} else {
+		f = head.derive(true)
+		r.consume(f, r.plan(head, ru.ns, prevStep+1))
+		f.parentID = head.id
+	}
+	f.start = start
+	f.markInternal(checkpoint.ChannelStart)
+	ru.step = prevStep + 1
+	ru.stop = ru.step + ru.opts.limit + 1
+	if ru.saver == nil {
+		f.id = r.cfg.ids("")
+		f.meta = checkpoint.Metadata{Source: checkpoint.SourceInput, Step: ru.step, Parents: map[string]string{}}
+		f.dirty = map[string]dirtyMark{}
+		ru.fr = f
+		ru.step++
+		return nil
+	}
+	if err := ru.save(ctx, f, checkpoint.SourceInput, nil, nil, false); err != nil {
+		return err
+	}
+	ru.fr = f
+	ru.step++
+	return nil
+}
+
+// encodeInput checks and encodes the input fields for the __start__
+// channel.
+func (r *Runnable[S]) encodeInput(input Update[S]) (*startInput, error) {
+	if len(input.gotos) > 0 || len(input.sends) > 0 {
+		return nil, fmt.Errorf("%w: input cannot Goto or Send; add edges from START", ErrInvalidInput)
+	}
+	in := &startInput{fields: map[string]json.RawMessage{}}
+	v := reflectValue(&input.value)
+	for _, name := range input.Fields() {
+		i, ok := r.schema.byName[name]
+		if !ok {
+			return nil, &UnknownFieldError{Field: name}
+		}
+		fl := &r.schema.fields[i]
+		b, err := encodeValue(v.Field(fl.index), "input field "+name, r.cfg.maxValueBytes)
+		if err != nil {
+			return nil, err
+		}
+		in.fields[name] = b
+	}
+	return in, nil
+}
+
+// waiting reports whether the checkpoint's status is StatusWaiting.
+func (r *Runnable[S]) waiting(thread string, f *frame[S], pending []checkpoint.PendingWrite) (bool, error) {
+	in, err := r.inspect(thread, f, pending)
+	if err != nil {
+		return false, err
+	}
+	return in.status == StatusWaiting, nil
+}
+
+// pendingInterrupts lists the unanswered interrupts of unfinished tasks.
+func pendingInterrupts[S any](tasks []*task[S]) []interrupt.Interrupt {
+	var out []interrupt.Interrupt
+	for _, t := range tasks {
+		if t.done {
+			continue
+		}
+		for _, in := range t.interrupts {
+			if _, ok := t.answers[in.ID]; !ok {
+				out = append(out, in)
+			}
+		}
+	}
+	return out
+}
+
+// startResume validates a resume command against the pending interrupts
+// and saves the answers (claiming the thread) before any node runs.
+func (ru *run[S]) startResume(ctx context.Context, cmd Command[S]) error {
+	r := ru.r
+	f, tp, err := r.load(ctx, ru.thread, "")
+	if err != nil {
+		return err
+	}
+	tasks := r.plan(f, ru.ns, f.meta.Step+1)
+	if err := r.attach(ru.thread, f.id, tasks, tp.Pending); err != nil {
+		return err
+	}
+	breakpoint := false
+	for _, w := range tp.Pending {
+		if w.TaskID == checkpoint.NullTaskID && w.Channel == checkpoint.ChannelBreakpoint {
+			breakpoint = true
+		}
+	}
+	pending := pendingInterrupts(tasks)
+	owner := map[string]*task[S]{}
+	answeredBefore := map[string]bool{}
+	for _, t := range tasks {
+		for _, in := range t.interrupts {
+			owner[in.ID] = t
+		}
+		for id := range t.answers {
+			answeredBefore[id] = true
+		}
+	}
+	pendingIDs := make([]string, len(pending))
+	for i, p := range pending {
+		pendingIDs[i] = p.ID
+	}
+	answers := map[string]any{}
+	switch {
+	case cmd.Resume != nil && cmd.ResumeByID != nil:
+		return fmt.Errorf("%w: set Resume or ResumeByID, not both", ErrInvalidInput)
+	case cmd.Resume != nil:
+		switch len(pending) {
+		case 0:
+			return fmt.Errorf("%w: thread %q has no pending interrupt to answer", ErrNothingToResume, ru.thread)
+		case 1:
+			answers[pending[0].ID] = cmd.Resume
+		default:
+			return &ResumeError{Thread: ru.thread, Kind: ErrAmbiguousResume, Pending: pendingIDs}
+		}
+	case len(cmd.ResumeByID) > 0:
+		for id, v := range cmd.ResumeByID {
+			switch {
+			case answeredBefore[id]:
+				return &ResumeError{Thread: ru.thread, Kind: ErrAlreadyAnswered, InterruptID: id}
+			case !slices.Contains(pendingIDs, id):
+				return &ResumeError{Thread: ru.thread, Kind: ErrUnknownInterrupt, InterruptID: id, Pending: pendingIDs}
+			}
+			answers[id] = v
+		}
+	default:
+		if len(pending) == 0 && !breakpoint {
+			return fmt.Errorf("%w: thread %q is not waiting", ErrNothingToResume, ru.thread)
+		}
+	}
+	// Answers are saved per task, merged with earlier answers.
+	byTask := map[*task[S]]map[string]json.RawMessage{}
+	for id, v := range answers {
+		b, err := interrupt.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("graph: thread %q: answer to interrupt %s: %w", ru.thread, id, err)
+		}
+		t := owner[id]
+		if byTask[t] == nil {
+			byTask[t] = map[string]json.RawMessage{}
+			for k, old := range t.answers {
+				byTask[t][k] = old
+			}
+		}
+		byTask[t][id] = b
+	}
+	var writes []checkpoint.TaskWrites
+	for _, t := range tasks {
+		a, ok := byTask[t]
+		if !ok {
+			continue
+		}
+		b, err := json.Marshal(a)
+		if err != nil {
+			return err
+		}
+		writes = append(writes, checkpoint.TaskWrites{TaskID: t.id, Node: t.name, Path: t.path(), Writes: []checkpoint.Write{{Channel: checkpoint.ChannelResume, Value: b}}})
+	}
+	if !cmd.Update.IsZero() {
+		commands := map[string]bool{}
+		for _, w := range tp.Pending {
+			if checkpoint.IsCommandTask(w.TaskID) && w.TaskID != checkpoint.NullTaskID {
+				commands[w.TaskID] = true
+			}
+		}
+		nt := &task[S]{id: checkpoint.CommandTaskID(len(commands) + 1), push: -1}
+		nt.writes, err = r.resolve(ctx, nt, cmd.Update, f, false)
+		if err != nil {
+			return err
+		}
+		ws, err := r.encodeWrites(nt)
+		if err != nil {
+			return err
+		}
+		writes = append(writes, checkpoint.TaskWrites{TaskID: nt.id, Writes: ws})
+	}
+	if len(writes) == 0 {
+		if err := ru.claim(ctx, f.id); err != nil {
+			return err
+		}
+	} else if err := ru.putWrites(ctx, f.id, writes, false); err != nil {
+		return err
+	}
+	pendingAll := slices.Clone(tp.Pending)
+	for _, tw := range writes {
+		for _, w := range tw.Writes {
+			pendingAll = append(pendingAll, checkpoint.PendingWrite{TaskID: tw.TaskID, Node: tw.Node, Path: tw.Path, Channel: w.Channel, Value: w.Value})
+		}
+	}
+	return ru.resumeFrom(f, pendingAll)
+}
+
+// startContinue claims the thread and runs its pending tasks.
+func (ru *run[S]) startContinue(ctx context.Context) error {
+	f, tp, err := ru.r.load(ctx, ru.thread, "")
+	if err != nil {
+		return err
+	}
+	if err := ru.claim(ctx, f.id); err != nil {
+		return err
+	}
+	return ru.resumeFrom(f, tp.Pending)
+}
+
+// startReplay writes a fork of an older checkpoint and runs from it.
+func (ru *run[S]) startReplay(ctx context.Context, id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: replay needs a checkpoint ID", ErrInvalidInput)
+	}
+	src, _, err := ru.r.load(ctx, ru.thread, id)
+	if err != nil {
+		return err
+	}
+	f := src.derive(false)
+	f.parentID = src.id
+	if err := ru.save(ctx, f, checkpoint.SourceFork, nil, nil, false, true); err != nil {
+		return err
+	}
+	if err := ru.resumeFrom(f, nil); err != nil {
+		return err
+	}
+	ru.stop-- // the budget counts from the replayed checkpoint, as in LangGraph
+	return nil
+}
+
+// resumeFrom sets the run up to continue from f: the command writes saved
+// on it are applied, breakpoints are passed once, and the step budget is
+// LangGraph's (a resumed run gets one superstep more than a fresh one).
+func (ru *run[S]) resumeFrom(f *frame[S], pending []checkpoint.PendingWrite) error {
+	f, err := ru.r.applyCommands(ru.thread, f, pending, true)
+	if err != nil {
+		return err
+	}
+	f.mark = f.maxVersion()
+	ru.fr, ru.pending = f, pending
+	ru.step = f.meta.Step + 1
+	ru.stop = ru.step + ru.opts.limit + 1
+	return nil
+}
+
+// claim takes the thread's lease without writing.
+func (ru *run[S]) claim(ctx context.Context, head string) error {
+	if err := ru.saver.Claim(ctx, checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: head}, ru.lease); err != nil {
+		return fmt.Errorf("graph: thread %q: claim: %w", ru.thread, err)
+	}
+	ru.setLeased(head, true)
+	return nil
+}
+
+// putWrites saves pending writes on the head, claiming or renewing the
+// lease (and releasing it when release is set).
+func (ru *run[S]) putWrites(ctx context.Context, head string, tasks []checkpoint.TaskWrites, release bool) error {
+	err := ru.saver.PutWrites(ctx, checkpoint.WritesRequest{
+		Ref:   checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: head},
+		Tasks: tasks, Lease: ru.lease, Release: release,
+	})
+	if err != nil {
+		return fmt.Errorf("graph: thread %q checkpoint %s: save pending writes: %w", ru.thread, head, err)
+	}
+	ru.setLeased(head, !release)
+	return nil
+}
+
+// save writes f as a new checkpoint whose parent is f.parentID. unsaved are
+// the tasks whose writes produced it and are not saved yet; they are saved
+// as pending writes of the parent in the same transaction.
+func (ru *run[S]) save(ctx context.Context, f *frame[S], source checkpoint.Source, unsaved []*task[S], writes []checkpoint.TaskWrites, release bool, fork ...bool) error {
+	r := ru.r
+	step := ru.step
+	if source == checkpoint.SourceFork {
+		step = f.meta.Step + 1
+	}
+	id := r.cfg.ids(f.parentID)
+	f.meta = checkpoint.Metadata{Source: source, Step: step, Parents: map[string]string{}, RunID: ru.lease.Owner, Extra: ru.opts.metadata}
+	f.createdAt = r.cfg.now()
+	cp, err := r.encodeFrame(f, id)
+	if err != nil {
+		return fmt.Errorf("graph: thread %q step %d: %w", ru.thread, step, err)
+	}
+	var parentWrites []checkpoint.TaskWrites
+	for _, t := range unsaved {
+		ws, err := r.encodeWrites(t)
+		if err != nil {
+			return fmt.Errorf("graph: thread %q step %d: %w", ru.thread, step, err)
+		}
+		parentWrites = append(parentWrites, checkpoint.TaskWrites{TaskID: t.id, Node: t.name, Path: t.path(), Writes: ws})
+	}
+	req := checkpoint.PutRequest{
+		Thread: ru.thread, NS: ru.ns, Checkpoint: cp,
+		ParentWrites: parentWrites, Writes: writes,
+		Fork: len(fork) > 0 && fork[0], Lease: ru.lease, Release: release,
+	}
+	if err := ru.saver.Put(ctx, req); err != nil && !ru.committedAnyway(err, id) {
+		return fmt.Errorf("graph: thread %q step %d: save checkpoint %s: %w", ru.thread, step, id, err)
+	}
+	f.markSaved(&cp)
+	for _, t := range unsaved {
+		t.saved = true
+	}
+	ru.setLeased(id, !release)
+	r.cache.put(ru.thread, f)
+	return nil
+}
+
+// committedAnyway resolves an ambiguous commit: when Put failed with an
+// error that may have come after the commit, the head is read back and the
+// save counts as done if the head is the checkpoint just written.
+func (ru *run[S]) committedAnyway(err error, id string) bool {
+	if errors.Is(err, checkpoint.ErrThreadBusy) || errors.Is(err, checkpoint.ErrInvalid) {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tp, gerr := ru.saver.Get(ctx, checkpoint.Ref{Thread: ru.thread, NS: ru.ns}, checkpoint.GetOptions{Have: map[string]string{}})
+	return gerr == nil && tp.Checkpoint.ID == id
+}
+
+// loop runs supersteps until the thread is done, waits, or fails.
+func (ru *run[S]) loop(ctx context.Context) (Result[S], error) {
+	r := ru.r
+	var zero Result[S]
+	first := true
+	if !ru.send(Event[S]{Kind: EventValues, Step: ru.step - 1, Values: r.view(ru.fr.state), Config: ru.config()}) {
+		return zero, errStopped
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return zero, fmt.Errorf("graph: thread %q: stopped before step %d: %w", ru.thread, ru.step, context.Cause(ctx))
+		}
+		tasks := r.plan(ru.fr, ru.ns, ru.step)
+		if first {
+			first = false
+			if err := r.attach(ru.thread, ru.fr.id, tasks, ru.pending); err != nil {
+				return zero, err
+			}
+			for _, t := range tasks {
+				if t.cached && !ru.send(Event[S]{Kind: EventUpdates, Step: ru.step, Node: t.name, TaskID: t.id, Update: r.updateOf(t), Cached: true}) {
+					return zero, errStopped
+				}
+			}
+		}
+		if len(tasks) == 0 {
+			return ru.result(StatusDone, ru.fr.state, nil, nil), nil
+		}
+		if ru.step > ru.stop {
+			return zero, &RecursionError{Thread: ru.thread, Limit: ru.opts.limit, Step: ru.step}
+		}
+		if names := breakpointHits(ru.opts.before, tasks, true); len(names) > 0 && ru.fr.maxVersion() > ru.fr.mark {
+			return ru.stopAtBreakpoint(ctx, "before", names, tasks)
+		}
+		if err := ru.runTasks(ctx, tasks); err != nil {
+			return zero, err
+		}
+		var failed *task[S]
+		paused := false
+		for _, t := range tasks {
+			if t.err != nil && failed == nil {
+				failed = t
+			}
+			if len(t.interrupts) > 0 && !t.done {
+				paused = true
+			}
+		}
+		if failed != nil || paused {
+			return ru.stopStep(ctx, tasks, failed)
+		}
+		next, err := r.applyWrites(ru.fr, tasks, ru.step, true, true)
+		if err != nil {
+			var ce *ConflictError
+			if errors.As(err, &ce) {
+				if perr := ru.saveUnsaved(ctx, tasks); perr != nil {
+					return zero, perr
+				}
+				return zero, fmt.Errorf("graph: thread %q: %w", ru.thread, err)
+			}
+			return zero, err
+		}
+		next.parentID = ru.fr.id
+		due := r.due(next)
+		after := breakpointHits(ru.opts.after, tasks, false)
+		var marker []checkpoint.TaskWrites
+		if len(after) > 0 && due {
+			b, _ := json.Marshal(checkpoint.Breakpoint{When: "after", Nodes: after})
+			marker = []checkpoint.TaskWrites{{TaskID: checkpoint.NullTaskID, Writes: []checkpoint.Write{{Channel: checkpoint.ChannelBreakpoint, Value: b}}}}
+		}
+		var unsaved []*task[S]
+		for _, t := range tasks {
+			if !t.saved {
+				unsaved = append(unsaved, t)
+			}
+		}
+		if ru.saver != nil {
+			if err := ru.save(ctx, next, checkpoint.SourceLoop, unsaved, marker, !due || len(marker) > 0); err != nil {
+				return zero, err
+			}
+		} else {
+			next.id = r.cfg.ids(ru.fr.id)
+			next.meta = checkpoint.Metadata{Source: checkpoint.SourceLoop, Step: ru.step, Parents: map[string]string{}}
+			next.dirty = map[string]dirtyMark{}
+		}
+		ru.fr = next
+		if !ru.send(Event[S]{Kind: EventCheckpoint, Step: ru.step, Config: ru.config()}) ||
+			!ru.send(Event[S]{Kind: EventValues, Step: ru.step, Values: r.view(next.state), Config: ru.config()}) {
+			return zero, errStopped
+		}
+		ru.step++
+		if len(marker) > 0 {
+			return ru.waitResult(nil, r.plan(ru.fr, ru.ns, ru.step), ru.fr.state)
+		}
+	}
+}
+
+// breakpointHits returns the names of tasks that hit a breakpoint in set.
+// before selects only tasks that have not run yet.
+func breakpointHits[S any](set map[string]bool, tasks []*task[S], before bool) []string {
+	if len(set) == 0 {
+		return nil
+	}
+	var names []string
+	for _, t := range tasks {
+		if t.name == START || (before && t.done) {
+			continue
+		}
+		if (set["*"] || set[t.name]) && !slices.Contains(names, t.name) {
+			names = append(names, t.name)
+		}
+	}
+	return names
+}
+
+func (ru *run[S]) config() Config {
+	return Config{Thread: ru.thread, NS: ru.ns, CheckpointID: ru.fr.id}
+}
+
+func (ru *run[S]) send(e Event[S]) bool {
+	if ru.emit == nil {
+		return true
+	}
+	return ru.emit(e)
+}
+
+func (ru *run[S]) result(st Status, values S, interrupts []interrupt.Interrupt, next []string) Result[S] {
+	return Result[S]{Values: ru.r.view(values), Status: st, Interrupts: interrupts, Next: next, Config: ru.config()}
+}
+
+// stopAtBreakpoint saves a breakpoint marker on the head and returns a
+// waiting result.
+func (ru *run[S]) stopAtBreakpoint(ctx context.Context, when string, names []string, tasks []*task[S]) (Result[S], error) {
+	if ru.saver != nil {
+		b, _ := json.Marshal(checkpoint.Breakpoint{When: when, Nodes: names})
+		w := []checkpoint.TaskWrites{{TaskID: checkpoint.NullTaskID, Writes: []checkpoint.Write{{Channel: checkpoint.ChannelBreakpoint, Value: b}}}}
+		if err := ru.putWrites(ctx, ru.fr.id, w, true); err != nil {
+			var zero Result[S]
+			return zero, err
+		}
+	}
+	return ru.waitResult(nil, tasks, ru.fr.state)
+}
+
+func (ru *run[S]) waitResult(interrupts []interrupt.Interrupt, tasks []*task[S], values S) (Result[S], error) {
+	var next []string
+	for _, t := range tasks {
+		if !t.done {
+			next = append(next, t.name)
+		}
+	}
+	res := ru.result(StatusWaiting, values, interrupts, next)
+	if !ru.send(Event[S]{Kind: EventInterrupt, Step: ru.step, Interrupts: interrupts, Next: next, Config: res.Config}) {
+		return res, errStopped
+	}
+	return res, nil
+}
+
+// stopStep ends a step in which a task failed or paused: the finished
+// tasks' writes, the failure and the interrupts are saved on the step's
+// starting checkpoint, and the lease is released.
+func (ru *run[S]) stopStep(ctx context.Context, tasks []*task[S], failed *task[S]) (Result[S], error) {
+	r := ru.r
+	var zero Result[S]
+	var writes []checkpoint.TaskWrites
+	var interrupts []interrupt.Interrupt
+	for _, t := range tasks {
+		tw := checkpoint.TaskWrites{TaskID: t.id, Node: t.name, Path: t.path()}
+		switch {
+		case t.done && !t.saved:
+			ws, err := r.encodeWrites(t)
+			if err != nil {
+				return zero, err
+			}
+			tw.Writes = ws
+		case t.err != nil:
+			b, _ := json.Marshal(checkpoint.TaskError{Node: t.name, Type: fmt.Sprintf("%T", t.err), Message: t.err.Error()})
+			tw.Writes = []checkpoint.Write{{Channel: checkpoint.ChannelError, Value: b}}
+		case len(t.interrupts) > 0 && !t.done:
+			b, err := json.Marshal(t.interrupts)
+			if err != nil {
+				return zero, err
+			}
+			tw.Writes = []checkpoint.Write{{Channel: checkpoint.ChannelInterrupt, Value: b}}
+			for _, in := range t.interrupts {
+				if _, ok := t.answers[in.ID]; !ok {
+					interrupts = append(interrupts, in)
+				}
+			}
+		}
+		if len(tw.Writes) > 0 {
+			writes = append(writes, tw)
+		}
+	}
+	if ru.saver != nil && len(writes) > 0 {
+		if err := ru.putWrites(ctx, ru.fr.id, writes, true); err != nil {
+			return zero, err
+		}
+		for _, t := range tasks {
+			if t.done {
+				t.saved = true
+			}
+		}
+	}
+	if failed != nil {
+		ru.log.LogAttrs(ctx, slog.LevelWarn, "node failed", slog.String("node", failed.name), slog.Int("step", ru.step), slog.String("error", failed.err.Error()))
+		return zero, &NodeError{Thread: ru.thread, Node: failed.name, TaskID: failed.id, Step: ru.step, Err: failed.err}
+	}
+	values := ru.fr.state
+	var finished []*task[S]
+	for _, t := range tasks {
+		if t.done {
+			finished = append(finished, t)
+		}
+	}
+	if len(finished) > 0 {
+		if nf, err := r.applyWrites(ru.fr, finished, ru.step, false, false); err == nil {
+			values = nf.state
+		}
+	}
+	return ru.waitResult(interrupts, tasks, values)
+}
+
+// saveUnsaved saves the finished tasks' writes when a step cannot be
+// committed, so that they stay pending on its starting checkpoint.
+func (ru *run[S]) saveUnsaved(ctx context.Context, tasks []*task[S]) error {
+	if ru.saver == nil {
+		return nil
+	}
+	var writes []checkpoint.TaskWrites
+	for _, t := range tasks {
+		if t.done && !t.saved {
+			ws, err := ru.r.encodeWrites(t)
+			if err != nil {
+				return err
+			}
+			writes = append(writes, checkpoint.TaskWrites{TaskID: t.id, Node: t.name, Path: t.path(), Writes: ws})
+		}
+	}
+	if len(writes) == 0 {
+		return nil
+	}
+	return ru.putWrites(ctx, ru.fr.id, writes, true)
+}
+
+// runTasks executes the tasks that have not finished. One task runs on the
+// calling goroutine; several run in parallel, bounded by the concurrency
+// option. A task that finishes while siblings still run has its writes
+// saved at once (batched with others that finish meanwhile), so a later
+// failure or crash does not run it again; the last task's writes go into
+// the step's checkpoint. The first failure cancels the siblings still
+// running.
+func (ru *run[S]) runTasks(ctx context.Context, tasks []*task[S]) error {
+	r := ru.r
+	var todo []*task[S]
+	for _, t := range tasks {
+		if !t.done {
+			todo = append(todo, t)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	for _, t := range todo {
+		if !ru.send(Event[S]{Kind: EventTask, Step: ru.step, Node: t.name, TaskID: t.id}) {
+			return errStopped
+		}
+	}
+	ru.setBusy(true)
+	defer ru.setBusy(false)
+	if len(todo) == 1 {
+		t := todo[0]
+		r.safeExecute(ctx, t, ru.fr, ru.scratchFor(t), len(tasks) == 1)
+		return ru.reportTasks(todo)
+	}
+	stepCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fl := &flusher[S]{ru: ru}
+	var wg sync.WaitGroup
+	var left atomic.Int32
+	left.Store(int32(len(todo)))
+	sem := make(chan struct{}, r.cfg.concurrency)
+	for _, t := range todo {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			r.safeExecute(stepCtx, t, ru.fr, ru.scratchFor(t), false)
+			remaining := left.Add(-1)
+			if t.err != nil {
+				cancel()
+				return
+			}
+			if t.done && remaining > 0 && ru.saver != nil {
+				fl.add(stepCtx, t)
+			}
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() == nil {
+		for _, t := range todo {
+			if t.err != nil && stepCtx.Err() != nil && errors.Is(t.err, context.Canceled) && !t.done {
+				t.err, t.abandoned = nil, true // cancelled because a sibling failed
+			}
+		}
+	}
+	if err := fl.wait(); err != nil {
+		return err
+	}
+	return ru.reportTasks(todo)
+}
+
+func (ru *run[S]) reportTasks(todo []*task[S]) error {
+	r := ru.r
+	for _, t := range slices.SortedFunc(slices.Values(todo), func(a, b *task[S]) int {
+		if a.before(b) {
+			return -1
+		}
+		return 1
+	}) {
+		switch {
+		case t.err != nil:
+			ru.log.LogAttrs(context.Background(), slog.LevelDebug, "task failed", slog.String("node", t.name), slog.Int("step", ru.step))
+		case len(t.interrupts) > 0 && !t.done:
+			ru.log.LogAttrs(context.Background(), slog.LevelDebug, "task paused", slog.String("node", t.name), slog.Int("step", ru.step))
+		default:
+			ru.log.LogAttrs(context.Background(), slog.LevelDebug, "task done", slog.String("node", t.name), slog.Int("step", ru.step))
+		}
+		if !ru.send(Event[S]{Kind: EventTaskResult, Step: ru.step, Node: t.name, TaskID: t.id, Err: t.err, Interrupts: t.interrupts}) {
+			return errStopped
+		}
+		if t.done && !ru.send(Event[S]{Kind: EventUpdates, Step: ru.step, Node: t.name, TaskID: t.id, Update: r.updateOf(t)}) {
+			return errStopped
+		}
+	}
+	return nil
+}
+
+// scratchFor builds the per-execution scratchpad of a task, wired to save
+// durable step results on the head.
+func (ru *run[S]) scratchFor(t *task[S]) *scratch {
+	sp := &scratch{taskID: t.id, answers: t.answers, steps: t.steps}
+	if ru.saver != nil {
+		head := ru.fr.id
+		sp.persist = func(ctx context.Context, n int, sr checkpoint.StepResult) error {
+			b, err := json.Marshal(sr)
+			if err != nil {
+				return err
+			}
+			return ru.putWrites(ctx, head, []checkpoint.TaskWrites{{TaskID: t.id, Node: t.name, Path: t.path(),
+				Writes: []checkpoint.Write{{Channel: fmt.Sprintf("%s%d", checkpoint.ChannelStepPrefix, n), Value: b}}}}, false)
+		}
+	}
+	return sp
+}
+
+// updateOf rebuilds a task's update for events: what the node returned, or
+// for cached writes their field values.
+func (r *Runnable[S]) updateOf(t *task[S]) Update[S] {
+	if !t.cached {
+		return t.update
+	}
+	var u Update[S]
+	v := reflectValue(&u.value)
+	for _, w := range t.writes {
+		if w.field < 0 {
+			continue
+		}
+		v.Field(r.schema.fields[w.field].index).Set(w.value)
+		u.fields = append(u.fields, w.channel)
+	}
+	return u
+}
+
+// flusher saves the writes of tasks that finish while siblings run, batching
+// those that finish while a save is in flight (group commit).
+type flusher[S any] struct {
+	ru       *run[S]
+	mu       sync.Mutex
+	queue    []*task[S]
+	flushing bool
+	err      error
+	wg       sync.WaitGroup
+}
+
+func (fl *flusher[S]) add(ctx context.Context, t *task[S]) {
+	fl.mu.Lock()
+	fl.queue = append(fl.queue, t)
+	if fl.flushing {
+		fl.mu.Unlock()
+		return
+	}
+	fl.flushing = true
+	fl.wg.Add(1)
+	defer fl.wg.Done()
+	for len(fl.queue) > 0 {
+		batch := fl.queue
+		fl.queue = nil
+		fl.mu.Unlock()
+		err := fl.save(ctx, batch)
+		fl.mu.Lock()
+		if err != nil && fl.err == nil {
+			fl.err = err
+		}
+	}
+	fl.flushing = false
+	fl.mu.Unlock()
+}
+
+func (fl *flusher[S]) save(ctx context.Context, batch []*task[S]) error {
+	var writes []checkpoint.TaskWrites
+	for _, t := range batch {
+		ws, err := fl.ru.r.encodeWrites(t)
+		if err != nil {
+			return err
+		}
+		writes = append(writes, checkpoint.TaskWrites{TaskID: t.id, Node: t.name, Path: t.path(), Writes: ws})
+	}
+	if err := fl.ru.putWrites(context.WithoutCancel(ctx), fl.ru.fr.id, writes, false); err != nil {
+		return err
+	}
+	for _, t := range batch {
+		t.saved = true
+	}
+	return nil
+}
+
+func (fl *flusher[S]) wait() error {
+	fl.wg.Wait()
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	return fl.err
+}
+
+// applyCommands applies the state writes of the commands saved on a
+// checkpoint, one command after the other (a later command's last-value
+// write wins over an earlier one's).
+func (r *Runnable[S]) applyCommands(thread string, f *frame[S], pending []checkpoint.PendingWrite, own bool) (*frame[S], error) {
+	byTask := map[string][]checkpoint.PendingWrite{}
+	var ids []string
+	for _, w := range pending {
+		if checkpoint.IsCommandTask(w.TaskID) && !checkpoint.IsSpecial(w.Channel) {
+			if _, ok := byTask[w.TaskID]; !ok {
+				ids = append(ids, w.TaskID)
+			}
+			byTask[w.TaskID] = append(byTask[w.TaskID], w)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		ws, err := r.decodeWrites(byTask[id])
+		if err != nil {
+			return nil, &checkpoint.CorruptError{Thread: thread, Checkpoint: f.id, What: "command writes", Err: err}
+		}
+		f, err = r.applyWrites(f, []*task[S]{{id: id, push: -1, writes: ws}}, f.meta.Step+1, own, false)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// due reports whether f has tasks to run, without planning them.
+func (r *Runnable[S]) due(f *frame[S]) bool {
+	if f.start != nil || len(f.sends) > 0 || len(f.triggers) > 0 {
+		return true
+	}
+	for ch, seen := range f.joins {
+		if j := r.joins[ch]; j != nil && joinComplete(j, seen) {
+			return true
+		}
+	}
+	return false
+}
+
+func reflectValue[S any](p *S) reflect.Value { return reflect.ValueOf(p).Elem() }

@@ -1,0 +1,425 @@
+package graph
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/interrupt"
+)
+
+// inspection is a checkpoint with its next tasks and their saved writes.
+type inspection[S any] struct {
+	frame      *frame[S] // with command writes applied
+	tasks      []*task[S]
+	status     Status
+	breakpoint *checkpoint.Breakpoint
+	results    map[string]map[string]json.RawMessage // task ID → field writes
+}
+
+// inspect plans the tasks that follow f and attaches the writes saved
+// against it. latest says f is the thread's head: then a step whose tasks
+// all finished but was not committed counts as pending, not done.
+func (r *Runnable[S]) inspect(thread string, f *frame[S], pending []checkpoint.PendingWrite, latest ...bool) (*inspection[S], error) {
+	cf, err := r.applyCommands(thread, f, pending, false)
+	if err != nil {
+		return nil, err
+	}
+	in := &inspection[S]{frame: cf, tasks: r.plan(cf, "", f.meta.Step+1), results: map[string]map[string]json.RawMessage{}}
+	if err := r.attach(thread, f.id, in.tasks, pending); err != nil {
+		return nil, err
+	}
+	byTask := map[string][]checkpoint.PendingWrite{}
+	for _, w := range pending {
+		switch {
+		case w.TaskID == checkpoint.NullTaskID && w.Channel == checkpoint.ChannelBreakpoint:
+			var bp checkpoint.Breakpoint
+			if err := json.Unmarshal(w.Value, &bp); err != nil {
+				return nil, &checkpoint.CorruptError{Thread: thread, Checkpoint: f.id, What: "breakpoint marker", Err: err}
+			}
+			in.breakpoint = &bp
+		case !checkpoint.IsSpecial(w.Channel):
+			byTask[w.TaskID] = append(byTask[w.TaskID], w)
+		}
+	}
+	for _, t := range in.tasks {
+		if t.done {
+			in.results[t.id] = r.fieldResult(byTask[t.id])
+		}
+	}
+	isLatest := len(latest) > 0 && latest[0]
+	failed, waiting, open := false, in.breakpoint != nil, false
+	for _, t := range in.tasks {
+		if t.done {
+			continue
+		}
+		open = true
+		hasPending := false
+		for _, i := range t.interrupts {
+			if _, ok := t.answers[i.ID]; !ok {
+				hasPending = true
+			}
+		}
+		switch {
+		case hasPending:
+			waiting = true
+		case t.failure != nil:
+			failed = true
+		}
+	}
+	switch {
+	case len(in.tasks) == 0:
+		in.status = StatusDone
+	case failed:
+		in.status = StatusFailed
+	case waiting && (open || in.breakpoint != nil):
+		in.status = StatusWaiting
+	case open || isLatest:
+		in.status = StatusPending
+	default:
+		in.status = StatusDone // a committed step, seen in history
+	}
+	return in, nil
+}
+
+// GetState returns the thread's latest state. Like LangGraph's get_state,
+// it includes the writes of tasks that finished in a step that has not been
+// committed yet (their tasks leave Next). It returns ErrThreadNotFound for a
+// thread with no checkpoint, ErrNoSaver without a saver, a *ConflictError
+// when the saved writes of the step conflict, and a
+// *checkpoint.CorruptError when stored data cannot be decoded.
+func (r *Runnable[S]) GetState(ctx context.Context, thread string) (Snapshot[S], error) {
+	if r.cfg.saver == nil {
+		return Snapshot[S]{}, ErrNoSaver
+	}
+	if err := checkThread(thread); err != nil {
+		return Snapshot[S]{}, err
+	}
+	f, tp, err := r.load(ctx, thread, "")
+	if err != nil {
+		return Snapshot[S]{}, err
+	}
+	return r.snapshot(thread, f, tp, true)
+}
+
+// GetStateAt returns the state at one checkpoint of the thread, before the
+// writes of the step that followed it (as history shows it). It returns an
+// error matching checkpoint.ErrNotFound for an unknown checkpoint.
+func (r *Runnable[S]) GetStateAt(ctx context.Context, thread, checkpointID string) (Snapshot[S], error) {
+	if r.cfg.saver == nil {
+		return Snapshot[S]{}, ErrNoSaver
+	}
+	if err := checkThread(thread); err != nil {
+		return Snapshot[S]{}, err
+	}
+	if checkpointID == "" {
+		return Snapshot[S]{}, fmt.Errorf("%w: empty checkpoint ID", ErrInvalidInput)
+	}
+	f, tp, err := r.load(ctx, thread, checkpointID)
+	if err != nil {
+		return Snapshot[S]{}, err
+	}
+	return r.snapshot(thread, f, tp, false)
+}
+
+// HistoryOptions filter History.
+type HistoryOptions struct {
+	// Filter keeps checkpoints whose metadata has these keys with equal
+	// values ("source", "step", "run_id" or caller metadata).
+	Filter map[string]any
+	// Before keeps checkpoints older than this checkpoint ID.
+	Before string
+	// Limit caps the number of snapshots; 0 means all.
+	Limit int
+}
+
+// History returns the thread's snapshots, newest first. Snapshots show the
+// state at each checkpoint before the step that followed it, and every task
+// of that step in Next. Values of append fields share their prefixes, so a
+// long history costs time and memory proportional to what was written, not
+// to steps times state size. A thread with no checkpoints gives an empty
+// list.
+func (r *Runnable[S]) History(ctx context.Context, thread string, opts HistoryOptions) ([]Snapshot[S], error) {
+	if r.cfg.saver == nil {
+		return nil, ErrNoSaver
+	}
+	if err := checkThread(thread); err != nil {
+		return nil, err
+	}
+	tps, err := r.cfg.saver.List(ctx, thread, checkpoint.ListOptions{Filter: opts.Filter, Before: opts.Before, Limit: opts.Limit})
+	if err != nil {
+		return nil, fmt.Errorf("graph: thread %q: history: %w", thread, err)
+	}
+	d := r.newDecoder(thread)
+	out := make([]Snapshot[S], 0, len(tps))
+	// Oldest first, so append values extend the previous snapshot's array.
+	for i := len(tps) - 1; i >= 0; i-- {
+		f, err := d.frame(tps[i], nil, false)
+		if err != nil {
+			return nil, err
+		}
+		s, err := r.snapshot(thread, f, tps[i], false)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
+func (r *Runnable[S]) snapshot(thread string, f *frame[S], tp *checkpoint.Tuple, latest bool) (Snapshot[S], error) {
+	in, err := r.inspect(thread, f, tp.Pending, latest)
+	if err != nil {
+		return Snapshot[S]{}, err
+	}
+	values := in.frame.state
+	if latest {
+		var finished []*task[S]
+		for _, t := range in.tasks {
+			if t.done {
+				finished = append(finished, t)
+			}
+		}
+		if len(finished) > 0 {
+			nf, err := r.applyWrites(in.frame, finished, f.meta.Step+1, false, false)
+			if err != nil {
+				return Snapshot[S]{}, fmt.Errorf("graph: thread %q checkpoint %s: %w", thread, f.id, err)
+			}
+			values = nf.state
+		}
+	}
+	s := Snapshot[S]{
+		Values:     r.view(values),
+		Config:     Config{Thread: thread, NS: tp.NS, CheckpointID: f.id},
+		Metadata:   f.meta,
+		CreatedAt:  f.createdAt,
+		Breakpoint: in.breakpoint,
+		Status:     in.status,
+	}
+	if f.parentID != "" {
+		s.ParentConfig = &Config{Thread: thread, NS: tp.NS, CheckpointID: f.parentID}
+	}
+	for _, t := range in.tasks {
+		task := Task{ID: t.id, Name: t.name, Path: t.path(), Interrupts: t.interrupts, Answered: t.answers}
+		if t.failure != nil {
+			task.Error = &TaskError{Node: t.failure.Node, Type: t.failure.Type, Message: t.failure.Message}
+		}
+		if t.done {
+			task.Result = in.results[t.id]
+		}
+		s.Tasks = append(s.Tasks, task)
+		if !t.done || !latest {
+			s.Next = append(s.Next, t.name)
+		}
+	}
+	s.Interrupts = pendingInterrupts(in.tasks)
+	return s, nil
+}
+
+// Special values of UpdateOptions.AsNode.
+const (
+	// AsInput applies the update as new input (an "input" checkpoint) without
+	// running anything.
+	AsInput = "__input__"
+	// AsCopy copies the checkpoint as a sibling fork, without changes.
+	AsCopy = "__copy__"
+)
+
+// UpdateOptions say how UpdateState applies an update.
+type UpdateOptions struct {
+	// AsNode is the node the update acts as: its writes go through the
+	// reducers and the node's edges (routers included) choose the next
+	// tasks, as if the node had returned the update. START applies it as
+	// the start step would; END (with a zero update) finishes the pending
+	// step with the writes its tasks already saved; AsInput and AsCopy are
+	// described with them. Empty means: the only node of the graph; START
+	// on a thread with no checkpoint; otherwise the node whose step
+	// produced the checkpoint (ErrAmbiguousUpdate when several did).
+	AsNode string
+	// CheckpointID updates an older checkpoint instead of the head; the
+	// result starts a new branch that becomes the thread's head.
+	CheckpointID string
+}
+
+// UpdateState writes u into the thread's state as a new "update"
+// checkpoint and returns its config. Pending tasks the update does not
+// trigger again are dropped (join barriers keep their state). It returns a
+// *UnknownNodeError for an unknown AsNode, ErrAmbiguousUpdate, the errors of
+// the update itself (*UnknownFieldError...), and, when another runner owns
+// the thread, an error matching checkpoint.ErrThreadBusy or
+// checkpoint.ErrConflict.
+func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S], opts UpdateOptions) (Config, error) {
+	var zero Config
+	if r.cfg.saver == nil {
+		return zero, ErrNoSaver
+	}
+	if err := checkThread(thread); err != nil {
+		return zero, err
+	}
+	ru := &run[S]{r: r, thread: thread, saver: r.cfg.saver, lease: checkpoint.Lease{Owner: r.cfg.runIDs(), TTL: r.cfg.leaseTTL}, log: r.cfg.logger}
+	defer ru.finish()
+	f, tp, err := r.load(ctx, thread, opts.CheckpointID)
+	fresh := errors.Is(err, ErrThreadNotFound)
+	if err != nil && !fresh {
+		return zero, err
+	}
+	if fresh {
+		f, tp = newFrame[S](), &checkpoint.Tuple{Thread: thread}
+		f.meta.Step = -1
+	}
+	fork := opts.CheckpointID != ""
+	if fork {
+		head, _, herr := r.load(ctx, thread, "")
+		if herr == nil && head.id == f.id {
+			fork = false
+		}
+	}
+	asNode := opts.AsNode
+	if asNode == "" {
+		asNode, err = r.defaultAsNode(ctx, thread, f, fresh)
+		if err != nil {
+			return zero, err
+		}
+	}
+	n := f.derive(true)
+	n.parentID = f.id
+	ru.step = f.meta.Step + 1
+	if fresh {
+		ru.step = 0
+	}
+	source := checkpoint.SourceUpdate
+	var parentWrites []*task[S]
+	switch asNode {
+	case AsCopy:
+		if !u.IsZero() {
+			return zero, fmt.Errorf("%w: AsCopy takes a zero update", ErrInvalidInput)
+		}
+		if fresh {
+			return zero, fmt.Errorf("%w: %q", ErrThreadNotFound, thread)
+		}
+		n.parentID = f.parentID
+		ru.step = f.meta.Step + 1
+		if err := ru.saveUpdate(ctx, n, checkpoint.SourceFork, nil, true); err != nil {
+			return zero, err
+		}
+		return ru.config(), nil
+	case AsInput:
+		start, err := r.encodeInput(u)
+		if err != nil {
+			return zero, err
+		}
+		r.consume(n, r.plan(f, "", f.meta.Step+1))
+		n.start = start
+		n.markInternal(checkpoint.ChannelStart)
+		source = checkpoint.SourceInput
+	case END:
+		if !u.IsZero() {
+			return zero, fmt.Errorf("%w: AsNode END takes a zero update", ErrInvalidInput)
+		}
+		tasks := r.plan(f, "", f.meta.Step+1)
+		if err := r.attach(thread, f.id, tasks, tp.Pending); err != nil {
+			return zero, err
+		}
+		var finished []*task[S]
+		for _, t := range tasks {
+			if t.done {
+				finished = append(finished, t)
+			}
+		}
+		r.consume(n, tasks)
+		if n, err = r.applyWrites(n, finished, ru.step, true, false); err != nil {
+			return zero, err
+		}
+		n.triggers, n.sends, n.start = map[string]bool{}, nil, nil
+		for ch := range n.versions {
+			if isTrigger(ch) {
+				n.clearInternal(ch)
+			}
+		}
+	default:
+		if _, ok := r.nodes[asNode]; !ok && asNode != START {
+			return zero, &UnknownNodeError{Name: asNode, From: "UpdateOptions.AsNode"}
+		}
+		t := &task[S]{name: asNode, push: -1}
+		t.id = taskID(f.id, "", ru.step, "update:"+asNode, "pull", nil)
+		if t.writes, err = r.resolve(ctx, t, u, f, false); err != nil {
+			return zero, err
+		}
+		t.done = true
+		// Pending triggers that the update does not set again are
+		// dropped; join barriers keep what they have seen.
+		n.triggers, n.sends, n.start = map[string]bool{}, nil, nil
+		for ch := range n.versions {
+			if isTrigger(ch) {
+				n.clearInternal(ch)
+			}
+		}
+		if n, err = r.applyWrites(n, []*task[S]{t}, ru.step, true, false); err != nil {
+			return zero, err
+		}
+		parentWrites = []*task[S]{t}
+	}
+	n.parentID = f.id
+	ru.fr = f
+	if err := ru.saveUpdate(ctx, n, source, parentWrites, fork); err != nil {
+		return zero, err
+	}
+	return ru.config(), nil
+}
+
+func isTrigger(ch string) bool {
+	return len(ch) > len(checkpoint.BranchPrefix) && ch[:len(checkpoint.BranchPrefix)] == checkpoint.BranchPrefix ||
+		ch == checkpoint.ChannelSends || ch == checkpoint.ChannelStart
+}
+
+func (ru *run[S]) saveUpdate(ctx context.Context, n *frame[S], source checkpoint.Source, tasks []*task[S], fork bool) error {
+	if err := ru.save(ctx, n, source, tasks, nil, true, fork); err != nil {
+		return err
+	}
+	ru.fr = n
+	return nil
+}
+
+// defaultAsNode resolves an empty AsNode: the only node; START on a fresh
+// thread; otherwise the node whose task produced the checkpoint, found in
+// the pending writes its parent holds.
+func (r *Runnable[S]) defaultAsNode(ctx context.Context, thread string, f *frame[S], fresh bool) (string, error) {
+	if len(r.nodeNames) == 1 {
+		return r.nodeNames[0], nil
+	}
+	if fresh {
+		return START, nil
+	}
+	if f.parentID == "" {
+		return "", fmt.Errorf("%w (thread %q: checkpoint %s has no parent)", ErrAmbiguousUpdate, thread, f.id)
+	}
+	tp, err := r.cfg.saver.Get(ctx, checkpoint.Ref{Thread: thread, ID: f.parentID}, checkpoint.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("%w (thread %q: cannot read parent checkpoint: %w)", ErrAmbiguousUpdate, thread, err)
+	}
+	var nodes []string
+	for _, w := range tp.Pending {
+		if w.Node == "" || checkpoint.IsSpecial(w.Channel) || slices.Contains(nodes, w.Node) {
+			continue
+		}
+		nodes = append(nodes, w.Node)
+	}
+	if len(nodes) != 1 {
+		return "", fmt.Errorf("%w (thread %q: the step before checkpoint %s ran %v)", ErrAmbiguousUpdate, thread, f.id, nodes)
+	}
+	return nodes[0], nil
+}
+
+// Interrupts returns the thread's pending interrupts (a shortcut for
+// GetState(...).Interrupts).
+func (r *Runnable[S]) Interrupts(ctx context.Context, thread string) ([]interrupt.Interrupt, error) {
+	s, err := r.GetState(ctx, thread)
+	if err != nil {
+		return nil, err
+	}
+	return s.Interrupts, nil
+}

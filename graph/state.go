@@ -1,0 +1,277 @@
+package graph
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+)
+
+type reducerKind int
+
+const (
+	kindLastValue reducerKind = iota
+	kindAppend
+	kindMerge
+	kindFunc
+)
+
+// Reducer says how a state field combines the writes of one superstep. The
+// default, LastValue, accepts one write per step.
+type Reducer struct {
+	kind reducerKind
+	fn   reflect.Value // kindFunc: func(T, T) T
+	typ  reflect.Type  // kindFunc: T
+}
+
+// LastValue keeps the written value. Two writes in one step are a
+// *ConflictError. It is the default for every field.
+func LastValue() Reducer { return Reducer{kind: kindLastValue} }
+
+// Append appends the written items to a slice field, in task order. The
+// struct tag `lockstep:"append"` does the same. Only the appended items are
+// stored per checkpoint.
+func Append() Reducer { return Reducer{kind: kindAppend} }
+
+// Merge sets the written keys into a map field, in task order (a later
+// task's key wins). The struct tag `lockstep:"merge"` does the same.
+func Merge() Reducer { return Reducer{kind: kindMerge} }
+
+// ReduceFunc folds writes into a field of type T with f(current, update).
+// Compile fails when T is not the field's type.
+func ReduceFunc[T any](f func(current, update T) T) Reducer {
+	return Reducer{kind: kindFunc, fn: reflect.ValueOf(f), typ: reflect.TypeFor[T]()}
+}
+
+func (r Reducer) String() string {
+	switch r.kind {
+	case kindAppend:
+		return "append"
+	case kindMerge:
+		return "merge"
+	case kindFunc:
+		return "func(" + r.typ.String() + ")"
+	}
+	return "last value"
+}
+
+// field is one channel of the state: an exported field of S.
+type field struct {
+	name    string
+	index   int
+	typ     reflect.Type
+	reducer Reducer
+}
+
+// schema describes the state type S.
+type schema struct {
+	typ    reflect.Type
+	fields []field
+	byName map[string]int
+}
+
+// newSchema reflects over the state type. Tags `lockstep:"append"` and
+// `lockstep:"merge"` set reducers; `lockstep:"-"` leaves a field out.
+func newSchema(t reflect.Type) (*schema, []error) {
+	if t.Kind() != reflect.Struct {
+		return nil, []error{&CompileError{Problem: fmt.Sprintf("the state type %s is not a struct", t)}}
+	}
+	s := &schema{typ: t, byName: map[string]int{}}
+	var errs []error
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		tag := sf.Tag.Get("lockstep")
+		if tag == "-" {
+			continue
+		}
+		f := field{name: sf.Name, index: i, typ: sf.Type}
+		switch tag {
+		case "":
+		case "append":
+			f.reducer = Append()
+		case "merge":
+			f.reducer = Merge()
+		default:
+			errs = append(errs, &CompileError{Problem: fmt.Sprintf("unknown lockstep tag %q (want append, merge or -)", tag), Field: sf.Name})
+			continue
+		}
+		if err := checkReducer(f.reducer, sf.Type); err != nil {
+			errs = append(errs, &CompileError{Problem: err.Error(), Field: sf.Name})
+		}
+		s.byName[f.name] = len(s.fields)
+		s.fields = append(s.fields, f)
+	}
+	return s, errs
+}
+
+func checkReducer(r Reducer, t reflect.Type) error {
+	switch r.kind {
+	case kindAppend:
+		if t.Kind() != reflect.Slice {
+			return fmt.Errorf("append reducer on a %s field (want a slice)", t)
+		}
+	case kindMerge:
+		if t.Kind() != reflect.Map {
+			return fmt.Errorf("merge reducer on a %s field (want a map)", t)
+		}
+	case kindFunc:
+		if r.typ != t {
+			return fmt.Errorf("reducer function for %s on a %s field", r.typ, t)
+		}
+	}
+	return nil
+}
+
+// setReducer replaces a field's reducer (Graph.Reducer).
+func (s *schema) setReducer(name string, r Reducer) error {
+	i, ok := s.byName[name]
+	if !ok {
+		return &CompileError{Problem: "reducer on a field that does not exist", Field: name}
+	}
+	if err := checkReducer(r, s.fields[i].typ); err != nil {
+		return &CompileError{Problem: err.Error(), Field: name}
+	}
+	s.fields[i].reducer = r
+	return nil
+}
+
+func (s *schema) names() []string {
+	out := make([]string, len(s.fields))
+	for i, f := range s.fields {
+		out[i] = f.name
+	}
+	return out
+}
+
+// fieldWrite is one write to a field within a step.
+type fieldWrite struct {
+	value     reflect.Value // the written value (for append: the items)
+	overwrite bool          // replace the value, skipping the reducer
+	node      string        // writer, for conflict messages
+}
+
+// reduce combines a step's writes to f with the current value cur. It
+// returns the new value and, for append fields, whether the change is a pure
+// append of items (so storage can keep only the items). spare, when valid,
+// is a slice with the same elements as cur and free capacity after them
+// that the caller owns; appends extend it in place.
+func (f *field) reduce(cur reflect.Value, spare reflect.Value, ws []fieldWrite, step int) (next reflect.Value, pureAppend bool, err error) {
+	var over *fieldWrite
+	for i := range ws {
+		if ws[i].overwrite {
+			if over != nil {
+				return reflect.Value{}, false, &ConflictError{Field: f.name, Nodes: []string{over.node, ws[i].node}, Step: step}
+			}
+			over = &ws[i]
+		}
+	}
+	if over != nil {
+		return over.value, false, nil
+	}
+	switch f.reducer.kind {
+	case kindLastValue:
+		if len(ws) > 1 {
+			nodes := make([]string, len(ws))
+			for i, w := range ws {
+				nodes[i] = w.node
+			}
+			return reflect.Value{}, false, &ConflictError{Field: f.name, Nodes: nodes, Step: step}
+		}
+		return ws[0].value, false, nil
+	case kindAppend:
+		n := 0
+		for _, w := range ws {
+			n += w.value.Len()
+		}
+		base := spare
+		if !spare.IsValid() || spare.Len() != cur.Len() {
+			grown := reflect.MakeSlice(f.typ, cur.Len(), growCap(cur.Len()+n))
+			reflect.Copy(grown, cur)
+			base = grown
+		}
+		for _, w := range ws {
+			base = reflect.AppendSlice(base, w.value)
+		}
+		return base, true, nil
+	case kindMerge:
+		out := reflect.MakeMapWithSize(f.typ, cur.Len())
+		iter := cur.MapRange()
+		for iter.Next() {
+			out.SetMapIndex(iter.Key(), iter.Value())
+		}
+		for _, w := range ws {
+			iter := w.value.MapRange()
+			for iter.Next() {
+				out.SetMapIndex(iter.Key(), iter.Value())
+			}
+		}
+		return out, false, nil
+	default: // kindFunc
+		v := cur
+		for _, w := range ws {
+			v = f.reducer.fn.Call([]reflect.Value{v, w.value})[0]
+		}
+		return v, false, nil
+	}
+}
+
+func growCap(n int) int {
+	if n < 8 {
+		return 8
+	}
+	return n + n/2
+}
+
+// capped returns v with its capacity cut to its length when v is a slice,
+// so that an append by a node never writes into the runtime's array.
+func capped(v reflect.Value) reflect.Value {
+	if v.Kind() == reflect.Slice && v.Cap() != v.Len() {
+		return v.Slice3(0, v.Len(), v.Len())
+	}
+	return v
+}
+
+// encodeValue marshals a field value or items for storage.
+func encodeValue(v reflect.Value, what string, limit int) (json.RawMessage, error) {
+	var x any
+	if v.IsValid() {
+		x = v.Interface()
+	}
+	b, err := safeMarshal(x)
+	if err != nil {
+		return nil, &EncodeError{What: what, Err: err}
+	}
+	if limit > 0 && len(b) > limit {
+		return nil, &SizeError{What: what, Size: len(b), Limit: limit}
+	}
+	return b, nil
+}
+
+func safeMarshal(x any) (b []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			b, err = nil, fmt.Errorf("MarshalJSON panicked: %v", r)
+		}
+	}()
+	return json.Marshal(x)
+}
+
+// decodeValue unmarshals data into a new value of type t.
+func decodeValue(t reflect.Type, data []byte) (reflect.Value, error) {
+	p := reflect.New(t)
+	if err := json.Unmarshal(data, p.Interface()); err != nil {
+		return reflect.Value{}, err
+	}
+	return p.Elem(), nil
+}
+
+// fieldsOf lists the written field names of an update, sorted, for logs.
+func fieldsOf(names []string) string {
+	s := append([]string(nil), names...)
+	sort.Strings(s)
+	return strings.Join(s, ",")
+}

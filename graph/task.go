@@ -1,0 +1,663 @@
+package graph
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/interrupt"
+)
+
+// task is one scheduled execution of a node in one superstep.
+type task[S any] struct {
+	id       string
+	name     string
+	push     int // index of the Send for push tasks, -1 for pull tasks
+	triggers []string
+	input    S
+
+	// outcome
+	done       bool // has writes: finished now, or earlier (cached)
+	cached     bool // writes came from a saved pending write
+	saved      bool // writes are in the saver
+	writes     []twrite
+	update     Update[S] // what the node returned (zero when cached)
+	err        error
+	interrupts []interrupt.Interrupt
+	answers    map[string]json.RawMessage // saved answers to its interrupts
+	failure    *checkpoint.TaskError      // saved error of an earlier attempt
+	steps      map[int]checkpoint.StepResult
+	abandoned  bool // cancelled because a sibling failed
+}
+
+func (t *task[S]) path() string {
+	if t.push >= 0 {
+		return "push:" + strconv.Itoa(t.push)
+	}
+	return "pull"
+}
+
+// before orders tasks for applying writes: pull tasks by node name, then
+// push tasks by Send index, as LangGraph does.
+func (t *task[S]) before(o *task[S]) bool {
+	if (t.push < 0) != (o.push < 0) {
+		return t.push < 0
+	}
+	if t.push < 0 {
+		return t.name < o.name
+	}
+	return t.push < o.push
+}
+
+// twrite is one resolved write of a task.
+type twrite struct {
+	channel   string // field name, branch:to:<node>, join:..., __pregel_tasks
+	field     int    // index into schema.fields, -1 for scheduling channels
+	value     reflect.Value
+	overwrite bool
+	source    string // join writes: the source node
+	send      any    // *Send[S]
+}
+
+// taskID derives a task's ID from the checkpoint it runs against, the step,
+// the node, its kind and its triggers, so that the same pending task gets
+// the same ID whenever it is planned again.
+func taskID(checkpointID, ns string, step int, name, path string, triggers []string) string {
+	h := sha256.New()
+	for _, s := range []string{checkpointID, ns, strconv.Itoa(step), name, path} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	for _, s := range triggers {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	var sum [sha256.Size]byte
+	b := h.Sum(sum[:0])
+	var out [36]byte
+	hex.Encode(out[0:8], b[0:4])
+	out[8] = '-'
+	hex.Encode(out[9:13], b[4:6])
+	out[13] = '-'
+	hex.Encode(out[14:18], b[6:8])
+	out[18] = '-'
+	hex.Encode(out[19:23], b[8:10])
+	out[23] = '-'
+	hex.Encode(out[24:], b[10:16])
+	return string(out[:])
+}
+
+// plan lists the tasks of the superstep that starts from f.
+func (r *Runnable[S]) plan(f *frame[S], ns string, step int) []*task[S] {
+	var tasks []*task[S]
+	var input S
+	haveInput := false
+	pullInput := func() S {
+		if !haveInput {
+			input, haveInput = r.view(f.state), true
+		}
+		return input
+	}
+	if f.start != nil {
+		trig := []string{checkpoint.ChannelStart}
+		tasks = append(tasks, &task[S]{name: START, push: -1, triggers: trig, input: pullInput()})
+	}
+	for _, name := range r.nodeNames {
+		var trig []string
+		if f.triggers[name] {
+			trig = append(trig, checkpoint.BranchPrefix+name)
+		}
+		for _, j := range r.joinsTo[name] {
+			if joinComplete(j, f.joins[j.channel]) {
+				trig = append(trig, j.channel)
+			}
+		}
+		if len(trig) > 0 {
+			tasks = append(tasks, &task[S]{name: name, push: -1, triggers: trig, input: pullInput()})
+		}
+	}
+	for i, s := range f.sends {
+		tasks = append(tasks, &task[S]{name: s.Node, push: i, triggers: []string{checkpoint.ChannelSends}, input: r.view(s.Arg)})
+	}
+	for _, t := range tasks {
+		t.id = taskID(f.id, ns, step, t.name, t.path(), t.triggers)
+	}
+	return tasks
+}
+
+// attach gives planned tasks the writes saved against their checkpoint:
+// finished tasks get their writes back (and will not run again); paused
+// tasks get their answers; every task gets its durable step results.
+func (r *Runnable[S]) attach(thread, cpID string, tasks []*task[S], pending []checkpoint.PendingWrite) error {
+	byID := make(map[string]*task[S], len(tasks))
+	for _, t := range tasks {
+		byID[t.id] = t
+	}
+	var regular map[*task[S]][]checkpoint.PendingWrite
+	for _, w := range pending {
+		t := byID[w.TaskID]
+		if t == nil {
+			continue
+		}
+		switch {
+		case w.Channel == checkpoint.ChannelResume:
+			var a map[string]json.RawMessage
+			if err := json.Unmarshal(w.Value, &a); err != nil {
+				return &checkpoint.CorruptError{Thread: thread, Checkpoint: cpID, What: "resume write of task " + t.id, Err: err}
+			}
+			t.answers = a
+		case w.Channel == checkpoint.ChannelInterrupt:
+			var list []interrupt.Interrupt
+			if err := json.Unmarshal(w.Value, &list); err != nil {
+				return &checkpoint.CorruptError{Thread: thread, Checkpoint: cpID, What: "interrupt write of task " + t.id, Err: err}
+			}
+			t.interrupts = list
+		case w.Channel == checkpoint.ChannelError:
+			var te checkpoint.TaskError
+			if err := json.Unmarshal(w.Value, &te); err != nil {
+				return &checkpoint.CorruptError{Thread: thread, Checkpoint: cpID, What: "error write of task " + t.id, Err: err}
+			}
+			t.failure = &te
+		case strings.HasPrefix(w.Channel, checkpoint.ChannelStepPrefix):
+			n, err := strconv.Atoi(strings.TrimPrefix(w.Channel, checkpoint.ChannelStepPrefix))
+			var sr checkpoint.StepResult
+			if err == nil {
+				err = json.Unmarshal(w.Value, &sr)
+			}
+			if err != nil {
+				return &checkpoint.CorruptError{Thread: thread, Checkpoint: cpID, What: "step write of task " + t.id, Err: err}
+			}
+			if t.steps == nil {
+				t.steps = map[int]checkpoint.StepResult{}
+			}
+			t.steps[n] = sr
+		case checkpoint.IsSpecial(w.Channel):
+		default:
+			if regular == nil {
+				regular = map[*task[S]][]checkpoint.PendingWrite{}
+			}
+			regular[t] = append(regular[t], w)
+		}
+	}
+	for t, ws := range regular {
+		writes, err := r.decodeWrites(ws)
+		if err != nil {
+			return &checkpoint.CorruptError{Thread: thread, Checkpoint: cpID, What: "writes of task " + t.id, Err: err}
+		}
+		t.writes, t.done, t.cached, t.saved = writes, true, true, true
+	}
+	return nil
+}
+
+// scratch is the per-execution context of a task: it answers interrupt.Ask
+// calls and backs Durable.
+type scratch struct {
+	mu       sync.Mutex
+	taskID   string
+	answers  map[string]json.RawMessage
+	asked    int
+	raised   []interrupt.Interrupt
+	steps    map[int]checkpoint.StepResult
+	stepNext int
+	persist  func(ctx context.Context, n int, sr checkpoint.StepResult) error
+}
+
+// Answer implements interrupt.Resumer.
+func (s *scratch) Answer(q json.RawMessage) (json.RawMessage, string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := interrupt.ID(s.taskID, s.asked)
+	s.asked++
+	if a, ok := s.answers[id]; ok {
+		return a, id, true
+	}
+	if len(s.raised) == 0 {
+		s.raised = append(s.raised, interrupt.Interrupt{ID: id, Value: q})
+	}
+	return nil, id, false
+}
+
+func (s *scratch) reset() {
+	s.mu.Lock()
+	s.asked, s.stepNext, s.raised = 0, 0, nil
+	s.mu.Unlock()
+}
+
+// Durable runs fn once per task and saves its result as a pending write of
+// the task. When the node runs again (after an interrupt, a failure or a
+// crash) the same call returns the saved result without running fn. Calls
+// are matched by position within the node, and name must match the saved
+// name (otherwise ErrNondeterministic): a node must call its durable steps
+// in the same order every time.
+//
+// The result must encode as JSON (an *EncodeError otherwise). An error from
+// fn is returned as is and not saved, so the next run tries again. Saving
+// can fail after fn succeeded (the saver is unreachable, the lease was
+// lost); Durable then returns the save error, and fn will run again on the
+// next attempt, so pair effects that must happen once with an idempotency
+// key. Outside a run (no runtime in ctx) Durable just calls fn.
+func Durable[T any](ctx context.Context, name string, fn func(ctx context.Context) (T, error)) (T, error) {
+	var zero T
+	res, ok := interrupt.FromContext(ctx)
+	sp, isScratch := res.(*scratch)
+	if !ok || !isScratch {
+		return fn(ctx)
+	}
+	sp.mu.Lock()
+	n := sp.stepNext
+	sp.stepNext++
+	saved, have := sp.steps[n]
+	sp.mu.Unlock()
+	if have {
+		if saved.Name != name {
+			return zero, fmt.Errorf("%w: durable step %d is %q, was %q", ErrNondeterministic, n, name, saved.Name)
+		}
+		var v T
+		if err := json.Unmarshal(saved.Result, &v); err != nil {
+			return zero, fmt.Errorf("graph: durable step %q: saved result does not decode: %w", name, err)
+		}
+		return v, nil
+	}
+	v, err := fn(ctx)
+	if err != nil {
+		return zero, err
+	}
+	b, err := safeMarshal(v)
+	if err != nil {
+		return zero, &EncodeError{What: "durable step " + strconv.Quote(name), Err: err}
+	}
+	sr := checkpoint.StepResult{Name: name, Result: b}
+	if sp.persist != nil {
+		if err := sp.persist(ctx, n, sr); err != nil {
+			return zero, fmt.Errorf("graph: durable step %q ran but its result was not saved: %w", name, err)
+		}
+	}
+	sp.mu.Lock()
+	if sp.steps == nil {
+		sp.steps = map[int]checkpoint.StepResult{}
+	}
+	sp.steps[n] = sr
+	sp.mu.Unlock()
+	return v, nil
+}
+
+// callNode runs a node once, turning a panic into a *PanicError.
+func callNode[S any](ctx context.Context, spec *nodeSpec[S], in S) (u Update[S], err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &PanicError{Node: spec.name, Value: p, Stack: debug.Stack()}
+		}
+	}()
+	return spec.fn(ctx, in)
+}
+
+// safeExecute runs execute and turns a panic outside the node itself (in a
+// router, say) into a *PanicError.
+func (r *Runnable[S]) safeExecute(ctx context.Context, t *task[S], f *frame[S], sp *scratch, borrow bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			t.done, t.writes = false, nil
+			t.err = &PanicError{Node: t.name, Value: p, Stack: debug.Stack()}
+		}
+	}()
+	r.execute(ctx, t, f, sp, borrow)
+}
+
+// execute runs the task's node (with its retry policy) and resolves its
+// update and edges into writes. It sets t.err, t.interrupts or t.writes.
+func (r *Runnable[S]) execute(ctx context.Context, t *task[S], f *frame[S], sp *scratch, borrow bool) {
+	t.interrupts = nil
+	if t.name == START {
+		t.writes, t.err = r.startWrites(ctx, t, f)
+		t.done = t.err == nil
+		return
+	}
+	spec := r.nodes[t.name]
+	if spec == nil {
+		t.err = &UnknownNodeError{Name: t.name, From: "a pending task of the checkpoint (the graph changed?)"}
+		return
+	}
+	ctx = interrupt.NewContext(ctx, sp)
+	attempt := 1
+	for {
+		u, err := callNode(ctx, spec, t.input)
+		sp.mu.Lock()
+		raised := slices.Clone(sp.raised)
+		sp.mu.Unlock()
+		var ni *interrupt.NodeInterrupt
+		switch {
+		case len(raised) > 0:
+			// A node that swallowed the pause is still paused.
+			if err == nil {
+				r.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "node returned normally after interrupt.Ask paused it; treating the task as paused",
+					strAttr("node", t.name), strAttr("task", t.id))
+			}
+			t.interrupts = raised
+			return
+		case errors.As(err, &ni):
+			v, merr := interrupt.Marshal(ni.Value)
+			if merr != nil {
+				t.err = merr
+				return
+			}
+			t.interrupts = []interrupt.Interrupt{{ID: interrupt.ID(t.id, -1), Value: v}}
+			return
+		case err == nil:
+			t.update = u
+			t.writes, t.err = r.resolve(ctx, t, u, f, borrow)
+			t.done = t.err == nil
+			return
+		}
+		p := spec.opts.retry
+		if p == nil || attempt >= p.MaxAttempts || interrupt.Is(err) || ctx.Err() != nil ||
+			errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+			(p.RetryOn != nil && !p.RetryOn(err)) {
+			t.err = err
+			return
+		}
+		wait := p.backoff(attempt)
+		r.cfg.logger.LogAttrs(ctx, slog.LevelDebug, "node failed; retrying", strAttr("node", t.name), intAttr("attempt", attempt), strAttr("error", err.Error()))
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			t.err = err
+			return
+		case <-timer.C:
+		}
+		attempt++
+		sp.reset()
+	}
+}
+
+// startWrites are the writes of the __start__ task: the input fields and
+// START's edges.
+func (r *Runnable[S]) startWrites(ctx context.Context, t *task[S], f *frame[S]) ([]twrite, error) {
+	if f.start == nil {
+		return nil, nil
+	}
+	var u Update[S]
+	v := reflect.ValueOf(&u.value).Elem()
+	names := make([]string, 0, len(f.start.fields))
+	for name := range f.start.fields {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		i, ok := r.schema.byName[name]
+		if !ok {
+			return nil, &UnknownFieldError{Field: name}
+		}
+		fl := &r.schema.fields[i]
+		x, err := decodeValue(fl.typ, f.start.fields[name])
+		if err != nil {
+			return nil, fmt.Errorf("graph: input field %s: %w", name, err)
+		}
+		v.Field(fl.index).Set(x)
+		u.fields = append(u.fields, name)
+	}
+	return r.resolve(ctx, t, u, f, true)
+}
+
+// resolve turns a node's update into writes and adds the writes of its
+// edges: static edges, joins, routers (which see the state with this
+// task's own writes applied) and Send routers.
+func (r *Runnable[S]) resolve(ctx context.Context, t *task[S], u Update[S], f *frame[S], borrow bool) ([]twrite, error) {
+	var writes []twrite
+	v := reflect.ValueOf(&u.value).Elem()
+	seen := map[string]bool{}
+	add := func(name string, over bool) error {
+		i, ok := r.schema.byName[name]
+		if !ok {
+			return &UnknownFieldError{Field: name, Node: t.name}
+		}
+		if seen[name] {
+			if over {
+				for k := range writes {
+					if writes[k].channel == name {
+						writes[k].overwrite = true
+					}
+				}
+			}
+			return nil
+		}
+		seen[name] = true
+		fl := &r.schema.fields[i]
+		writes = append(writes, twrite{channel: name, field: i, value: v.Field(fl.index), overwrite: over})
+		return nil
+	}
+	for _, name := range u.fields {
+		if err := add(name, false); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range u.overwrite {
+		if err := add(name, true); err != nil {
+			return nil, err
+		}
+	}
+	from := "Goto of node " + strconv.Quote(t.name)
+	for _, n := range u.gotos {
+		if n == END {
+			continue
+		}
+		if _, ok := r.nodes[n]; !ok {
+			return nil, &UnknownNodeError{Name: n, From: from}
+		}
+		writes = append(writes, twrite{channel: checkpoint.BranchPrefix + n, field: -1})
+	}
+	for i := range u.sends {
+		s := u.sends[i]
+		if _, ok := r.nodes[s.Node]; !ok {
+			return nil, &UnknownNodeError{Name: s.Node, From: "Send of node " + strconv.Quote(t.name)}
+		}
+		writes = append(writes, twrite{channel: checkpoint.ChannelSends, field: -1, send: &s})
+	}
+	return r.edgeWrites(ctx, t.name, writes, f, borrow)
+}
+
+// edgeWrites appends the writes of node's outgoing edges to writes.
+func (r *Runnable[S]) edgeWrites(ctx context.Context, node string, writes []twrite, f *frame[S], borrow bool) ([]twrite, error) {
+	for _, to := range r.edgesFrom[node] {
+		if to != END {
+			writes = append(writes, twrite{channel: checkpoint.BranchPrefix + to, field: -1})
+		}
+	}
+	for _, j := range r.joinsFrom[node] {
+		writes = append(writes, twrite{channel: j.channel, field: -1, source: node})
+	}
+	rs := r.routers[node]
+	if len(rs) == 0 {
+		return writes, nil
+	}
+	local, err := r.localState(f, writes, borrow)
+	if err != nil {
+		return nil, err
+	}
+	for _, rt := range rs {
+		if rt.route != nil {
+			dests, err := rt.route(ctx, r.view(local))
+			if err != nil {
+				return nil, fmt.Errorf("graph: router after node %q: %w", node, err)
+			}
+			for _, d := range dests {
+				if err := r.checkDest(node, rt, d); err != nil {
+					return nil, err
+				}
+				if d != END {
+					writes = append(writes, twrite{channel: checkpoint.BranchPrefix + d, field: -1})
+				}
+			}
+			continue
+		}
+		sends, err := rt.send(ctx, r.view(local))
+		if err != nil {
+			return nil, fmt.Errorf("graph: send router after node %q: %w", node, err)
+		}
+		for i := range sends {
+			s := sends[i]
+			if s.Node == END {
+				return nil, &UnknownNodeError{Name: END, From: fmt.Sprintf("Send of the router after node %q", node)}
+			}
+			if err := r.checkDest(node, rt, s.Node); err != nil {
+				return nil, err
+			}
+			writes = append(writes, twrite{channel: checkpoint.ChannelSends, field: -1, send: &s})
+		}
+	}
+	return writes, nil
+}
+
+func (r *Runnable[S]) checkDest(node string, rt *routerSpec[S], d string) error {
+	if d != END {
+		if _, ok := r.nodes[d]; !ok {
+			return &UnknownNodeError{Name: d, From: fmt.Sprintf("route after node %q", node)}
+		}
+	}
+	if len(rt.dests) > 0 && !slices.Contains(rt.dests, d) {
+		return &UnknownNodeError{Name: d, From: fmt.Sprintf("route after node %q (not among its declared destinations %v)", node, rt.dests)}
+	}
+	return nil
+}
+
+// localState is the frame's state with one task's field writes applied:
+// what LangGraph calls a fresh read. With borrow set (a single-task step),
+// append fields reuse the frame's spare capacity without taking it over,
+// so routing does not copy long lists.
+func (r *Runnable[S]) localState(f *frame[S], writes []twrite, borrow bool) (S, error) {
+	st := f.state
+	v := reflect.ValueOf(&st).Elem()
+	for _, w := range writes {
+		if w.field < 0 {
+			continue
+		}
+		fl := &r.schema.fields[w.field]
+		var spare reflect.Value
+		if borrow {
+			spare = f.spare[fl.index]
+		}
+		nv, _, err := fl.reduce(v.Field(fl.index), spare, []fieldWrite{{value: w.value, overwrite: w.overwrite}}, f.meta.Step+1)
+		if err != nil {
+			return st, err
+		}
+		v.Field(fl.index).Set(capped(nv))
+	}
+	return st, nil
+}
+
+// encodeWrites is the stored form of a task's writes (see decodeWrites).
+func (r *Runnable[S]) encodeWrites(t *task[S]) ([]checkpoint.Write, error) {
+	if len(t.writes) == 0 {
+		return []checkpoint.Write{{Channel: checkpoint.ChannelNoWrites, Value: jsonNull}}, nil
+	}
+	out := make([]checkpoint.Write, 0, len(t.writes))
+	for _, w := range t.writes {
+		var (
+			b   json.RawMessage
+			err error
+			ch  = w.channel
+		)
+		switch {
+		case w.field >= 0:
+			if w.overwrite {
+				ch = overwritePrefix + w.channel
+			}
+			b, err = encodeValue(w.value, fmt.Sprintf("write of node %q to field %s", t.name, w.channel), r.cfg.maxValueBytes)
+		case w.send != nil:
+			s := w.send.(*Send[S])
+			var arg map[string]json.RawMessage
+			arg, err = r.encodeFields(s.Arg, fmt.Sprintf("Send from node %q to %q", t.name, s.Node))
+			if err == nil {
+				b, err = json.Marshal(sendJSON{Node: s.Node, Arg: arg})
+			}
+		case w.source != "":
+			b, err = json.Marshal(w.source)
+		default:
+			b = jsonNull
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, checkpoint.Write{Channel: ch, Value: b})
+	}
+	return out, nil
+}
+
+// overwritePrefix marks a stored field write that replaces the value.
+const overwritePrefix = "__overwrite__:"
+
+// decodeWrites turns stored writes back into resolved writes. Writes to
+// channels the graph no longer has are dropped.
+func (r *Runnable[S]) decodeWrites(ws []checkpoint.PendingWrite) ([]twrite, error) {
+	var out []twrite
+	for _, w := range ws {
+		ch := w.Channel
+		over := false
+		if rest, ok := strings.CutPrefix(ch, overwritePrefix); ok {
+			ch, over = rest, true
+		}
+		switch {
+		case ch == checkpoint.ChannelNoWrites:
+		case strings.HasPrefix(ch, checkpoint.BranchPrefix):
+			if _, ok := r.nodes[strings.TrimPrefix(ch, checkpoint.BranchPrefix)]; ok {
+				out = append(out, twrite{channel: ch, field: -1})
+			}
+		case strings.HasPrefix(ch, checkpoint.JoinPrefix):
+			var src string
+			if err := json.Unmarshal(w.Value, &src); err != nil {
+				return nil, err
+			}
+			if _, ok := r.joins[ch]; ok {
+				out = append(out, twrite{channel: ch, field: -1, source: src})
+			}
+		case ch == checkpoint.ChannelSends:
+			var sj sendJSON
+			if err := json.Unmarshal(w.Value, &sj); err != nil {
+				return nil, err
+			}
+			arg, err := r.decodeFields(sj.Arg)
+			if err != nil {
+				return nil, err
+			}
+			s := Send[S]{Node: sj.Node, Arg: arg}
+			out = append(out, twrite{channel: ch, field: -1, send: &s})
+		default:
+			i, ok := r.schema.byName[ch]
+			if !ok {
+				continue
+			}
+			fl := &r.schema.fields[i]
+			x, err := decodeValue(fl.typ, w.Value)
+			if err != nil {
+				return nil, fmt.Errorf("field %s: %w", ch, err)
+			}
+			out = append(out, twrite{channel: ch, field: i, value: x, overwrite: over})
+		}
+	}
+	return out, nil
+}
+
+// fieldWrites returns the task's field writes as JSON, keyed by field
+// name, for snapshots.
+func (r *Runnable[S]) fieldResult(ws []checkpoint.PendingWrite) map[string]json.RawMessage {
+	out := map[string]json.RawMessage{}
+	for _, w := range ws {
+		ch := strings.TrimPrefix(w.Channel, overwritePrefix)
+		if _, ok := r.schema.byName[ch]; ok {
+			out[ch] = w.Value
+		}
+	}
+	return out
+}

@@ -1,0 +1,216 @@
+package graph
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/interrupt"
+)
+
+// Config names a checkpoint of a thread.
+type Config struct {
+	Thread       string
+	NS           string
+	CheckpointID string
+}
+
+// Status says at a glance what a thread is doing.
+type Status string
+
+// The statuses of a snapshot.
+const (
+	// StatusDone: no task is left to run.
+	StatusDone Status = "done"
+	// StatusWaiting: an interrupt waits for an answer, or the run stopped
+	// at a static breakpoint. Resume (or Continue) it.
+	StatusWaiting Status = "waiting"
+	// StatusFailed: a task of the next step failed. Continue re-runs it;
+	// new input discards it.
+	StatusFailed Status = "failed"
+	// StatusPending: tasks are due but nothing holds them: a run stopped
+	// between steps (crash, cancellation). Continue runs them.
+	StatusPending Status = "pending"
+)
+
+// Result is what a run returns when it stops without an error: either done
+// or waiting.
+type Result[S any] struct {
+	// Values is the state. For a waiting run it includes the writes of the
+	// tasks that finished in the interrupted step (which are saved as
+	// pending writes, not yet in a checkpoint).
+	Values S
+	// Status is StatusDone or StatusWaiting.
+	Status Status
+	// Interrupts are the pending interrupts when waiting on Ask or a
+	// NodeInterrupt (empty at a static breakpoint).
+	Interrupts []interrupt.Interrupt
+	// Next names the tasks that will run when the thread continues.
+	Next []string
+	// Config names the thread's head checkpoint.
+	Config Config
+}
+
+// Task describes a task of a snapshot's next step.
+type Task struct {
+	ID   string
+	Name string
+	Path string // "pull", or "push:<n>" for the n-th Send
+	// Error is set when the task failed.
+	Error *TaskError
+	// Interrupts are the interrupts the task raised at this checkpoint,
+	// answered or not.
+	Interrupts []interrupt.Interrupt
+	// Answered maps interrupt IDs to the answers the task was given.
+	Answered map[string]json.RawMessage
+	// Result holds the task's field writes (JSON, by field name) once it
+	// finished, and is nil until then.
+	Result map[string]json.RawMessage
+}
+
+// Snapshot is the state of a thread at a checkpoint.
+type Snapshot[S any] struct {
+	Values S
+	// Next names the tasks that have not finished, in plan order (a node
+	// may appear several times, once per Send).
+	Next         []string
+	Tasks        []Task
+	Config       Config
+	Metadata     checkpoint.Metadata
+	CreatedAt    time.Time
+	ParentConfig *Config
+	// Interrupts are the interrupts still waiting for an answer.
+	Interrupts []interrupt.Interrupt
+	// Breakpoint is set when a run stopped at a static breakpoint here.
+	Breakpoint *checkpoint.Breakpoint
+	Status     Status
+}
+
+// EventKind names a kind of streamed event.
+type EventKind string
+
+// Event kinds.
+const (
+	// EventValues carries the state after a checkpoint was saved (and
+	// once at the start of a run).
+	EventValues EventKind = "values"
+	// EventUpdates carries one task's writes after its step. Cached is set
+	// for writes that were saved before and not computed again.
+	EventUpdates EventKind = "updates"
+	// EventTask announces a task about to run (debug).
+	EventTask EventKind = "task"
+	// EventTaskResult reports a task's outcome: Err, Interrupts, or neither
+	// (debug).
+	EventTaskResult EventKind = "task_result"
+	// EventCheckpoint reports a saved checkpoint (debug).
+	EventCheckpoint EventKind = "checkpoint"
+	// EventInterrupt ends a run that stopped waiting: Interrupts (empty at a
+	// static breakpoint) and Next.
+	EventInterrupt EventKind = "interrupt"
+)
+
+// Event is one item of a streamed run. Which fields are set depends on Kind.
+type Event[S any] struct {
+	Kind       EventKind
+	Step       int
+	Node       string
+	TaskID     string
+	Values     S
+	Update     Update[S]
+	Cached     bool
+	Err        error
+	Interrupts []interrupt.Interrupt
+	Next       []string
+	Config     Config
+}
+
+// RunOption configures one run (Invoke, Resume, Continue, Replay, Stream).
+type RunOption func(*runOptions)
+
+type runOptions struct {
+	before, after []string
+	limit         int
+	metadata      map[string]any
+	discard       bool
+}
+
+// InterruptBefore adds breakpoints before the named nodes for this run
+// ("*" for all).
+func InterruptBefore(nodes ...string) RunOption {
+	return func(o *runOptions) { o.before = append(o.before, nodes...) }
+}
+
+// InterruptAfter adds breakpoints after the named nodes for this run ("*"
+// for all).
+func InterruptAfter(nodes ...string) RunOption {
+	return func(o *runOptions) { o.after = append(o.after, nodes...) }
+}
+
+// RecursionLimit overrides the compiled recursion limit for this run.
+func RecursionLimit(n int) RunOption { return func(o *runOptions) { o.limit = n } }
+
+// Metadata attaches caller metadata (string, bool or number values) to every
+// checkpoint the run writes. History can filter on it.
+func Metadata(m map[string]any) RunOption {
+	return func(o *runOptions) {
+		if o.metadata == nil {
+			o.metadata = map[string]any{}
+		}
+		maps.Copy(o.metadata, m)
+	}
+}
+
+// DiscardPending lets new input replace a thread's pending interrupts or
+// breakpoint. Without it Invoke on a waiting thread fails with
+// ErrPendingInterrupt (LangGraph discards silently; lockstep fails closed).
+func DiscardPending() RunOption { return func(o *runOptions) { o.discard = true } }
+
+// resolvedRun holds a run's options merged with the compiled ones.
+type resolvedRun struct {
+	before, after map[string]bool
+	limit         int
+	metadata      map[string]any
+	discard       bool
+}
+
+func (r *Runnable[S]) resolveRun(opts []RunOption) (resolvedRun, error) {
+	var o runOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	rr := resolvedRun{before: maps.Clone(r.before), after: maps.Clone(r.after), limit: r.cfg.recursionLimit, metadata: o.metadata, discard: o.discard}
+	if o.limit != 0 {
+		if o.limit < 1 {
+			return rr, fmt.Errorf("%w: recursion limit %d is below 1", ErrInvalidInput, o.limit)
+		}
+		rr.limit = o.limit
+	}
+	for _, set := range []struct {
+		m     map[string]bool
+		names []string
+	}{{rr.before, o.before}, {rr.after, o.after}} {
+		for _, n := range set.names {
+			if _, ok := r.nodes[n]; !ok && n != "*" {
+				return rr, &UnknownNodeError{Name: n, From: "breakpoint of the run"}
+			}
+			set.m[n] = true
+		}
+	}
+	if err := checkpoint.ValidateExtra(o.metadata); err != nil {
+		return rr, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	return rr, nil
+}
+
+// checkThread validates a thread ID: 1 to MaxNameBytes bytes.
+func checkThread(thread string) error {
+	if thread == "" {
+		return fmt.Errorf("%w: empty thread ID", ErrInvalidInput)
+	}
+	if len(thread) > MaxNameBytes {
+		return fmt.Errorf("%w: thread ID of %d bytes (max %d)", ErrInvalidInput, len(thread), MaxNameBytes)
+	}
+	return nil
+}

@@ -1,0 +1,41 @@
+// Package interrupt defines how a node pauses a run to wait for a human, and
+// how the answer reaches it when the run resumes.
+//
+// A node pauses in one of two ways:
+//
+//   - It returns a [*NodeInterrupt] (the static form, LangGraph's legacy
+//     NodeInterrupt). The run stops; the value is saved with the task. There
+//     is no answer to deliver: a reviewer updates the state and the run is
+//     continued, re-running the node against the new state.
+//   - It calls [Ask] (the dynamic form). When an answer is waiting, Ask
+//     returns it, decoded into the caller's type. When none is, Ask returns an
+//     [*Error] that the node returns (wrapped or not); the run stops and saves
+//     the question. On resume the node runs again from its first line and the
+//     same Ask call now returns the answer. Several Ask calls in one node are
+//     answered in call order, one resume at a time.
+//
+// # Identity
+//
+// Every interrupt has an ID: 32 lowercase hex characters derived from the
+// task that raised it and the position of the Ask call in that task (see
+// [ID]). The ID is stable for a task across resumes and distinct for every
+// parallel task and every Ask call, so several pending interrupts can be
+// answered by ID. A fork of an old checkpoint gets new task IDs, so its
+// interrupts get new IDs too.
+//
+// # Contract with the runtime
+//
+// This package imports nothing else from lockstep. The runtime (package
+// graph) installs a [Resumer] in the context it hands to a node; [Ask] asks
+// the Resumer for the answer to its call. Outside a runtime Ask returns
+// [ErrNoRuntime]. Interrupt values and answers are JSON: a value that cannot
+// be encoded is a [*ValueError] (matching [ErrNotSerializable]), never an
+// interrupt.
+//
+// # Errors
+//
+// [Ask] returns an [*Error] (pause), a [*ValueError] (the question cannot be
+// encoded), an [*AnswerError] (the saved answer does not decode into the
+// requested type) or [ErrNoRuntime]. Use [Is] to recognise a pause through
+// any wrapping; a pause is never a failure and is never retried.
+package interrupt

@@ -1,0 +1,182 @@
+package interrupt
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Sentinel errors. Each is matched with errors.Is.
+var (
+	// ErrNoRuntime is returned by Ask when the context carries no Resumer,
+	// that is, when the node was called outside a lockstep run.
+	ErrNoRuntime = errors.New("interrupt: no runtime in context (Ask must be called inside a running node)")
+
+	// ErrNotSerializable matches a *ValueError: an interrupt value or an
+	// answer that cannot be encoded as JSON.
+	ErrNotSerializable = errors.New("interrupt: value is not serialisable as JSON")
+)
+
+// Interrupt is one pause point: the value a node raised and the ID it is
+// answered by. Value is the JSON encoding of what the node passed to Ask or
+// put in a NodeInterrupt.
+type Interrupt struct {
+	ID    string          `json:"id"`
+	Value json.RawMessage `json:"value"`
+}
+
+// Decode unmarshals the interrupt's value into v. It returns the
+// encoding/json error when the value does not fit v.
+func (i Interrupt) Decode(v any) error {
+	if err := json.Unmarshal(i.Value, v); err != nil {
+		return fmt.Errorf("interrupt %s: decode value: %w", i.ID, err)
+	}
+	return nil
+}
+
+// Error is the pause returned by Ask when no answer is waiting. A node
+// returns it (wrapped or not) and the runtime saves the interrupt with the
+// task. It is not a failure.
+type Error struct {
+	Interrupt Interrupt
+}
+
+// Error describes the pause; it names the interrupt ID and never the value,
+// which may hold data the reviewer sees but logs should not.
+func (e *Error) Error() string {
+	return "interrupt: waiting for an answer to " + e.Interrupt.ID
+}
+
+// NodeInterrupt is the static form of a pause: a node returns it to stop the
+// run with Value for a reviewer to see. It carries no answer; the run is
+// continued after the reviewer updates the state, and the node runs again.
+type NodeInterrupt struct {
+	Value any
+}
+
+// Error describes the pause without the value.
+func (e *NodeInterrupt) Error() string { return "interrupt: node raised NodeInterrupt" }
+
+// Is reports whether err is, or wraps, a pause: an *Error or a
+// *NodeInterrupt. Runtimes and retry policies use it so that a pause is never
+// treated as a failure or retried.
+func Is(err error) bool {
+	var e *Error
+	var n *NodeInterrupt
+	return errors.As(err, &e) || errors.As(err, &n)
+}
+
+// ValueError reports a value that cannot be used as an interrupt value or an
+// answer because it does not encode to JSON. It matches ErrNotSerializable.
+type ValueError struct {
+	Err error
+}
+
+func (e *ValueError) Error() string {
+	return "interrupt: value is not serialisable as JSON: " + e.Err.Error()
+}
+
+// Unwrap returns the encoding error.
+func (e *ValueError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrNotSerializable) true.
+func (e *ValueError) Is(target error) bool { return target == ErrNotSerializable }
+
+// AnswerError reports a saved answer that does not decode into the type the
+// Ask call asked for.
+type AnswerError struct {
+	ID  string
+	Err error
+}
+
+func (e *AnswerError) Error() string {
+	return fmt.Sprintf("interrupt %s: answer does not decode: %v", e.ID, e.Err)
+}
+
+// Unwrap returns the decoding error.
+func (e *AnswerError) Unwrap() error { return e.Err }
+
+// Marshal encodes v as a JSON interrupt value or answer. It recovers a panic
+// in a MarshalJSON method and reports it, like any encoding failure, as a
+// *ValueError. NaN and infinities, channels and functions fail.
+func Marshal(v any) (data json.RawMessage, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			data, err = nil, &ValueError{Err: fmt.Errorf("MarshalJSON panicked: %v", r)}
+		}
+	}()
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, &ValueError{Err: err}
+	}
+	return b, nil
+}
+
+// ID returns the interrupt ID of the call at position index of task taskID:
+// the first 16 bytes of SHA-256 over the task ID and the decimal position,
+// in lowercase hex. The static NodeInterrupt of a task uses position -1.
+func ID(taskID string, index int) string {
+	h := sha256.New()
+	h.Write([]byte(taskID))
+	h.Write([]byte{0})
+	h.Write([]byte(strconv.Itoa(index)))
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])[:16])
+}
+
+// Resumer answers the Ask calls of one task. Runtimes implement it and
+// install it with NewContext; application code does not need it.
+type Resumer interface {
+	// Answer is called once per Ask call, in call order. It returns the
+	// saved answer for this call, if there is one, and the interrupt ID of
+	// the call either way. When there is no answer it records that the task
+	// raised question, so that a node that swallows the pause is still
+	// treated as paused.
+	Answer(question json.RawMessage) (answer json.RawMessage, id string, answered bool)
+}
+
+type resumerKey struct{}
+
+// NewContext returns a copy of ctx that carries r for Ask.
+func NewContext(ctx context.Context, r Resumer) context.Context {
+	return context.WithValue(ctx, resumerKey{}, r)
+}
+
+// FromContext returns the Resumer installed by NewContext, if any.
+func FromContext(ctx context.Context) (Resumer, bool) {
+	r, ok := ctx.Value(resumerKey{}).(Resumer)
+	return r, ok
+}
+
+// Ask pauses the run with question until a human answers. It returns the
+// answer decoded into T when the run was resumed with one for this call, and
+// otherwise the zero T and an *Error that the node must return. Several calls
+// in one node are answered in order.
+//
+// Ask returns a *ValueError when question does not encode as JSON, an
+// *AnswerError when the saved answer does not decode into T, and
+// ErrNoRuntime outside a running node.
+func Ask[T any](ctx context.Context, question any) (T, error) {
+	var zero T
+	r, ok := FromContext(ctx)
+	if !ok {
+		return zero, ErrNoRuntime
+	}
+	q, err := Marshal(question)
+	if err != nil {
+		return zero, err
+	}
+	answer, id, answered := r.Answer(q)
+	if !answered {
+		return zero, &Error{Interrupt: Interrupt{ID: id, Value: q}}
+	}
+	var v T
+	if err := json.Unmarshal(answer, &v); err != nil {
+		return zero, &AnswerError{ID: id, Err: err}
+	}
+	return v, nil
+}
