@@ -678,16 +678,6 @@ func (s *MemorySaver) Prune(ctx context.Context, thread, ns string, keep int) (i
 	return deleted, nil
 }
 
-func maps_clone[K comparable, V any](m map[K]V) map[K]V {
-	if m == nil {
-		return nil
-	}
-	out := make(map[K]V, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
 
 // interruptCursorValid reports whether a cursor has the memory saver's shape.
 func interruptCursorValid(c string) bool {

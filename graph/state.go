@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"sort"
-	"strings"
 )
 
 type reducerKind int
@@ -267,11 +265,4 @@ func decodeValue(t reflect.Type, data []byte) (reflect.Value, error) {
 		return reflect.Value{}, err
 	}
 	return p.Elem(), nil
-}
-
-// fieldsOf lists the written field names of an update, sorted, for logs.
-func fieldsOf(names []string) string {
-	s := append([]string(nil), names...)
-	sort.Strings(s)
-	return strings.Join(s, ",")
 }
