@@ -678,7 +678,6 @@ func (s *MemorySaver) Prune(ctx context.Context, thread, ns string, keep int) (i
 	return deleted, nil
 }
 
-
 // interruptCursorValid reports whether a cursor has the memory saver's shape.
 func interruptCursorValid(c string) bool {
 	if c == "" {
