@@ -1,0 +1,420 @@
+// Package jsonschema derives JSON Schemas (a subset of draft 2020-12) from
+// Go types and validates JSON documents against them. Tool arguments are
+// described to the model with For and checked with Validate before a tool
+// runs; approval edits are checked against the schema stored with the
+// request, so a process without the tool's Go code can still validate them.
+//
+// # Derivation
+//
+// Structs become objects whose properties are the exported fields, named by
+// their json tag; a field is required unless its json tag has omitempty or
+// omitzero; additionalProperties is false. Tag `description:"..."`
+// describes a field; tag `jsonschema:"..."` adds constraints, separated by
+// commas: enum=a|b|c, minimum=N, maximum=N, minLength=N, maxLength=N,
+// minItems=N, maxItems=N, pattern=REGEXP (the pattern may not contain a
+// comma). Strings, bools, integers ("integer"), floats ("number"), slices
+// and arrays ("array"), string-keyed maps ("object" with
+// additionalProperties), pointers (the pointed-to type, optional),
+// time.Time (string, format date-time) and json.RawMessage or any (no
+// constraint) are supported; other kinds (channels, funcs, complex) are an
+// error, so a tool cannot declare arguments the model cannot send.
+//
+// # Validation
+//
+// Validate rejects what canon rejects (duplicate keys, keys differing only
+// in case, bad JSON), then checks type, required, additionalProperties,
+// enum, bounds, lengths and patterns. Failures are a *ValidationError whose
+// Path names the offending field ("$.ticket_id") and which matches
+// ErrInvalid.
+package jsonschema
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/lockstepgo/lockstep/internal/canon"
+)
+
+// Schema is a JSON Schema node.
+type Schema struct {
+	Type                 string             `json:"type,omitempty"`
+	Format               string             `json:"format,omitempty"`
+	Description          string             `json:"description,omitempty"`
+	Properties           map[string]*Schema `json:"properties,omitempty"`
+	Required             []string           `json:"required,omitempty"`
+	AdditionalProperties any                `json:"additionalProperties,omitempty"` // false, or a *Schema for maps
+	Items                *Schema            `json:"items,omitempty"`
+	Enum                 []any              `json:"enum,omitempty"`
+	Minimum              *float64           `json:"minimum,omitempty"`
+	Maximum              *float64           `json:"maximum,omitempty"`
+	MinLength            *int               `json:"minLength,omitempty"`
+	MaxLength            *int               `json:"maxLength,omitempty"`
+	MinItems             *int               `json:"minItems,omitempty"`
+	MaxItems             *int               `json:"maxItems,omitempty"`
+	Pattern              string             `json:"pattern,omitempty"`
+}
+
+// ErrInvalid matches every *ValidationError.
+var ErrInvalid = errors.New("jsonschema: document does not match schema")
+
+// ErrUnsupported reports a Go type that has no JSON Schema.
+var ErrUnsupported = errors.New("jsonschema: unsupported type")
+
+// ValidationError says where and why a document failed.
+type ValidationError struct {
+	Path   string // "$" is the root, "$.a.b[2]" a nested value
+	Reason string
+}
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("invalid argument %s: %s", e.Path, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+var (
+	timeType = reflect.TypeFor[time.Time]()
+	rawType  = reflect.TypeFor[json.RawMessage]()
+)
+
+// For derives the schema of T. It returns an error wrapping ErrUnsupported
+// for types that cannot be expressed, and for bad `jsonschema` tags.
+func For[T any]() (*Schema, error) { return FromType(reflect.TypeFor[T]()) }
+
+// FromType derives the schema of t (see For).
+func FromType(t reflect.Type) (*Schema, error) { return fromType(t, map[reflect.Type]bool{}) }
+
+func fromType(t reflect.Type, seen map[reflect.Type]bool) (*Schema, error) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == timeType:
+		return &Schema{Type: "string", Format: "date-time"}, nil
+	case t == rawType, t.Kind() == reflect.Interface:
+		return &Schema{}, nil
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return &Schema{Type: "string"}, nil
+	case reflect.Bool:
+		return &Schema{Type: "boolean"}, nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return &Schema{Type: "integer"}, nil
+	case reflect.Float32, reflect.Float64:
+		return &Schema{Type: "number"}, nil
+	case reflect.Slice, reflect.Array:
+		items, err := fromType(t.Elem(), seen)
+		if err != nil {
+			return nil, err
+		}
+		return &Schema{Type: "array", Items: items}, nil
+	case reflect.Map:
+		if t.Key().Kind() != reflect.String {
+			return nil, fmt.Errorf("%w: map key %s (want string)", ErrUnsupported, t.Key())
+		}
+		vs, err := fromType(t.Elem(), seen)
+		if err != nil {
+			return nil, err
+		}
+		return &Schema{Type: "object", AdditionalProperties: vs}, nil
+	case reflect.Struct:
+		if seen[t] {
+			return nil, fmt.Errorf("%w: recursive type %s", ErrUnsupported, t)
+		}
+		seen[t] = true
+		defer delete(seen, t)
+		s := &Schema{Type: "object", Properties: map[string]*Schema{}, AdditionalProperties: false}
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" {
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			fs, err := fromType(f.Type, seen)
+			if err != nil {
+				return nil, fmt.Errorf("field %s: %w", f.Name, err)
+			}
+			fs.Description = f.Tag.Get("description")
+			if err := applyTag(fs, f.Tag.Get("jsonschema")); err != nil {
+				return nil, fmt.Errorf("field %s: %w", f.Name, err)
+			}
+			s.Properties[name] = fs
+			optional := f.Type.Kind() == reflect.Pointer
+			for _, o := range strings.Split(opts, ",") {
+				if o == "omitempty" || o == "omitzero" {
+					optional = true
+				}
+			}
+			if !optional {
+				s.Required = append(s.Required, name)
+			}
+		}
+		return s, nil
+	}
+	return nil, fmt.Errorf("%w: %s", ErrUnsupported, t)
+}
+
+func applyTag(s *Schema, tag string) error {
+	if tag == "" {
+		return nil
+	}
+	for _, part := range strings.Split(tag, ",") {
+		k, v, ok := strings.Cut(part, "=")
+		if !ok {
+			return fmt.Errorf("%w: jsonschema tag %q: want key=value", ErrUnsupported, part)
+		}
+		num := func() (*float64, error) {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%w: jsonschema tag %s=%q is not a number", ErrUnsupported, k, v)
+			}
+			return &f, nil
+		}
+		count := func() (*int, error) {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return nil, fmt.Errorf("%w: jsonschema tag %s=%q is not a count", ErrUnsupported, k, v)
+			}
+			return &n, nil
+		}
+		var err error
+		switch k {
+		case "enum":
+			for _, e := range strings.Split(v, "|") {
+				if s.Type == "integer" || s.Type == "number" {
+					f, perr := strconv.ParseFloat(e, 64)
+					if perr != nil {
+						return fmt.Errorf("%w: enum value %q is not a number", ErrUnsupported, e)
+					}
+					s.Enum = append(s.Enum, f)
+				} else {
+					s.Enum = append(s.Enum, e)
+				}
+			}
+		case "minimum":
+			s.Minimum, err = num()
+		case "maximum":
+			s.Maximum, err = num()
+		case "minLength":
+			s.MinLength, err = count()
+		case "maxLength":
+			s.MaxLength, err = count()
+		case "minItems":
+			s.MinItems, err = count()
+		case "maxItems":
+			s.MaxItems, err = count()
+		case "pattern":
+			if _, rerr := regexp.Compile(v); rerr != nil {
+				return fmt.Errorf("%w: pattern %q: %v", ErrUnsupported, v, rerr)
+			}
+			s.Pattern = v
+		default:
+			return fmt.Errorf("%w: unknown jsonschema tag key %q", ErrUnsupported, k)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Validate checks doc against s. It returns a *ValidationError naming the
+// first offending value.
+func Validate(s *Schema, doc []byte) error {
+	if _, err := canon.JSON(doc); err != nil {
+		var ce *canon.Error
+		if errors.As(err, &ce) {
+			return &ValidationError{Path: ce.Path, Reason: ce.Reason}
+		}
+		return &ValidationError{Path: "$", Reason: err.Error()}
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return &ValidationError{Path: "$", Reason: err.Error()}
+	}
+	return check(s, v, "$")
+}
+
+func check(s *Schema, v any, path string) error {
+	if s == nil {
+		return nil
+	}
+	bad := func(format string, args ...any) error {
+		return &ValidationError{Path: path, Reason: fmt.Sprintf(format, args...)}
+	}
+	switch s.Type {
+	case "":
+	case "object":
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return bad("want an object, got %s", kind(v))
+		}
+		for _, r := range s.Required {
+			if _, ok := obj[r]; !ok {
+				return &ValidationError{Path: path + "." + r, Reason: "required field is missing"}
+			}
+		}
+		for k, fv := range obj {
+			ps, ok := s.Properties[k]
+			if !ok {
+				switch ap := s.AdditionalProperties.(type) {
+				case bool:
+					if !ap {
+						return &ValidationError{Path: path + "." + k, Reason: "unknown field"}
+					}
+					continue
+				case *Schema:
+					ps = ap
+				case nil:
+					if s.Properties != nil {
+						return &ValidationError{Path: path + "." + k, Reason: "unknown field"}
+					}
+					continue
+				}
+			}
+			if err := check(ps, fv, path+"."+k); err != nil {
+				return err
+			}
+		}
+	case "array":
+		arr, ok := v.([]any)
+		if !ok {
+			return bad("want an array, got %s", kind(v))
+		}
+		if s.MinItems != nil && len(arr) < *s.MinItems {
+			return bad("want at least %d items, got %d", *s.MinItems, len(arr))
+		}
+		if s.MaxItems != nil && len(arr) > *s.MaxItems {
+			return bad("want at most %d items, got %d", *s.MaxItems, len(arr))
+		}
+		for i, e := range arr {
+			if err := check(s.Items, e, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	case "string":
+		str, ok := v.(string)
+		if !ok {
+			return bad("want a string, got %s", kind(v))
+		}
+		n := utf8.RuneCountInString(str)
+		if s.MinLength != nil && n < *s.MinLength {
+			return bad("want at least %d characters, got %d", *s.MinLength, n)
+		}
+		if s.MaxLength != nil && n > *s.MaxLength {
+			return bad("want at most %d characters, got %d", *s.MaxLength, n)
+		}
+		if s.Pattern != "" {
+			re, err := regexp.Compile(s.Pattern)
+			if err != nil || !re.MatchString(str) {
+				return bad("does not match pattern %q", s.Pattern)
+			}
+		}
+		if s.Format == "date-time" {
+			if _, err := time.Parse(time.RFC3339Nano, str); err != nil {
+				return bad("want an RFC 3339 date-time")
+			}
+		}
+	case "boolean":
+		if _, ok := v.(bool); !ok {
+			return bad("want a boolean, got %s", kind(v))
+		}
+	case "integer", "number":
+		n, ok := v.(json.Number)
+		if !ok {
+			return bad("want a %s, got %s", s.Type, kind(v))
+		}
+		f, err := n.Float64()
+		if err != nil {
+			return bad("number out of range")
+		}
+		if s.Type == "integer" {
+			c, _ := canon.Number(string(n))
+			if strings.ContainsAny(c, ".e") && !isBigInteger(c) {
+				return bad("want an integer, got %s", n)
+			}
+		}
+		if s.Minimum != nil && f < *s.Minimum {
+			return bad("want at least %v, got %s", *s.Minimum, n)
+		}
+		if s.Maximum != nil && f > *s.Maximum {
+			return bad("want at most %v, got %s", *s.Maximum, n)
+		}
+	default:
+		return bad("schema has unknown type %q", s.Type)
+	}
+	if len(s.Enum) > 0 && !inEnum(s.Enum, v) {
+		return bad("must be one of %v", s.Enum)
+	}
+	return nil
+}
+
+// isBigInteger reports whether a canonical number in exponent form is an
+// integer (d.ddde+n with no more fraction digits than n).
+func isBigInteger(c string) bool {
+	mant, exp, ok := strings.Cut(c, "e+")
+	if !ok {
+		return false
+	}
+	n, err := strconv.Atoi(exp)
+	if err != nil {
+		return false
+	}
+	_, frac, _ := strings.Cut(mant, ".")
+	return len(frac) <= n
+}
+
+func inEnum(enum []any, v any) bool {
+	for _, e := range enum {
+		switch x := v.(type) {
+		case json.Number:
+			if f, err := x.Float64(); err == nil {
+				if ef, ok := e.(float64); ok && ef == f {
+					return true
+				}
+			}
+		default:
+			if e == v {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func kind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	}
+	return fmt.Sprintf("%T", v)
+}

@@ -1,0 +1,90 @@
+package jsonschema
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+type closeArgs struct {
+	TicketID string     `json:"ticket_id" description:"The ticket to close, like TKT-3." jsonschema:"pattern=^TKT-[0-9]+$"`
+	Reason   string     `json:"reason,omitempty" jsonschema:"maxLength=200"`
+	Priority int        `json:"priority,omitempty" jsonschema:"minimum=1,maximum=5"`
+	Tags     []string   `json:"tags,omitempty" jsonschema:"maxItems=3"`
+	Mode     string     `json:"mode,omitempty" jsonschema:"enum=soft|hard"`
+	Due      *time.Time `json:"due,omitempty"`
+}
+
+func TestForDerivesSchema(t *testing.T) {
+	s, err := For[closeArgs]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(s)
+	want := `{"type":"object","properties":{"due":{"type":"string","format":"date-time"},"mode":{"type":"string","enum":["soft","hard"]},"priority":{"type":"integer","minimum":1,"maximum":5},"reason":{"type":"string","maxLength":200},"tags":{"type":"array","items":{"type":"string"},"maxItems":3},"ticket_id":{"type":"string","description":"The ticket to close, like TKT-3.","pattern":"^TKT-[0-9]+$"}},"required":["ticket_id"],"additionalProperties":false}`
+	if diff := cmp.Diff(want, string(got)); diff != "" {
+		t.Errorf("schema mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestForRejectsUnsupported(t *testing.T) {
+	type bad struct{ C chan int }
+	if _, err := For[bad](); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("For[chan field] error = %v, want ErrUnsupported", err)
+	}
+	type badTag struct {
+		N int `jsonschema:"minimum=x"`
+	}
+	if _, err := For[badTag](); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("For[bad tag] error = %v, want ErrUnsupported", err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	s, err := For[closeArgs]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, doc, path string // path "" means valid
+	}{
+		{"valid", `{"ticket_id":"TKT-3"}`, ""},
+		{"valid full", `{"ticket_id":"TKT-3","reason":"done","priority":2,"tags":["a"],"mode":"soft","due":"2026-11-30T10:00:00Z"}`, ""},
+		{"integer spelled 2.0", `{"ticket_id":"TKT-3","priority":2.0}`, ""},
+		{"missing required", `{"reason":"x"}`, "$.ticket_id"},
+		{"wrong type", `{"ticket_id":3}`, "$.ticket_id"},
+		{"pattern", `{"ticket_id":"3"}`, "$.ticket_id"},
+		{"unknown field", `{"ticket_id":"TKT-3","confirmed":true}`, "$.confirmed"},
+		{"duplicate key", `{"ticket_id":"TKT-3","ticket_id":"TKT-4"}`, "$"},
+		{"case variant key", `{"ticket_id":"TKT-3","Ticket_ID":"TKT-4"}`, "$"},
+		{"not integer", `{"ticket_id":"TKT-3","priority":2.5}`, "$.priority"},
+		{"below minimum", `{"ticket_id":"TKT-3","priority":0}`, "$.priority"},
+		{"enum", `{"ticket_id":"TKT-3","mode":"nuke"}`, "$.mode"},
+		{"too many items", `{"ticket_id":"TKT-3","tags":["a","b","c","d"]}`, "$.tags"},
+		{"item type", `{"ticket_id":"TKT-3","tags":[1]}`, "$.tags[0]"},
+		{"bad date", `{"ticket_id":"TKT-3","due":"tomorrow"}`, "$.due"},
+		{"not an object", `["TKT-3"]`, "$"},
+		{"malformed", `{"ticket_id":`, "$.ticket_id"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Validate(s, []byte(tc.doc))
+			if tc.path == "" {
+				if err != nil {
+					t.Fatalf("Validate(%s) = %v, want nil", tc.doc, err)
+				}
+				return
+			}
+			var ve *ValidationError
+			if !errors.As(err, &ve) || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Validate(%s) = %v, want a *ValidationError", tc.doc, err)
+			}
+			if ve.Path != tc.path {
+				t.Errorf("Validate(%s) path = %q, want %q (%v)", tc.doc, ve.Path, tc.path, err)
+			}
+		})
+	}
+}
