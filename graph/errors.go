@@ -48,9 +48,6 @@ var (
 	// ErrNotSerializable: a write, Send argument or durable step result does
 	// not encode as JSON.
 	ErrNotSerializable = errors.New("graph: value is not serialisable as JSON")
-	// ErrNondeterministic: a node's durable steps changed order between
-	// runs of the same task.
-	ErrNondeterministic = errors.New("graph: durable steps changed order on re-run")
 	// ErrAmbiguousUpdate: UpdateState could not tell which node the update
 	// is from; pass AsNode.
 	ErrAmbiguousUpdate = errors.New("graph: ambiguous update; specify AsNode")

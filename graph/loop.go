@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"maps"
 	"reflect"
 	"slices"
 	"sync"
@@ -934,7 +935,10 @@ func (ru *run[S]) reportTasks(todo []*task[S]) error {
 // scratchFor builds the per-execution scratchpad of a task, wired to save
 // durable step results on the head.
 func (ru *run[S]) scratchFor(t *task[S]) *scratch {
-	sp := &scratch{taskID: t.id, answers: t.answers, steps: t.steps}
+	sp := &scratch{
+		info:    TaskInfo{Thread: ru.thread, CheckpointID: ru.fr.id, Step: ru.step, Node: t.name, TaskID: t.id},
+		answers: t.answers, steps: maps.Clone(t.steps), slots: t.stepSlots,
+	}
 	if ru.saver != nil {
 		head := ru.fr.id
 		sp.persist = func(ctx context.Context, n int, sr checkpoint.StepResult) error {

@@ -38,7 +38,8 @@ type task[S any] struct {
 	interrupts []interrupt.Interrupt
 	answers    map[string]json.RawMessage // saved answers to its interrupts
 	failure    *checkpoint.TaskError      // saved error of an earlier attempt
-	steps      map[int]checkpoint.StepResult
+	steps      map[string]checkpoint.StepResult // durable step results by name
+	stepSlots  int                              // next free "__step__:<n>" slot
 	abandoned  bool // cancelled because a sibling failed
 }
 
@@ -180,9 +181,12 @@ func (r *Runnable[S]) attach(thread, cpID string, tasks []*task[S], pending []ch
 				return &checkpoint.CorruptError{Thread: thread, Checkpoint: cpID, What: "step write of task " + t.id, Err: err}
 			}
 			if t.steps == nil {
-				t.steps = map[int]checkpoint.StepResult{}
+				t.steps = map[string]checkpoint.StepResult{}
 			}
-			t.steps[n] = sr
+			if _, dup := t.steps[sr.Name]; !dup {
+				t.steps[sr.Name] = sr
+			}
+			t.stepSlots = max(t.stepSlots, n+1)
 		case checkpoint.IsSpecial(w.Channel):
 		default:
 			if regular == nil {
@@ -202,23 +206,24 @@ func (r *Runnable[S]) attach(thread, cpID string, tasks []*task[S], pending []ch
 }
 
 // scratch is the per-execution context of a task: it answers interrupt.Ask
-// calls and backs Durable.
+// calls, backs Durable, and tells nodes where they run (TaskFrom).
 type scratch struct {
+	info     TaskInfo
 	mu       sync.Mutex
-	taskID   string
 	answers  map[string]json.RawMessage
 	asked    int
 	raised   []interrupt.Interrupt
-	steps    map[int]checkpoint.StepResult
-	stepNext int
-	persist  func(ctx context.Context, n int, sr checkpoint.StepResult) error
+	steps    map[string]checkpoint.StepResult
+	inflight map[string]chan struct{}
+	slots    int
+	persist  func(ctx context.Context, slot int, sr checkpoint.StepResult) error
 }
 
 // Answer implements interrupt.Resumer.
 func (s *scratch) Answer(q json.RawMessage) (json.RawMessage, string, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id := interrupt.ID(s.taskID, s.asked)
+	id := interrupt.ID(s.info.TaskID, s.asked)
 	s.asked++
 	if a, ok := s.answers[id]; ok {
 		return a, id, true
@@ -231,22 +236,45 @@ func (s *scratch) Answer(q json.RawMessage) (json.RawMessage, string, bool) {
 
 func (s *scratch) reset() {
 	s.mu.Lock()
-	s.asked, s.stepNext, s.raised = 0, 0, nil
+	s.asked, s.raised = 0, nil
 	s.mu.Unlock()
 }
 
-// Durable runs fn once per task and saves its result as a pending write of
-// the task. When the node runs again (after an interrupt, a failure or a
-// crash) the same call returns the saved result without running fn. Calls
-// are matched by position within the node, and name must match the saved
-// name (otherwise ErrNondeterministic): a node must call its durable steps
-// in the same order every time.
+// TaskInfo says where a node runs.
+type TaskInfo struct {
+	Thread       string
+	CheckpointID string // the checkpoint the step started from
+	Step         int
+	Node         string
+	TaskID       string
+}
+
+// TaskFrom returns the TaskInfo of the node running with ctx, and false
+// outside a run.
+func TaskFrom(ctx context.Context) (TaskInfo, bool) {
+	res, ok := interrupt.FromContext(ctx)
+	if !ok {
+		return TaskInfo{}, false
+	}
+	sp, ok := res.(*scratch)
+	if !ok {
+		return TaskInfo{}, false
+	}
+	return sp.info, true
+}
+
+// Durable runs fn once per task and name, and saves its result as a pending
+// write of the task. When the node runs again (after an interrupt, a
+// failure or a crash) a call with the same name returns the saved result
+// without running fn. Names identify steps within a task, so calls may come
+// in any order and from several goroutines; concurrent calls with the same
+// name run fn once.
 //
 // The result must encode as JSON (an *EncodeError otherwise). An error from
 // fn is returned as is and not saved, so the next run tries again. Saving
 // can fail after fn succeeded (the saver is unreachable, the lease was
 // lost); Durable then returns the save error, and fn will run again on the
-// next attempt, so pair effects that must happen once with an idempotency
+// next attempt, so effects that must happen once also need an idempotency
 // key. Outside a run (no runtime in ctx) Durable just calls fn.
 func Durable[T any](ctx context.Context, name string, fn func(ctx context.Context) (T, error)) (T, error) {
 	var zero T
@@ -255,21 +283,42 @@ func Durable[T any](ctx context.Context, name string, fn func(ctx context.Contex
 	if !ok || !isScratch {
 		return fn(ctx)
 	}
-	sp.mu.Lock()
-	n := sp.stepNext
-	sp.stepNext++
-	saved, have := sp.steps[n]
-	sp.mu.Unlock()
-	if have {
-		if saved.Name != name {
-			return zero, fmt.Errorf("%w: durable step %d is %q, was %q", ErrNondeterministic, n, name, saved.Name)
+	for {
+		sp.mu.Lock()
+		if saved, have := sp.steps[name]; have {
+			sp.mu.Unlock()
+			var v T
+			if err := json.Unmarshal(saved.Result, &v); err != nil {
+				return zero, fmt.Errorf("graph: durable step %q: saved result does not decode: %w", name, err)
+			}
+			return v, nil
 		}
-		var v T
-		if err := json.Unmarshal(saved.Result, &v); err != nil {
-			return zero, fmt.Errorf("graph: durable step %q: saved result does not decode: %w", name, err)
+		wait, busy := sp.inflight[name]
+		if !busy {
+			break // sp.mu stays locked
 		}
-		return v, nil
+		sp.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return zero, ctx.Err()
+		}
 	}
+	if sp.inflight == nil {
+		sp.inflight = map[string]chan struct{}{}
+	}
+	done := make(chan struct{})
+	sp.inflight[name] = done
+	slot := sp.slots
+	sp.slots++
+	sp.mu.Unlock()
+	defer func() {
+		sp.mu.Lock()
+		delete(sp.inflight, name)
+		sp.mu.Unlock()
+		close(done)
+	}()
+
 	v, err := fn(ctx)
 	if err != nil {
 		return zero, err
@@ -280,15 +329,15 @@ func Durable[T any](ctx context.Context, name string, fn func(ctx context.Contex
 	}
 	sr := checkpoint.StepResult{Name: name, Result: b}
 	if sp.persist != nil {
-		if err := sp.persist(ctx, n, sr); err != nil {
+		if err := sp.persist(ctx, slot, sr); err != nil {
 			return zero, fmt.Errorf("graph: durable step %q ran but its result was not saved: %w", name, err)
 		}
 	}
 	sp.mu.Lock()
 	if sp.steps == nil {
-		sp.steps = map[int]checkpoint.StepResult{}
+		sp.steps = map[string]checkpoint.StepResult{}
 	}
-	sp.steps[n] = sr
+	sp.steps[name] = sr
 	sp.mu.Unlock()
 	return v, nil
 }
