@@ -1,0 +1,182 @@
+package approval
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/lockstepgo/lockstep/internal/canon"
+)
+
+// Risk is the tier a tool declares when it is registered. Which calls need a
+// human is decided from it (and optional argument rules), never by a model.
+type Risk string
+
+// Risk tiers, lowest first.
+const (
+	RiskNone     Risk = "none"     // reads and reversible actions: never gated
+	RiskLow      Risk = "low"      // cheap to undo
+	RiskMedium   Risk = "medium"   // undo is costly
+	RiskHigh     Risk = "high"     // one-way doors: payments, deletions, messages sent
+	RiskCritical Risk = "critical" // one-way doors with large blast radius
+)
+
+var riskRank = map[Risk]int{RiskNone: 0, RiskLow: 1, RiskMedium: 2, RiskHigh: 3, RiskCritical: 4}
+
+// Valid reports whether r is one of the declared tiers.
+func (r Risk) Valid() bool { _, ok := riskRank[r]; return ok }
+
+// AtLeast reports whether r is o or a higher tier. Invalid tiers rank
+// highest, so a typo fails closed.
+func (r Risk) AtLeast(o Risk) bool {
+	rr, ok := riskRank[r]
+	if !ok {
+		rr = len(riskRank)
+	}
+	return rr >= riskRank[o]
+}
+
+// RequestType is the Type of every Request. It tells an approval request
+// apart from other interrupt values.
+const RequestType = "approval_request"
+
+// Request is what a gated tool call asks a human. It is the value of the
+// interrupt that pauses the run, so it is saved in the same transaction as
+// the pause, and its ID is that interrupt's ID.
+type Request struct {
+	Type      string          `json:"type"`              // RequestType
+	Tool      string          `json:"tool"`              // the tool, by exact name
+	Args      json.RawMessage `json:"args"`              // the exact arguments, canonical JSON
+	ArgsHash  string          `json:"args_hash"`         // ArgsHash(Tool, Args)
+	CallID    string          `json:"call_id"`           // the model's tool-call ID
+	Rationale string          `json:"rationale"`         // the model's stated reason for the call
+	Context   json.RawMessage `json:"context,omitempty"` // what the application shows the reviewer (customer, order, history)
+	Risk      Risk            `json:"risk"`
+	Rule      string          `json:"rule,omitempty"`   // the rule that gated the call
+	Owner     string          `json:"owner,omitempty"`  // who should decide (a team or a person)
+	Schema    json.RawMessage `json:"schema,omitempty"` // the tool's argument schema, to validate edits
+	CreatedAt time.Time       `json:"created_at"`
+	ExpiresAt time.Time       `json:"expires_at"` // expired when now >= ExpiresAt
+}
+
+// Expired reports whether the request has expired at now (now >= ExpiresAt).
+func (r Request) Expired(now time.Time) bool { return !now.Before(r.ExpiresAt) }
+
+// ArgsHash binds an approval to one exact call: the hash of the tool name and
+// the canonical form of its arguments (see package canon: key order, number
+// spelling and whitespace do not matter; anything else does). It returns an
+// error for arguments that are not valid JSON or have duplicate keys.
+func ArgsHash(tool string, args json.RawMessage) (string, error) {
+	c, err := canon.JSON(args)
+	if err != nil {
+		return "", fmt.Errorf("approval: arguments of %q: %w", tool, err)
+	}
+	return canon.HashStrings("lockstep/approval/v1", tool, string(c)), nil
+}
+
+// ParseRequest decodes an interrupt value. ok is false when the value is not
+// an approval request.
+func ParseRequest(value json.RawMessage) (req Request, ok bool, err error) {
+	var probe struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(value, &probe) != nil || probe.Type != RequestType {
+		return Request{}, false, nil
+	}
+	if err := json.Unmarshal(value, &req); err != nil {
+		return Request{}, true, fmt.Errorf("approval: malformed request: %w", err)
+	}
+	return req, true, nil
+}
+
+// Outcome is what became of a request.
+type Outcome string
+
+// Outcomes. Only Approved and Edited let a call run.
+const (
+	Approved Outcome = "approved"
+	Rejected Outcome = "rejected"
+	Edited   Outcome = "edited"  // approved with the reviewer's arguments
+	Expired  Outcome = "expired" // nobody decided in time: a rejection
+)
+
+// Valid reports whether o is a known outcome.
+func (o Outcome) Valid() bool {
+	switch o {
+	case Approved, Rejected, Edited, Expired:
+		return true
+	}
+	return false
+}
+
+// Decision is the answer to a request. It is the resume value the tool node
+// receives.
+type Decision struct {
+	Outcome   Outcome         `json:"outcome"`
+	Reviewer  string          `json:"reviewer"` // who decided; "system:expiry" for expiry
+	Note      string          `json:"note,omitempty"`
+	Args      json.RawMessage `json:"args,omitempty"` // Edited only: the arguments to run instead
+	ArgsHash  string          `json:"args_hash"`      // hash of the arguments this decision covers
+	DecidedAt time.Time       `json:"decided_at"`
+}
+
+// Allows reports whether the decision lets the call run.
+func (d Decision) Allows() bool { return d.Outcome == Approved || d.Outcome == Edited }
+
+// ArgRule is an argument-aware rule: it returns a rule name when the call
+// needs a human regardless of the tool's tier (say, a refund above a limit),
+// and "" otherwise.
+type ArgRule func(tool string, args json.RawMessage) string
+
+// Rules decide deterministically which calls need a human: every call of a
+// tool whose declared risk is at least MinRisk, plus calls that an ArgRule
+// names. Keep the list short: gate one-way doors only, and express
+// thresholds as ArgRules instead of raising a tool's tier, so reviewers see
+// few requests and keep reading them (approval fatigue turns reviews into
+// rubber stamps).
+type Rules struct {
+	// MinRisk is the lowest tier that needs a human (default RiskHigh).
+	MinRisk Risk
+	// ArgRules gate calls by their arguments, in order; the first match
+	// names the rule.
+	ArgRules []ArgRule
+	// TTL is how long a request waits before it expires (default 24h).
+	TTL time.Duration
+	// Owners maps tool names to who decides; Owner is the default.
+	Owners map[string]string
+	Owner  string
+}
+
+// Requires says whether a call of tool (declared risk) with args needs a
+// human, and which rule says so.
+func (r Rules) Requires(tool string, risk Risk, args json.RawMessage) (bool, string) {
+	for _, ar := range r.ArgRules {
+		if name := ar(tool, args); name != "" {
+			return true, name
+		}
+	}
+	min := r.MinRisk
+	if min == "" {
+		min = RiskHigh
+	}
+	if risk.AtLeast(min) {
+		return true, "risk:" + string(risk)
+	}
+	return false, ""
+}
+
+// TTLOrDefault returns the rules' request lifetime (24h when unset).
+func (r Rules) TTLOrDefault() time.Duration {
+	if r.TTL <= 0 {
+		return 24 * time.Hour
+	}
+	return r.TTL
+}
+
+// OwnerOf returns who decides calls of tool.
+func (r Rules) OwnerOf(tool string) string {
+	if o, ok := r.Owners[tool]; ok {
+		return o
+	}
+	return r.Owner
+}
