@@ -530,6 +530,9 @@ func (ru *run[S]) claim(ctx context.Context, head string) error {
 // putWrites saves pending writes on the head, claiming or renewing the
 // lease (and releasing it when release is set).
 func (ru *run[S]) putWrites(ctx context.Context, head string, tasks []checkpoint.TaskWrites, release bool) error {
+	// Work that already happened is saved even when the caller has
+	// cancelled: cancellation takes effect at the next step boundary.
+	ctx = context.WithoutCancel(ctx)
 	err := ru.saver.PutWrites(ctx, checkpoint.WritesRequest{
 		Ref:   checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: head},
 		Tasks: tasks, Lease: ru.lease, Release: release,
@@ -570,7 +573,7 @@ func (ru *run[S]) save(ctx context.Context, f *frame[S], source checkpoint.Sourc
 		ParentWrites: parentWrites, Writes: writes,
 		Fork: len(fork) > 0 && fork[0], Lease: ru.lease, Release: release,
 	}
-	if err := ru.saver.Put(ctx, req); err != nil && !ru.committedAnyway(err, id) {
+	if err := ru.saver.Put(context.WithoutCancel(ctx), req); err != nil && !ru.committedAnyway(err, id) {
 		return fmt.Errorf("graph: thread %q step %d: save checkpoint %s: %w", ru.thread, step, id, err)
 	}
 	f.markSaved(&cp)
@@ -619,17 +622,26 @@ func (ru *run[S]) loop(ctx context.Context) (Result[S], error) {
 				}
 			}
 		}
-		if len(tasks) == 0 {
-			return ru.result(StatusDone, ru.fr.state, nil, nil), nil
-		}
+		// As in LangGraph, the budget is checked before looking at the
+		// tasks: a run that used it all fails even if nothing is left.
 		if ru.step > ru.stop {
 			return zero, &RecursionError{Thread: ru.thread, Limit: ru.opts.limit, Step: ru.step}
+		}
+		if len(tasks) == 0 {
+			return ru.result(StatusDone, ru.fr.state, nil, nil), nil
 		}
 		if names := breakpointHits(ru.opts.before, tasks, true); len(names) > 0 && ru.fr.maxVersion() > ru.fr.mark {
 			return ru.stopAtBreakpoint(ctx, "before", names, tasks)
 		}
 		if err := ru.runTasks(ctx, tasks); err != nil {
 			return zero, err
+		}
+		if ctx.Err() != nil && slices.ContainsFunc(tasks, func(t *task[S]) bool { return t.abandoned }) {
+			// Cancelled mid-step: keep what finished, leave the rest pending.
+			if err := ru.saveUnsaved(ctx, tasks); err != nil {
+				return zero, err
+			}
+			return zero, fmt.Errorf("graph: thread %q: stopped in step %d: %w", ru.thread, ru.step, context.Cause(ctx))
 		}
 		var failed *task[S]
 		paused := false
@@ -866,6 +878,7 @@ func (ru *run[S]) runTasks(ctx context.Context, tasks []*task[S]) error {
 	if len(todo) == 1 {
 		t := todo[0]
 		r.safeExecute(ctx, t, ru.fr, ru.scratchFor(t), len(tasks) == 1)
+		abandonCancelled(ctx, todo)
 		return ru.reportTasks(todo)
 	}
 	stepCtx, cancel := context.WithCancel(ctx)
@@ -900,6 +913,7 @@ func (ru *run[S]) runTasks(ctx context.Context, tasks []*task[S]) error {
 			}
 		}
 	}
+	abandonCancelled(ctx, todo)
 	if err := fl.wait(); err != nil {
 		return err
 	}
@@ -1073,3 +1087,16 @@ func (r *Runnable[S]) due(f *frame[S]) bool {
 }
 
 func reflectValue[S any](p *S) reflect.Value { return reflect.ValueOf(p).Elem() }
+
+// abandonCancelled marks tasks that stopped because the run's context ended
+// as not run: their context error is not a failure of the node.
+func abandonCancelled[S any](ctx context.Context, todo []*task[S]) {
+	if ctx.Err() == nil {
+		return
+	}
+	for _, t := range todo {
+		if t.err != nil && !t.done && (errors.Is(t.err, context.Canceled) || errors.Is(t.err, context.DeadlineExceeded)) {
+			t.err, t.abandoned = nil, true
+		}
+	}
+}

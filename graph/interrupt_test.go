@@ -1,0 +1,580 @@
+package graph_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/interrupt"
+)
+
+// askNode pauses with question and writes the answer to Answer.
+func askNode(c *counter, name, question string) graph.NodeFunc[State] {
+	return func(ctx context.Context, s State) (graph.Update[State], error) {
+		c.inc(name)
+		ans, err := interrupt.Ask[string](ctx, question)
+		if err != nil {
+			return graph.Update[State]{}, err
+		}
+		return graph.Set(State{Answer: ans, Log: []string{name + ":" + ans}}, "Answer", "Log"), nil
+	}
+}
+
+// The table of SEMANTICS.md §4.4, on one graph shape: START → a → {x, sib}
+// → b, where x does what the row says and sib always completes.
+func TestStatusTable(t *testing.T) {
+	type row struct {
+		name       string
+		x          func(c *counter) graph.NodeFunc[State]
+		opts       []graph.RunOption
+		wantErr    bool
+		wantStatus graph.Status
+		wantNext   []string
+		wantIntr   int  // interrupts on x's task
+		wantTaskX  bool // x is among the snapshot's tasks
+	}
+	rows := []row{
+		{name: "interrupt", x: func(c *counter) graph.NodeFunc[State] { return askNode(c, "x", "ok?") },
+			wantStatus: graph.StatusWaiting, wantNext: []string{"x"}, wantIntr: 1, wantTaskX: true},
+		{name: "node interrupt", x: func(c *counter) graph.NodeFunc[State] {
+			return func(ctx context.Context, s State) (graph.Update[State], error) {
+				return graph.Update[State]{}, fmt.Errorf("wrapped: %w", &interrupt.NodeInterrupt{Value: map[string]string{"why": "check"}})
+			}
+		}, wantStatus: graph.StatusWaiting, wantNext: []string{"x"}, wantIntr: 1, wantTaskX: true},
+		{name: "interrupt before", x: func(c *counter) graph.NodeFunc[State] { return logNode(c, "x") },
+			opts: []graph.RunOption{graph.InterruptBefore("x")}, wantStatus: graph.StatusWaiting, wantNext: []string{"sib", "x"}, wantTaskX: true},
+		{name: "interrupt after", x: func(c *counter) graph.NodeFunc[State] { return logNode(c, "x") },
+			opts: []graph.RunOption{graph.InterruptAfter("x")}, wantStatus: graph.StatusWaiting, wantNext: []string{"b"}},
+		{name: "exception", x: func(c *counter) graph.NodeFunc[State] {
+			return func(ctx context.Context, s State) (graph.Update[State], error) {
+				return graph.Update[State]{}, errors.New("card declined")
+			}
+		}, wantErr: true, wantStatus: graph.StatusFailed, wantNext: []string{"x"}, wantTaskX: true},
+		{name: "done", x: func(c *counter) graph.NodeFunc[State] { return logNode(c, "x") },
+			wantStatus: graph.StatusDone, wantNext: nil},
+	}
+	for _, saverName := range []string{"memory"} {
+		for _, tc := range rows {
+			t.Run(saverName+"/"+tc.name, func(t *testing.T) {
+				ctx := context.Background()
+				c := newCounter()
+				g := graph.New[State]().
+					AddNode("a", logNode(c, "a")).AddNode("x", tc.x(c)).AddNode("sib", logNode(c, "sib")).AddNode("b", logNode(c, "b")).
+					AddEdge(graph.START, "a").AddEdge("a", "x").AddEdge("a", "sib").AddJoin([]string{"x", "sib"}, "b")
+				r := mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+				res, err := r.Invoke(ctx, "t", graph.Update[State]{}, tc.opts...)
+				if tc.wantErr != (err != nil) {
+					t.Fatalf("Invoke error = %v, want error %v", err, tc.wantErr)
+				}
+				s, err := r.GetState(ctx, "t")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.Status != tc.wantStatus {
+					t.Errorf("status = %s, want %s", s.Status, tc.wantStatus)
+				}
+				if diff := cmp.Diff(tc.wantNext, s.Next, cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("next (-want +got):\n%s", diff)
+				}
+				var xTask *graph.Task
+				for i := range s.Tasks {
+					switch s.Tasks[i].Name {
+					case "x":
+						xTask = &s.Tasks[i]
+					case "sib":
+						// A completed sibling has a result and no error.
+						if tc.wantTaskX && s.Tasks[i].Result == nil && tc.name != "interrupt before" {
+							t.Errorf("sibling has no result")
+						}
+					}
+				}
+				if tc.wantTaskX != (xTask != nil) {
+					t.Fatalf("task x present = %v, want %v (tasks %+v)", xTask != nil, tc.wantTaskX, s.Tasks)
+				}
+				if xTask != nil {
+					if len(xTask.Interrupts) != tc.wantIntr {
+						t.Errorf("x interrupts = %d, want %d", len(xTask.Interrupts), tc.wantIntr)
+					}
+					if (xTask.Error != nil) != (tc.wantStatus == graph.StatusFailed) {
+						t.Errorf("x error = %v", xTask.Error)
+					}
+				}
+				if tc.wantStatus == graph.StatusWaiting && !tc.wantErr && res.Status != graph.StatusWaiting {
+					t.Errorf("Invoke status = %s, want waiting", res.Status)
+				}
+				if len(s.Interrupts) != tc.wantIntr {
+					t.Errorf("snapshot interrupts = %d, want %d", len(s.Interrupts), tc.wantIntr)
+				}
+			})
+		}
+	}
+}
+
+// D8: resume re-runs only the interrupted node; earlier nodes, finished
+// siblings and durable steps do not run again.
+func TestResumeWithoutReplay(t *testing.T) {
+	ctx := context.Background()
+	c := newCounter()
+	ask := func(ctx context.Context, s State) (graph.Update[State], error) {
+		c.inc("ask")
+		charge, err := graph.Durable(ctx, "charge", func(ctx context.Context) (string, error) {
+			c.inc("charge")
+			return "ch_1", nil
+		})
+		if err != nil {
+			return graph.Update[State]{}, err
+		}
+		ans, err := interrupt.Ask[string](ctx, "ship "+charge+"?")
+		if err != nil {
+			return graph.Update[State]{}, err
+		}
+		return graph.Set(State{Answer: ans, Log: []string{"ask:" + charge + ":" + ans}}, "Answer", "Log"), nil
+	}
+	g := graph.New[State]().
+		AddNode("pre", logNode(c, "pre")).AddNode("ask", ask).AddNode("sib", logNode(c, "sib")).AddNode("post", logNode(c, "post")).
+		AddEdge(graph.START, "pre").AddEdge("pre", "ask").AddEdge("pre", "sib").AddJoin([]string{"ask", "sib"}, "post")
+	r := mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+	res, err := r.Invoke(ctx, "t", graph.Update[State]{})
+	if err != nil || res.Status != graph.StatusWaiting {
+		t.Fatalf("Invoke = %v, %v; want waiting", res.Status, err)
+	}
+	if want := []string{"pre", "sib"}; !slices.Equal(res.Values.Log, want) {
+		t.Errorf("waiting values log = %v, want %v (sibling writes applied)", res.Values.Log, want)
+	}
+	// A resume without the answer pauses again; nothing else re-runs.
+	if res, err = r.Continue(ctx, "t"); err != nil || res.Status != graph.StatusWaiting {
+		t.Fatalf("Continue = %v, %v; want waiting again", res.Status, err)
+	}
+	res, err = r.Resume(ctx, "t", graph.Command[State]{Resume: "yes"})
+	if err != nil || res.Status != graph.StatusDone {
+		t.Fatalf("Resume = %v, %v; want done", res.Status, err)
+	}
+	if diff := cmp.Diff([]string{"pre", "ask:ch_1:yes", "sib", "post"}, res.Values.Log); diff != "" {
+		t.Errorf("log (-want +got):\n%s", diff)
+	}
+	want := map[string]int{"pre": 1, "sib": 1, "post": 1, "charge": 1, "ask": 3}
+	for name, n := range want {
+		if got := c.get(name); got != n {
+			t.Errorf("%s ran %d times, want %d", name, got, n)
+		}
+	}
+}
+
+// Several Ask calls in one node are answered in order, one resume each.
+func TestTwoInterruptsInOneNode(t *testing.T) {
+	ctx := context.Background()
+	c := newCounter()
+	g := graph.New[State]().
+		AddNode("form", func(ctx context.Context, s State) (graph.Update[State], error) {
+			c.inc("form")
+			name, err := interrupt.Ask[string](ctx, "name?")
+			if err != nil {
+				return graph.Update[State]{}, err
+			}
+			city, err := interrupt.Ask[string](ctx, "city?")
+			if err != nil {
+				return graph.Update[State]{}, err
+			}
+			return graph.Set(State{X: name, Y: city}, "X", "Y"), nil
+		}).AddEdge(graph.START, "form")
+	r := mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+	res, _ := r.Invoke(ctx, "t", graph.Update[State]{})
+	first := res.Interrupts
+	if len(first) != 1 || string(first[0].Value) != `"name?"` {
+		t.Fatalf("first interrupts = %v", first)
+	}
+	res, err := r.Resume(ctx, "t", graph.Command[State]{Resume: "Ada"})
+	if err != nil || len(res.Interrupts) != 1 || string(res.Interrupts[0].Value) != `"city?"` || res.Interrupts[0].ID == first[0].ID {
+		t.Fatalf("second pause = %+v, %v; want a new interrupt asking city", res.Interrupts, err)
+	}
+	s, _ := r.GetState(ctx, "t")
+	if s.Status != graph.StatusWaiting || !slices.Equal(s.Next, []string{"form"}) {
+		t.Errorf("between answers: status %s next %v, want waiting [form]", s.Status, s.Next)
+	}
+	// Answering the first interrupt again is refused.
+	_, err = r.Resume(ctx, "t", graph.Command[State]{ResumeByID: map[string]any{first[0].ID: "Bob"}})
+	if !errors.Is(err, graph.ErrAlreadyAnswered) {
+		t.Errorf("re-answer error = %v, want ErrAlreadyAnswered", err)
+	}
+	res, err = r.Resume(ctx, "t", graph.Command[State]{Resume: "Paris"})
+	if err != nil || res.Values.X != "Ada" || res.Values.Y != "Paris" {
+		t.Fatalf("final = %+v, %v", res.Values, err)
+	}
+	if c.get("form") != 3 {
+		t.Errorf("form ran %d times, want 3", c.get("form"))
+	}
+}
+
+// Parallel interrupted nodes are answered by ID, one at a time or together;
+// a plain value is ambiguous.
+func TestParallelInterrupts(t *testing.T) {
+	// Parallel askers write only the append field: two writes to the
+	// last-value Answer in one step would (rightly) conflict.
+	logAsk := func(c *counter, name string) graph.NodeFunc[State] {
+		return func(ctx context.Context, s State) (graph.Update[State], error) {
+			c.inc(name)
+			ans, err := interrupt.Ask[string](ctx, name+"?")
+			if err != nil {
+				return graph.Update[State]{}, err
+			}
+			return graph.Set(State{Log: []string{name + ":" + ans}}, "Log"), nil
+		}
+	}
+	build := func(c *counter) *graph.Runnable[State] {
+		g := graph.New[State]().
+			AddNode("p", logAsk(c, "p")).AddNode("q", logAsk(c, "q")).AddNode("end", logNode(c, "end")).
+			AddEdge(graph.START, "p").AddEdge(graph.START, "q").AddJoin([]string{"p", "q"}, "end")
+		return mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+	}
+	ids := func(t *testing.T, r *graph.Runnable[State]) map[string]string { // question → ID
+		s, err := r.GetState(context.Background(), "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, in := range s.Interrupts {
+			var q string
+			if err := in.Decode(&q); err != nil {
+				t.Fatal(err)
+			}
+			out[q] = in.ID
+		}
+		return out
+	}
+	t.Run("ambiguous single value", func(t *testing.T) {
+		r := build(newCounter())
+		r.Invoke(context.Background(), "t", graph.Update[State]{})
+		_, err := r.Resume(context.Background(), "t", graph.Command[State]{Resume: "x"})
+		var re *graph.ResumeError
+		if !errors.Is(err, graph.ErrAmbiguousResume) || !errors.As(err, &re) || len(re.Pending) != 2 {
+			t.Fatalf("error = %v, want ErrAmbiguousResume listing 2 pending", err)
+		}
+	})
+	t.Run("one at a time", func(t *testing.T) {
+		ctx := context.Background()
+		c := newCounter()
+		r := build(c)
+		r.Invoke(ctx, "t", graph.Update[State]{})
+		m := ids(t, r)
+		res, err := r.Resume(ctx, "t", graph.Command[State]{ResumeByID: map[string]any{m["p?"]: "P"}})
+		if err != nil || res.Status != graph.StatusWaiting || len(res.Interrupts) != 1 || res.Interrupts[0].ID != m["q?"] {
+			t.Fatalf("after first answer: %+v, %v", res, err)
+		}
+		res, err = r.Resume(ctx, "t", graph.Command[State]{Resume: "Q"}) // one pending now: plain value is fine
+		if err != nil || res.Status != graph.StatusDone {
+			t.Fatalf("after second answer: %v, %v", res.Status, err)
+		}
+		if diff := cmp.Diff([]string{"p:P", "q:Q", "end"}, res.Values.Log); diff != "" {
+			t.Errorf("log (-want +got):\n%s", diff)
+		}
+		if c.get("p") != 2 || c.get("q") != 3 || c.get("end") != 1 {
+			t.Errorf("runs p=%d q=%d end=%d, want 2 3 1", c.get("p"), c.get("q"), c.get("end"))
+		}
+	})
+	t.Run("both at once", func(t *testing.T) {
+		ctx := context.Background()
+		c := newCounter()
+		r := build(c)
+		r.Invoke(ctx, "t", graph.Update[State]{})
+		m := ids(t, r)
+		res, err := r.Resume(ctx, "t", graph.Command[State]{ResumeByID: map[string]any{m["p?"]: "P", m["q?"]: "Q"}})
+		if err != nil || res.Status != graph.StatusDone || !slices.Equal(res.Values.Log, []string{"p:P", "q:Q", "end"}) {
+			t.Fatalf("Resume = %+v, %v", res, err)
+		}
+		if c.get("p") != 2 || c.get("q") != 2 {
+			t.Errorf("runs p=%d q=%d, want 2 each", c.get("p"), c.get("q"))
+		}
+	})
+	t.Run("unknown ID", func(t *testing.T) {
+		r := build(newCounter())
+		r.Invoke(context.Background(), "t", graph.Update[State]{})
+		_, err := r.Resume(context.Background(), "t", graph.Command[State]{ResumeByID: map[string]any{"0123": "x"}})
+		if !errors.Is(err, graph.ErrUnknownInterrupt) {
+			t.Errorf("error = %v, want ErrUnknownInterrupt", err)
+		}
+	})
+}
+
+// Resume and new input fail closed.
+func TestResumeFailsClosed(t *testing.T) {
+	ctx := context.Background()
+	c := newCounter()
+	g := graph.New[State]().AddNode("ask", askNode(c, "ask", "ok?")).AddEdge(graph.START, "ask")
+	r := mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+
+	if _, err := r.Resume(ctx, "nobody", graph.Command[State]{Resume: "x"}); !errors.Is(err, graph.ErrThreadNotFound) {
+		t.Errorf("resume unknown thread: %v, want ErrThreadNotFound", err)
+	}
+	r.Invoke(ctx, "t", graph.Update[State]{})
+	if _, err := r.Invoke(ctx, "t", graph.Set(State{X: "new"}, "X")); !errors.Is(err, graph.ErrPendingInterrupt) {
+		t.Errorf("new input to a waiting thread: %v, want ErrPendingInterrupt", err)
+	}
+	if _, err := r.Resume(ctx, "t", graph.Command[State]{Resume: "a", ResumeByID: map[string]any{"x": 1}}); !errors.Is(err, graph.ErrInvalidInput) {
+		t.Errorf("both Resume and ResumeByID: %v, want ErrInvalidInput", err)
+	}
+	if _, err := r.Resume(ctx, "t", graph.Command[State]{Resume: "yes"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Resume(ctx, "t", graph.Command[State]{Resume: "again"}); !errors.Is(err, graph.ErrNothingToResume) {
+		t.Errorf("second resume: %v, want ErrNothingToResume", err)
+	}
+	// DiscardPending lets new input replace a waiting interrupt.
+	r.Invoke(ctx, "t2", graph.Update[State]{})
+	res, err := r.Invoke(ctx, "t2", graph.Set(State{X: "new"}, "X"), graph.DiscardPending())
+	if err != nil || res.Status != graph.StatusWaiting || res.Values.X != "new" {
+		t.Errorf("discarding invoke = %+v, %v", res, err)
+	}
+}
+
+// Two resumes of one interrupt at once: exactly one runs the node.
+func TestConcurrentResume(t *testing.T) {
+	ctx := context.Background()
+	c := newCounter()
+	release := make(chan struct{})
+	g := graph.New[State]().
+		AddNode("ask", func(ctx context.Context, s State) (graph.Update[State], error) {
+			ans, err := interrupt.Ask[string](ctx, "ok?")
+			if err != nil {
+				return graph.Update[State]{}, err
+			}
+			c.inc("effect")
+			<-release
+			return graph.Set(State{Answer: ans}, "Answer"), nil
+		}).AddEdge(graph.START, "ask")
+	r := mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+	r.Invoke(ctx, "t", graph.Update[State]{})
+	const n = 8
+	results := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			_, err := r.Resume(ctx, "t", graph.Command[State]{Resume: fmt.Sprint(i)})
+			results <- err
+		})
+	}
+	// The winner blocks in the node until released, so the n-1 losers must
+	// all have been turned away while it still holds the thread.
+	var errs []error
+	for range n - 1 {
+		errs = append(errs, <-results)
+	}
+	close(release)
+	wg.Wait()
+	errs = append(errs, <-results)
+	wins := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			wins++
+		case errors.Is(err, checkpoint.ErrThreadBusy), errors.Is(err, checkpoint.ErrConflict), errors.Is(err, graph.ErrNothingToResume):
+		default:
+			t.Errorf("loser error = %v, want busy, conflict or nothing to resume", err)
+		}
+	}
+	if wins != 1 || c.get("effect") != 1 {
+		t.Errorf("wins = %d, effects = %d; want 1 and 1", wins, c.get("effect"))
+	}
+}
+
+// A node that swallows the pause from Ask is still paused.
+func TestSwallowedInterruptStillPauses(t *testing.T) {
+	g := graph.New[State]().
+		AddNode("sloppy", func(ctx context.Context, s State) (graph.Update[State], error) {
+			_, _ = interrupt.Ask[string](ctx, "ok?") // error ignored
+			return graph.Set(State{X: "ran on"}, "X"), nil
+		}).AddEdge(graph.START, "sloppy")
+	r := mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+	res, err := r.Invoke(context.Background(), "t", graph.Update[State]{})
+	if err != nil || res.Status != graph.StatusWaiting || res.Values.X != "" {
+		t.Errorf("Invoke = %+v, %v; want waiting without the node's write", res, err)
+	}
+}
+
+// A retry policy never retries a pause.
+func TestRetryNeverRetriesInterrupt(t *testing.T) {
+	c := newCounter()
+	g := graph.New[State]().
+		AddNode("ask", askNode(c, "ask", "ok?"), graph.WithRetry(graph.RetryPolicy{MaxAttempts: 5, InitialInterval: 1})).
+		AddNode("flaky", func(ctx context.Context, s State) (graph.Update[State], error) {
+			c.inc("flaky")
+			if c.get("flaky") < 3 {
+				return graph.Update[State]{}, errors.New("transient")
+			}
+			return graph.Set(State{X: "ok"}, "X"), nil
+		}, graph.WithRetry(graph.RetryPolicy{MaxAttempts: 5, InitialInterval: 1})).
+		AddEdge(graph.START, "ask").AddEdge(graph.START, "flaky")
+	r := mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+	res, err := r.Invoke(context.Background(), "t", graph.Update[State]{})
+	if err != nil || res.Status != graph.StatusWaiting {
+		t.Fatalf("Invoke = %v, %v", res.Status, err)
+	}
+	if c.get("ask") != 1 || c.get("flaky") != 3 {
+		t.Errorf("ask ran %d times (want 1), flaky %d (want 3)", c.get("ask"), c.get("flaky"))
+	}
+}
+
+// SEMANTICS.md §4.3: static breakpoints, at compile time and per run, pass
+// once on resume and fire again only after new updates.
+func TestBreakpoints(t *testing.T) {
+	ctx := context.Background()
+	c := newCounter()
+	g := graph.New[State]().
+		AddNode("a", logNode(c, "a")).AddNode("b", logNode(c, "b")).AddNode("c", logNode(c, "c")).
+		AddEdge(graph.START, "a").AddEdge("a", "b").AddEdge("b", "c")
+	r := mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil)), graph.WithInterruptBefore("b"))
+	res, err := r.Invoke(ctx, "t", graph.Update[State]{})
+	if err != nil || res.Status != graph.StatusWaiting || !slices.Equal(res.Next, []string{"b"}) || len(res.Interrupts) != 0 {
+		t.Fatalf("before b: %+v, %v", res, err)
+	}
+	s, _ := r.GetState(ctx, "t")
+	if s.Status != graph.StatusWaiting || s.Breakpoint == nil || s.Breakpoint.When != "before" {
+		t.Errorf("snapshot at breakpoint: status %s breakpoint %+v", s.Status, s.Breakpoint)
+	}
+	res, err = r.Continue(ctx, "t", graph.InterruptAfter("*"))
+	if err != nil || res.Status != graph.StatusWaiting || !slices.Equal(res.Next, []string{"c"}) {
+		t.Fatalf("after b (per run '*'): %+v, %v", res, err)
+	}
+	res, err = r.Continue(ctx, "t")
+	if err != nil || res.Status != graph.StatusDone || c.get("b") != 1 || c.get("c") != 1 {
+		t.Fatalf("finish: %v, %v (b %d, c %d)", res.Status, err, c.get("b"), c.get("c"))
+	}
+	// Resume with an update but no answer passes a breakpoint too.
+	r.Invoke(ctx, "t2", graph.Update[State]{})
+	res, err = r.Resume(ctx, "t2", graph.Command[State]{Update: graph.Set(State{X: "reviewed"}, "X")})
+	if err != nil || res.Status != graph.StatusDone || res.Values.X != "reviewed" {
+		t.Errorf("resume past breakpoint: %+v, %v", res, err)
+	}
+}
+
+// The hotel-booking pattern: a compliance node raises NodeInterrupt on a
+// request that looks like SQL injection; the thread waits (not failed); a
+// reviewer corrects the state; the run continues and books once.
+func TestNodeInterruptReviewAndContinue(t *testing.T) {
+	ctx := context.Background()
+	c := newCounter()
+	g := graph.New[State]().
+		AddNode("parse", func(ctx context.Context, s State) (graph.Update[State], error) {
+			return graph.Set(State{Y: strings.TrimSpace(s.X)}, "Y"), nil
+		}).
+		AddNode("compliance", func(ctx context.Context, s State) (graph.Update[State], error) {
+			if strings.Contains(strings.ToLower(s.Y), "drop table") || strings.Contains(s.Y, "';") {
+				return graph.Update[State]{}, &interrupt.NodeInterrupt{Value: map[string]string{"reason": "request looks like SQL injection", "request": s.Y}}
+			}
+			return graph.Update[State]{}, nil
+		}).
+		AddNode("book", func(ctx context.Context, s State) (graph.Update[State], error) {
+			c.inc("book")
+			return graph.Set(State{Answer: "booked " + s.Y}, "Answer"), nil
+		}).
+		AddEdge(graph.START, "parse").AddEdge("parse", "compliance").AddEdge("compliance", "book")
+	r := mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+	res, err := r.Invoke(ctx, "t", graph.Set(State{X: "Hotel Ritz'; DROP TABLE bookings;--"}, "X"))
+	if err != nil || res.Status != graph.StatusWaiting {
+		t.Fatalf("Invoke = %v, %v", res.Status, err)
+	}
+	s, _ := r.GetState(ctx, "t")
+	if s.Status != graph.StatusWaiting || !slices.Equal(s.Next, []string{"compliance"}) || len(s.Tasks) != 1 || len(s.Tasks[0].Interrupts) != 1 || s.Tasks[0].Error != nil {
+		t.Fatalf("snapshot = %+v", s)
+	}
+	var why map[string]string
+	if err := s.Interrupts[0].Decode(&why); err != nil || why["reason"] != "request looks like SQL injection" {
+		t.Errorf("interrupt value = %v, %v", why, err)
+	}
+	// The reviewer corrects the request as the parse node would have.
+	if _, err := r.UpdateState(ctx, "t", graph.Set(State{Y: "Hotel Ritz"}, "Y"), graph.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = r.Continue(ctx, "t")
+	if err != nil || res.Status != graph.StatusDone || res.Values.Answer != "booked Hotel Ritz" || c.get("book") != 1 {
+		t.Fatalf("after review: %+v, %v, booked %d times", res, err, c.get("book"))
+	}
+	if _, err := r.Continue(ctx, "t"); err != nil || c.get("book") != 1 {
+		t.Errorf("a second Continue re-ran something: %v, booked %d", err, c.get("book"))
+	}
+}
+
+// SEMANTICS.md §6: update as a node, replay and fork keep old history, and
+// interrupts fire again with new IDs on a fork.
+func TestUpdateReplayFork(t *testing.T) {
+	ctx := context.Background()
+	c := newCounter()
+	g := graph.New[State]().
+		AddNode("a", logNode(c, "a")).AddNode("ask", askNode(c, "ask", "ok?")).AddNode("b", logNode(c, "b")).
+		AddEdge(graph.START, "a").AddEdge("a", "ask").AddEdge("ask", "b")
+	r := mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+	res, _ := r.Invoke(ctx, "t", graph.Update[State]{})
+	firstID := res.Interrupts[0].ID
+	r.Resume(ctx, "t", graph.Command[State]{Resume: "yes"})
+	before := history(t, r, "t")
+	if len(before) != 5 {
+		t.Fatalf("history has %d checkpoints, want 5", len(before))
+	}
+	// Replay from the checkpoint before ask: a fork, ask pauses again with a
+	// new ID, and the old branch is kept.
+	var atAsk graph.Snapshot[State]
+	for _, s := range before {
+		if slices.Equal(s.Next, []string{"ask"}) {
+			atAsk = s
+		}
+	}
+	res, err := r.Replay(ctx, "t", atAsk.Config.CheckpointID)
+	if err != nil || res.Status != graph.StatusWaiting || len(res.Interrupts) != 1 || res.Interrupts[0].ID == firstID {
+		t.Fatalf("replay = %+v, %v; want a new interrupt", res, err)
+	}
+	after := history(t, r, "t")
+	if len(after) != len(before)+1 || after[0].Metadata.Source != checkpoint.SourceFork || after[0].ParentConfig.CheckpointID != atAsk.Config.CheckpointID {
+		t.Errorf("after replay: %d checkpoints, head %+v", len(after), after[0].Metadata)
+	}
+	if c.get("a") != 1 {
+		t.Errorf("a re-ran on replay (%d)", c.get("a"))
+	}
+	// Update as node a on the fork: the update goes through a's edges.
+	cfg, err := r.UpdateState(ctx, "t", graph.Set(State{X: "edited"}, "X"), graph.UpdateOptions{AsNode: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := r.GetState(ctx, "t")
+	if s.Config != cfg || s.Metadata.Source != checkpoint.SourceUpdate || !slices.Equal(s.Next, []string{"ask"}) || s.Values.X != "edited" {
+		t.Errorf("after update: %+v", s)
+	}
+	// Update of an old checkpoint starts a branch that becomes the head.
+	old := before[len(before)-2] // loop step 0
+	cfg, err = r.UpdateState(ctx, "t", graph.Set(State{X: "branch"}, "X"), graph.UpdateOptions{AsNode: graph.START, CheckpointID: old.Config.CheckpointID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ = r.GetState(ctx, "t")
+	if s.Config != cfg || s.ParentConfig.CheckpointID != old.Config.CheckpointID || s.Values.X != "branch" {
+		t.Errorf("branch head = %+v", s)
+	}
+	if _, err := r.UpdateState(ctx, "t", graph.Update[State]{}, graph.UpdateOptions{AsNode: "nosuch"}); !errors.Is(err, graph.ErrUnknownNode) {
+		t.Errorf("unknown AsNode: %v, want ErrUnknownNode", err)
+	}
+}
+
+// Command{Update, Goto} on resume runs the goto target beside the resumed
+// node.
+func TestResumeWithUpdateAndGoto(t *testing.T) {
+	ctx := context.Background()
+	c := newCounter()
+	g := graph.New[State]().
+		AddNode("ask", askNode(c, "ask", "ok?")).AddNode("audit", logNode(c, "audit")).
+		AddEdge(graph.START, "ask")
+	r := mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+	r.Invoke(ctx, "t", graph.Update[State]{})
+	res, err := r.Resume(ctx, "t", graph.Command[State]{Resume: "yes", Update: graph.Set(State{X: "note"}, "X").Goto("audit")})
+	if err != nil || res.Status != graph.StatusDone {
+		t.Fatalf("Resume = %v, %v", res.Status, err)
+	}
+	if diff := cmp.Diff([]string{"ask:yes", "audit"}, res.Values.Log); diff != "" || res.Values.X != "note" {
+		t.Errorf("log (-want +got):\n%s; X=%q", diff, res.Values.X)
+	}
+}
