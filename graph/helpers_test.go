@@ -15,7 +15,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // State is the state most tests use.
 type State struct {
 	Count  int
-	Log    []string `lockstep:"append"`
+	Log    []string          `lockstep:"append"`
 	Tags   map[string]string `lockstep:"merge"`
 	X, Y   string
 	Answer string

@@ -494,7 +494,9 @@ func TestOverwrite(t *testing.T) {
 
 func TestCustomReducer(t *testing.T) {
 	type Sum struct{ Total int }
-	add := func(ctx context.Context, s Sum) (graph.Update[Sum], error) { return graph.Set(Sum{Total: 5}, "Total"), nil }
+	add := func(ctx context.Context, s Sum) (graph.Update[Sum], error) {
+		return graph.Set(Sum{Total: 5}, "Total"), nil
+	}
 	g := graph.New[Sum]().Reducer("Total", graph.ReduceFunc(func(a, b int) int { return a + b })).
 		AddNode("a", add).AddNode("b", add).AddEdge(graph.START, "a").AddEdge(graph.START, "b")
 	res, err := mustCompile(t, g).Invoke(context.Background(), "t", graph.Set(Sum{Total: 1}, "Total"))

@@ -36,11 +36,11 @@ type task[S any] struct {
 	update     Update[S] // what the node returned (zero when cached)
 	err        error
 	interrupts []interrupt.Interrupt
-	answers    map[string]json.RawMessage // saved answers to its interrupts
-	failure    *checkpoint.TaskError      // saved error of an earlier attempt
+	answers    map[string]json.RawMessage       // saved answers to its interrupts
+	failure    *checkpoint.TaskError            // saved error of an earlier attempt
 	steps      map[string]checkpoint.StepResult // durable step results by name
 	stepSlots  int                              // next free "__step__:<n>" slot
-	abandoned  bool // cancelled because a sibling failed
+	abandoned  bool                             // cancelled because a sibling failed
 }
 
 func (t *task[S]) path() string {
