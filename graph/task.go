@@ -369,7 +369,7 @@ func (r *Runnable[S]) safeExecute(ctx context.Context, t *task[S], f *frame[S], 
 func (r *Runnable[S]) execute(ctx context.Context, t *task[S], f *frame[S], sp *scratch, borrow bool) {
 	t.interrupts = nil
 	if t.name == START {
-		t.writes, t.err = r.startWrites(ctx, t, f)
+		t.update, t.writes, t.err = r.startWrites(ctx, t, f)
 		t.done = t.err == nil
 		return
 	}
@@ -433,11 +433,11 @@ func (r *Runnable[S]) execute(ctx context.Context, t *task[S], f *frame[S], sp *
 
 // startWrites are the writes of the __start__ task: the input fields and
 // START's edges.
-func (r *Runnable[S]) startWrites(ctx context.Context, t *task[S], f *frame[S]) ([]twrite, error) {
-	if f.start == nil {
-		return nil, nil
-	}
+func (r *Runnable[S]) startWrites(ctx context.Context, t *task[S], f *frame[S]) (Update[S], []twrite, error) {
 	var u Update[S]
+	if f.start == nil {
+		return u, nil, nil
+	}
 	v := reflect.ValueOf(&u.value).Elem()
 	names := make([]string, 0, len(f.start.fields))
 	for name := range f.start.fields {
@@ -447,17 +447,18 @@ func (r *Runnable[S]) startWrites(ctx context.Context, t *task[S], f *frame[S]) 
 	for _, name := range names {
 		i, ok := r.schema.byName[name]
 		if !ok {
-			return nil, &UnknownFieldError{Field: name}
+			return u, nil, &UnknownFieldError{Field: name}
 		}
 		fl := &r.schema.fields[i]
 		x, err := decodeValue(fl.typ, f.start.fields[name])
 		if err != nil {
-			return nil, fmt.Errorf("graph: input field %s: %w", name, err)
+			return u, nil, fmt.Errorf("graph: input field %s: %w", name, err)
 		}
 		v.Field(fl.index).Set(x)
 		u.fields = append(u.fields, name)
 	}
-	return r.resolve(ctx, t, u, f, true)
+	writes, err := r.resolve(ctx, t, u, f, true)
+	return u, writes, err
 }
 
 // resolve turns a node's update into writes and adds the writes of its
