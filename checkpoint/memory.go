@@ -134,8 +134,11 @@ func (s *MemorySaver) tuple(thread, ns string, t *memThread, c *memCheckpoint, h
 		}
 		cp.Channels[ch] = chain
 	}
-	cp.Metadata.Parents = maps.Clone(cp.Metadata.Parents)
-	cp.Metadata.Extra = maps.Clone(cp.Metadata.Extra)
+	cp.Metadata.Parents = cloneNonEmpty(cp.Metadata.Parents)
+	if cp.Metadata.Parents == nil {
+		cp.Metadata.Parents = map[string]string{}
+	}
+	cp.Metadata.Extra = cloneNonEmpty(cp.Metadata.Extra)
 	tp := &Tuple{Thread: thread, NS: ns, Checkpoint: cp}
 	for _, w := range c.writes {
 		tp.Pending = append(tp.Pending, w.PendingWrite)
@@ -275,7 +278,7 @@ func normalise(v any) any {
 func (s *MemorySaver) thread(k threadKey) *memThread {
 	t := s.threads[k]
 	if t == nil {
-		t = &memThread{checkpoints: map[string]*memCheckpoint{}, blobs: map[blobKey]Blob{}}
+		t = &memThread{checkpoints: make(map[string]*memCheckpoint, 16), blobs: make(map[blobKey]Blob, 32)}
 		s.threads[k] = t
 	}
 	return t
@@ -395,8 +398,8 @@ func (s *MemorySaver) Put(ctx context.Context, req PutRequest) error {
 	stored := cp
 	stored.Channels = nil
 	stored.Versions = maps.Clone(cp.Versions)
-	stored.Metadata.Parents = maps.Clone(cp.Metadata.Parents)
-	stored.Metadata.Extra = maps.Clone(cp.Metadata.Extra)
+	stored.Metadata.Parents = cloneNonEmpty(cp.Metadata.Parents)
+	stored.Metadata.Extra = cloneNonEmpty(cp.Metadata.Extra)
 	if stored.CreatedAt.IsZero() {
 		stored.CreatedAt = now
 	}
@@ -435,13 +438,23 @@ func (s *MemorySaver) addWrites(c *memCheckpoint, tasks []TaskWrites, now time.T
 			}
 		}
 	}
-	sort.SliceStable(c.writes, func(i, j int) bool {
-		a, b := c.writes[i], c.writes[j]
+	less := func(a, b memWrite) bool {
 		if a.TaskID != b.TaskID {
 			return a.TaskID < b.TaskID
 		}
 		return a.idx < b.idx
-	})
+	}
+	if !sort.SliceIsSorted(c.writes, func(i, j int) bool { return less(c.writes[i], c.writes[j]) }) {
+		sort.SliceStable(c.writes, func(i, j int) bool { return less(c.writes[i], c.writes[j]) })
+	}
+}
+
+// cloneNonEmpty copies m, returning nil for an empty map.
+func cloneNonEmpty[K comparable, V any](m map[K]V) map[K]V {
+	if len(m) == 0 {
+		return nil
+	}
+	return maps.Clone(m)
 }
 
 // PutWrites implements Saver.

@@ -37,6 +37,10 @@ type frame[S any] struct {
 	// dirty lists the channels changed since the frame's checkpoint was
 	// saved: they get blobs in the next Put.
 	dirty map[string]dirtyMark
+
+	// sharedVersions says versions is still the parent frame's map, to be
+	// copied before the first change.
+	sharedVersions bool
 }
 
 // startInput is the input waiting in the __start__ channel.
@@ -50,37 +54,68 @@ type dirtyMark struct {
 }
 
 func newFrame[S any]() *frame[S] {
-	return &frame[S]{
-		versions: map[string]string{},
-		triggers: map[string]bool{},
-		joins:    map[string][]string{},
-		dirty:    map[string]dirtyMark{},
-		spare:    map[int]reflect.Value{},
-	}
+	return &frame[S]{versions: map[string]string{}}
 }
 
 // derive returns a copy of f to build the next frame from. When own is true
-// the copy takes over f's spare capacity.
+// the copy takes over f's spare capacity. Maps are copied lazily: most are
+// empty, and versions is shared until the copy changes it.
 func (f *frame[S]) derive(own bool) *frame[S] {
 	n := &frame[S]{
-		id:        f.id,
-		parentID:  f.parentID,
-		createdAt: f.createdAt,
-		meta:      f.meta,
-		versions:  maps.Clone(f.versions),
-		mark:      f.mark,
-		state:     f.state,
-		triggers:  maps.Clone(f.triggers),
-		joins:     maps.Clone(f.joins),
-		sends:     f.sends,
-		start:     f.start,
-		dirty:     maps.Clone(f.dirty),
-		spare:     map[int]reflect.Value{},
+		id:             f.id,
+		parentID:       f.parentID,
+		createdAt:      f.createdAt,
+		meta:           f.meta,
+		versions:       f.versions,
+		sharedVersions: true,
+		mark:           f.mark,
+		state:          f.state,
+		triggers:       cloneMap(f.triggers),
+		joins:          cloneMap(f.joins),
+		sends:          f.sends,
+		start:          f.start,
+		dirty:          cloneMap(f.dirty),
 	}
 	if own {
-		n.spare, f.spare = f.spare, map[int]reflect.Value{}
+		n.spare, f.spare = f.spare, nil
 	}
 	return n
+}
+
+// cloneMap copies m, returning nil for an empty map.
+func cloneMap[K comparable, V any](m map[K]V) map[K]V {
+	if len(m) == 0 {
+		return nil
+	}
+	return maps.Clone(m)
+}
+
+func (f *frame[S]) setTrigger(node string) {
+	if f.triggers == nil {
+		f.triggers = map[string]bool{}
+	}
+	f.triggers[node] = true
+}
+
+func (f *frame[S]) setJoin(ch string, seen []string) {
+	if f.joins == nil {
+		f.joins = map[string][]string{}
+	}
+	f.joins[ch] = seen
+}
+
+func (f *frame[S]) setDirty(ch string, m dirtyMark) {
+	if f.dirty == nil {
+		f.dirty = map[string]dirtyMark{}
+	}
+	f.dirty[ch] = m
+}
+
+func (f *frame[S]) setSpare(i int, v reflect.Value) {
+	if f.spare == nil {
+		f.spare = map[int]reflect.Value{}
+	}
+	f.spare[i] = v
 }
 
 // maxVersion is the highest channel version, used for breakpoint marks.
@@ -251,7 +286,7 @@ func (d *decoder[S]) frame(tp *checkpoint.Tuple, base *frame[S], own bool) (*fra
 	for _, fl := range d.r.schema.fields {
 		if ver, ok := f.versions[fl.name]; ok {
 			if dv := d.values[valueKey{fl.name, ver}]; dv != nil && dv.spare.IsValid() && dv.spare.Len() == dv.v.Len() {
-				f.spare[fl.index] = dv.spare
+				f.setSpare(fl.index, dv.spare)
 			}
 		}
 	}
@@ -261,9 +296,9 @@ func (d *decoder[S]) frame(tp *checkpoint.Tuple, base *frame[S], own bool) (*fra
 func copyInternal[S any](f, base *frame[S], ch string) error {
 	switch {
 	case strings.HasPrefix(ch, checkpoint.BranchPrefix):
-		f.triggers[strings.TrimPrefix(ch, checkpoint.BranchPrefix)] = true
+		f.setTrigger(strings.TrimPrefix(ch, checkpoint.BranchPrefix))
 	case strings.HasPrefix(ch, checkpoint.JoinPrefix):
-		f.joins[ch] = base.joins[ch]
+		f.setJoin(ch, base.joins[ch])
 	case ch == checkpoint.ChannelSends:
 		f.sends = base.sends
 	case ch == checkpoint.ChannelStart:
@@ -277,13 +312,13 @@ func copyInternal[S any](f, base *frame[S], ch string) error {
 func (d *decoder[S]) internal(f *frame[S], ch string, data []byte) error {
 	switch {
 	case strings.HasPrefix(ch, checkpoint.BranchPrefix):
-		f.triggers[strings.TrimPrefix(ch, checkpoint.BranchPrefix)] = true
+		f.setTrigger(strings.TrimPrefix(ch, checkpoint.BranchPrefix))
 	case strings.HasPrefix(ch, checkpoint.JoinPrefix):
 		var srcs []string
 		if err := json.Unmarshal(data, &srcs); err != nil {
 			return err
 		}
-		f.joins[ch] = srcs
+		f.setJoin(ch, srcs)
 	case ch == checkpoint.ChannelSends:
 		var raw []sendJSON
 		if err := json.Unmarshal(data, &raw); err != nil {
@@ -416,16 +451,21 @@ func (r *Runnable[S]) encodeInternal(f *frame[S], ch string) (json.RawMessage, e
 // markSaved records that f was saved as checkpoint cp: dirty channels are
 // now stored.
 func (f *frame[S]) markSaved(cp *checkpoint.Checkpoint) {
-	f.id, f.versions, f.createdAt = cp.ID, cp.Versions, cp.CreatedAt
-	f.dirty = map[string]dirtyMark{}
+	f.id, f.versions, f.createdAt, f.sharedVersions = cp.ID, cp.Versions, cp.CreatedAt, false
+	f.dirty = nil
 }
 
-// setInternal sets a scheduling channel and marks it changed.
-func (f *frame[S]) markInternal(ch string) { f.dirty[ch] = dirtyMark{full: true} }
+// markInternal marks a scheduling channel changed.
+func (f *frame[S]) markInternal(ch string) { f.setDirty(ch, dirtyMark{full: true}) }
 
 // clearInternal removes a scheduling channel.
 func (f *frame[S]) clearInternal(ch string) {
-	delete(f.versions, ch)
+	if _, ok := f.versions[ch]; ok {
+		if f.sharedVersions {
+			f.versions, f.sharedVersions = maps.Clone(f.versions), false
+		}
+		delete(f.versions, ch)
+	}
 	delete(f.dirty, ch)
 }
 

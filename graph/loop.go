@@ -153,7 +153,11 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 	if err != nil {
 		return zero, err
 	}
-	return ru.loop(ctx)
+	res, err := ru.loop(ctx)
+	if ru.saver != nil && ru.fr != nil && len(ru.fr.dirty) == 0 {
+		r.cache.put(thread, ru.fr) // the last saved frame: the thread's head
+	}
+	return res, err
 }
 
 // finish releases the lease if the run still holds it and stops the
@@ -286,7 +290,7 @@ func (ru *run[S]) startInput(ctx context.Context, input Update[S]) error {
 	if ru.saver == nil {
 		f.id = r.cfg.ids("")
 		f.meta = checkpoint.Metadata{Source: checkpoint.SourceInput, Step: ru.step, Parents: map[string]string{}}
-		f.dirty = map[string]dirtyMark{}
+		f.dirty = nil
 		ru.fr = f
 		ru.step++
 		return nil
@@ -581,7 +585,6 @@ func (ru *run[S]) save(ctx context.Context, f *frame[S], source checkpoint.Sourc
 		t.saved = true
 	}
 	ru.setLeased(id, !release)
-	r.cache.put(ru.thread, f)
 	return nil
 }
 
@@ -688,7 +691,7 @@ func (ru *run[S]) loop(ctx context.Context) (Result[S], error) {
 		} else {
 			next.id = r.cfg.ids(ru.fr.id)
 			next.meta = checkpoint.Metadata{Source: checkpoint.SourceLoop, Step: ru.step, Parents: map[string]string{}}
-			next.dirty = map[string]dirtyMark{}
+			next.dirty = nil
 		}
 		ru.fr = next
 		if !ru.send(Event[S]{Kind: EventCheckpoint, Step: ru.step, Config: ru.config()}) ||

@@ -334,7 +334,7 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 		if n, err = r.applyWrites(n, finished, ru.step, true, false); err != nil {
 			return zero, err
 		}
-		n.triggers, n.sends, n.start = map[string]bool{}, nil, nil
+		n.triggers, n.sends, n.start = nil, nil, nil
 		for ch := range n.versions {
 			if isTrigger(ch) {
 				n.clearInternal(ch)
@@ -352,7 +352,7 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 		t.done = true
 		// Pending triggers that the update does not set again are
 		// dropped; join barriers keep what they have seen.
-		n.triggers, n.sends, n.start = map[string]bool{}, nil, nil
+		n.triggers, n.sends, n.start = nil, nil, nil
 		for ch := range n.versions {
 			if isTrigger(ch) {
 				n.clearInternal(ch)

@@ -41,11 +41,11 @@ func (r *Runnable[S]) applyWrites(f *frame[S], tasks []*task[S], step int, own, 
 				if !slices.Contains(seen, w.source) {
 					seen = append(slices.Clone(seen), w.source)
 					slices.Sort(seen)
-					n.joins[w.channel] = seen
+					n.setJoin(w.channel, seen)
 					n.markInternal(w.channel)
 				}
 			case strings.HasPrefix(w.channel, checkpoint.BranchPrefix):
-				n.triggers[strings.TrimPrefix(w.channel, checkpoint.BranchPrefix)] = true
+				n.setTrigger(strings.TrimPrefix(w.channel, checkpoint.BranchPrefix))
 				n.markInternal(w.channel)
 			}
 		}
@@ -78,16 +78,16 @@ func (r *Runnable[S]) applyWrites(f *frame[S], tasks []*task[S], step int, own, 
 			if nv.Len() == curLen {
 				continue // nothing appended: the channel does not change
 			}
-			n.spare[fl.index] = nv
+			n.setSpare(fl.index, nv)
 			sv.Field(fl.index).Set(capped(nv))
 			if _, was := n.dirty[fl.name]; !was {
-				n.dirty[fl.name] = dirtyMark{from: curLen}
+				n.setDirty(fl.name, dirtyMark{from: curLen})
 			}
 			continue
 		}
 		delete(n.spare, fl.index)
 		sv.Field(fl.index).Set(capped(nv))
-		n.dirty[fl.name] = dirtyMark{full: true}
+		n.setDirty(fl.name, dirtyMark{full: true})
 	}
 	return n, nil
 }

@@ -1,0 +1,128 @@
+package lockstep_test
+
+// The fixed benchmarks. Their names are stable so figures can be compared
+// over time and with the LangGraph JS peer (../shared/bench); BENCHMARKS.md
+// has the latest figures and the command that reproduces each.
+//
+//	go test -run '^$' -bench . -benchtime 2000x .
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/graph"
+)
+
+// w1State is W1's state: a counter and a log of 16-byte entries.
+type w1State struct {
+	Count int
+	Log   []string `lockstep:"append"`
+}
+
+const w1Nodes = 10
+
+func w1Graph() *graph.Graph[w1State] {
+	g := graph.New[w1State]()
+	prev := graph.START
+	for i := 1; i <= w1Nodes; i++ {
+		name := fmt.Sprintf("n%d", i)
+		g.AddNode(name, func(ctx context.Context, s w1State) (graph.Update[w1State], error) {
+			return graph.Set(w1State{Count: s.Count + 1, Log: []string{"0123456789abcdef"}}, "Count", "Log"), nil
+		})
+		g.AddEdge(prev, name)
+		prev = name
+	}
+	return g.AddEdge(prev, graph.END)
+}
+
+// benchSavers are the savers a benchmark runs on; the SQLite ones are added
+// by sqliteSavers (bench_sqlite_test.go).
+type benchSaver struct {
+	name string
+	open func(b *testing.B) checkpoint.Saver // nil means no saver
+}
+
+func baseSavers() []benchSaver {
+	return []benchSaver{
+		{"none", nil},
+		{"memory", func(b *testing.B) checkpoint.Saver { return checkpoint.NewMemorySaver(nil) }},
+	}
+}
+
+// BenchmarkW1Linear: a 10-node chain, one fresh thread per run; us/step is
+// per node step (the run's input and __start__ steps included in the time,
+// as the peer's figure does).
+func BenchmarkW1Linear(b *testing.B) {
+	for _, sv := range append(baseSavers(), sqliteSavers()...) {
+		b.Run("saver="+sv.name, func(b *testing.B) {
+			var opts []graph.Option
+			if sv.open != nil {
+				opts = append(opts, graph.WithSaver(sv.open(b)))
+			}
+			r, err := w1Graph().Compile(opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			input := graph.Set(w1State{Count: 0}, "Count")
+			n := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				res, err := r.Invoke(ctx, fmt.Sprintf("w1-%d", n), input)
+				if err != nil || res.Values.Count != w1Nodes {
+					b.Fatalf("run %d: %v (count %d)", n, err, res.Values.Count)
+				}
+				n++
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(n*w1Nodes), "us/step")
+		})
+	}
+}
+
+// w4State is W4's state: items appended by the parallel nodes.
+type w4State struct {
+	Items []string `lockstep:"append"`
+}
+
+// BenchmarkW4Fanout: src fans out to 8 parallel nodes joined by a waiting
+// edge; us/run per fresh thread.
+func BenchmarkW4Fanout(b *testing.B) {
+	const width = 8
+	build := func() *graph.Graph[w4State] {
+		g := graph.New[w4State]()
+		item := func(name string) graph.NodeFunc[w4State] {
+			return func(ctx context.Context, s w4State) (graph.Update[w4State], error) {
+				return graph.Set(w4State{Items: []string{name}}, "Items"), nil
+			}
+		}
+		g.AddNode("src", item("src")).AddEdge(graph.START, "src")
+		var sources []string
+		for i := 1; i <= width; i++ {
+			name := fmt.Sprintf("p%d", i)
+			g.AddNode(name, item(name)).AddEdge("src", name)
+			sources = append(sources, name)
+		}
+		return g.AddNode("join", item("join")).AddJoin(sources, "join").AddEdge("join", graph.END)
+	}
+	for _, sv := range append(baseSavers()[1:], sqliteSavers()...) {
+		b.Run("saver="+sv.name, func(b *testing.B) {
+			r, err := build().Compile(graph.WithSaver(sv.open(b)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			n := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				res, err := r.Invoke(ctx, fmt.Sprintf("w4-%d", n), graph.Update[w4State]{})
+				if err != nil || len(res.Values.Items) != width+2 {
+					b.Fatalf("run %d: %v (%d items)", n, err, len(res.Values.Items))
+				}
+				n++
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(n), "us/run")
+		})
+	}
+}
