@@ -16,7 +16,7 @@ import (
 type Report struct {
 	Topic    string
 	Topics   []string
-	Findings []string          `lockstep:"append"`
+	Findings []string `lockstep:"append"`
 	Outline  string
 	Draft    string
 	Sources  map[string]string `lockstep:"merge"`
