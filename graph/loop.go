@@ -111,6 +111,7 @@ type run[S any] struct {
 	step    int
 	stop    int
 	emit    func(Event[S]) bool
+	stopped bool // the stream's consumer stopped reading
 	log     *slog.Logger
 
 	mu     sync.Mutex // guards leased, busy, done and head for the heartbeat
@@ -577,9 +578,12 @@ func (ru *run[S]) save(ctx context.Context, f *frame[S], source checkpoint.Sourc
 		ParentWrites: parentWrites, Writes: writes,
 		Fork: len(fork) > 0 && fork[0], Lease: ru.lease, Release: release,
 	}
+	r.hit(HookBeforeSave)
 	if err := ru.saver.Put(context.WithoutCancel(ctx), req); err != nil && !ru.committedAnyway(err, id) {
 		return fmt.Errorf("graph: thread %q step %d: save checkpoint %s: %w", ru.thread, step, id, err)
 	}
+	r.hit(HookAfterSave)
+	ru.log.LogAttrs(ctx, slog.LevelDebug, "checkpoint saved", slog.Int("step", step), slog.String("source", string(source)), slog.String("checkpoint", id))
 	f.markSaved(&cp)
 	for _, t := range unsaved {
 		t.saved = true
@@ -606,12 +610,13 @@ func (ru *run[S]) loop(ctx context.Context) (Result[S], error) {
 	r := ru.r
 	var zero Result[S]
 	first := true
-	if !ru.send(Event[S]{Kind: EventValues, Step: ru.step - 1, Values: r.view(ru.fr.state), Config: ru.config()}) {
-		return zero, errStopped
-	}
+	ru.send(Event[S]{Kind: EventValues, Step: ru.step - 1, Values: r.view(ru.fr.state), Config: ru.config()})
 	for {
 		if err := ctx.Err(); err != nil {
 			return zero, fmt.Errorf("graph: thread %q: stopped before step %d: %w", ru.thread, ru.step, context.Cause(ctx))
+		}
+		if ru.stopped {
+			return zero, errStopped
 		}
 		tasks := r.plan(ru.fr, ru.ns, ru.step)
 		if first {
@@ -620,8 +625,8 @@ func (ru *run[S]) loop(ctx context.Context) (Result[S], error) {
 				return zero, err
 			}
 			for _, t := range tasks {
-				if t.cached && !ru.send(Event[S]{Kind: EventUpdates, Step: ru.step, Node: t.name, TaskID: t.id, Update: r.updateOf(t), Cached: true}) {
-					return zero, errStopped
+				if t.cached {
+					ru.send(Event[S]{Kind: EventUpdates, Step: ru.step, Node: t.name, TaskID: t.id, Update: r.updateOf(t), Cached: true})
 				}
 			}
 		}
@@ -694,10 +699,8 @@ func (ru *run[S]) loop(ctx context.Context) (Result[S], error) {
 			next.dirty = nil
 		}
 		ru.fr = next
-		if !ru.send(Event[S]{Kind: EventCheckpoint, Step: ru.step, Config: ru.config()}) ||
-			!ru.send(Event[S]{Kind: EventValues, Step: ru.step, Values: r.view(next.state), Config: ru.config()}) {
-			return zero, errStopped
-		}
+		ru.send(Event[S]{Kind: EventCheckpoint, Step: ru.step, Config: ru.config()})
+		ru.send(Event[S]{Kind: EventValues, Step: ru.step, Values: r.view(next.state), Config: ru.config()})
 		ru.step++
 		if len(marker) > 0 {
 			return ru.waitResult(nil, r.plan(ru.fr, ru.ns, ru.step), ru.fr.state)
@@ -727,11 +730,12 @@ func (ru *run[S]) config() Config {
 	return Config{Thread: ru.thread, NS: ru.ns, CheckpointID: ru.fr.id}
 }
 
-func (ru *run[S]) send(e Event[S]) bool {
-	if ru.emit == nil {
-		return true
+// send streams an event. A consumer that stops reading is honoured at the
+// next step boundary, so the step in progress is still saved.
+func (ru *run[S]) send(e Event[S]) {
+	if ru.emit != nil && !ru.stopped && !ru.emit(e) {
+		ru.stopped = true
 	}
-	return ru.emit(e)
 }
 
 func (ru *run[S]) result(st Status, values S, interrupts []interrupt.Interrupt, next []string) Result[S] {
@@ -760,9 +764,7 @@ func (ru *run[S]) waitResult(interrupts []interrupt.Interrupt, tasks []*task[S],
 		}
 	}
 	res := ru.result(StatusWaiting, values, interrupts, next)
-	if !ru.send(Event[S]{Kind: EventInterrupt, Step: ru.step, Interrupts: interrupts, Next: next, Config: res.Config}) {
-		return res, errStopped
-	}
+	ru.send(Event[S]{Kind: EventInterrupt, Step: ru.step, Interrupts: interrupts, Next: next, Config: res.Config})
 	return res, nil
 }
 
@@ -872,17 +874,17 @@ func (ru *run[S]) runTasks(ctx context.Context, tasks []*task[S]) error {
 		return nil
 	}
 	for _, t := range todo {
-		if !ru.send(Event[S]{Kind: EventTask, Step: ru.step, Node: t.name, TaskID: t.id}) {
-			return errStopped
-		}
+		ru.send(Event[S]{Kind: EventTask, Step: ru.step, Node: t.name, TaskID: t.id})
 	}
 	ru.setBusy(true)
 	defer ru.setBusy(false)
 	if len(todo) == 1 {
 		t := todo[0]
 		r.safeExecute(ctx, t, ru.fr, ru.scratchFor(t), len(tasks) == 1)
+		r.hit(HookAfterTask)
 		abandonCancelled(ctx, todo)
-		return ru.reportTasks(todo)
+		ru.reportTasks(todo)
+		return nil
 	}
 	stepCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -898,6 +900,7 @@ func (ru *run[S]) runTasks(ctx context.Context, tasks []*task[S]) error {
 			defer wg.Done()
 			defer func() { <-sem }()
 			r.safeExecute(stepCtx, t, ru.fr, ru.scratchFor(t), false)
+			r.hit(HookAfterTask)
 			remaining := left.Add(-1)
 			if t.err != nil {
 				cancel()
@@ -920,10 +923,11 @@ func (ru *run[S]) runTasks(ctx context.Context, tasks []*task[S]) error {
 	if err := fl.wait(); err != nil {
 		return err
 	}
-	return ru.reportTasks(todo)
+	ru.reportTasks(todo)
+	return nil
 }
 
-func (ru *run[S]) reportTasks(todo []*task[S]) error {
+func (ru *run[S]) reportTasks(todo []*task[S]) {
 	r := ru.r
 	for _, t := range slices.SortedFunc(slices.Values(todo), func(a, b *task[S]) int {
 		if a.before(b) {
@@ -939,14 +943,11 @@ func (ru *run[S]) reportTasks(todo []*task[S]) error {
 		default:
 			ru.log.LogAttrs(context.Background(), slog.LevelDebug, "task done", slog.String("node", t.name), slog.Int("step", ru.step))
 		}
-		if !ru.send(Event[S]{Kind: EventTaskResult, Step: ru.step, Node: t.name, TaskID: t.id, Err: t.err, Interrupts: t.interrupts}) {
-			return errStopped
-		}
-		if t.done && !ru.send(Event[S]{Kind: EventUpdates, Step: ru.step, Node: t.name, TaskID: t.id, Update: r.updateOf(t)}) {
-			return errStopped
+		ru.send(Event[S]{Kind: EventTaskResult, Step: ru.step, Node: t.name, TaskID: t.id, Err: t.err, Interrupts: t.interrupts})
+		if t.done {
+			ru.send(Event[S]{Kind: EventUpdates, Step: ru.step, Node: t.name, TaskID: t.id, Update: r.updateOf(t)})
 		}
 	}
-	return nil
 }
 
 // scratchFor builds the per-execution scratchpad of a task, wired to save
@@ -1101,5 +1102,11 @@ func abandonCancelled[S any](ctx context.Context, todo []*task[S]) {
 		if t.err != nil && !t.done && (errors.Is(t.err, context.Canceled) || errors.Is(t.err, context.DeadlineExceeded)) {
 			t.err, t.abandoned = nil, true
 		}
+	}
+}
+
+func (r *Runnable[S]) hit(point string) {
+	if r.cfg.hook != nil {
+		r.cfg.hook(point)
 	}
 }

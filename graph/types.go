@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/interrupt"
@@ -204,13 +205,22 @@ func (r *Runnable[S]) resolveRun(opts []RunOption) (resolvedRun, error) {
 	return rr, nil
 }
 
-// checkThread validates a thread ID: 1 to MaxNameBytes bytes.
+// checkThread validates a thread ID: 1 to MaxNameBytes bytes of UTF-8
+// without control characters.
 func checkThread(thread string) error {
 	if thread == "" {
 		return fmt.Errorf("%w: empty thread ID", ErrInvalidInput)
 	}
 	if len(thread) > MaxNameBytes {
 		return fmt.Errorf("%w: thread ID of %d bytes (max %d)", ErrInvalidInput, len(thread), MaxNameBytes)
+	}
+	if !utf8.ValidString(thread) {
+		return fmt.Errorf("%w: thread ID is not valid UTF-8", ErrInvalidInput)
+	}
+	for _, r := range thread {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%w: thread ID %s contains a control character", ErrInvalidInput, quoteShort(thread))
+		}
 	}
 	return nil
 }

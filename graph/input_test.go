@@ -1,0 +1,95 @@
+package graph_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/graph"
+)
+
+func TestBadThreadIDs(t *testing.T) {
+	saver := checkpoint.NewMemorySaver(nil)
+	g := graph.New[State]().AddNode("a", logNode(nil, "a")).AddEdge(graph.START, "a")
+	r := mustCompile(t, g, graph.WithSaver(saver))
+	for _, id := range []string{"", strings.Repeat("x", graph.MaxNameBytes+1), "a\x00b", "tab\there", "\xff"} {
+		_, err := r.Invoke(context.Background(), id, graph.Update[State]{})
+		if !errors.Is(err, graph.ErrInvalidInput) {
+			t.Errorf("Invoke(%q) error = %v, want ErrInvalidInput", id, err)
+		}
+		if _, err := r.GetState(context.Background(), id); !errors.Is(err, graph.ErrInvalidInput) {
+			t.Errorf("GetState(%q) error = %v, want ErrInvalidInput", id, err)
+		}
+	}
+	if ts, _ := saver.Threads(context.Background(), 0, 0); len(ts) != 0 {
+		t.Errorf("bad input wrote threads: %v", ts)
+	}
+	// Unknown input fields and unknown per-run breakpoints are typed too.
+	if _, err := r.Invoke(context.Background(), "t", graph.Set(State{}, "Nope")); !errors.Is(err, graph.ErrUnknownField) {
+		t.Errorf("unknown input field: %v", err)
+	}
+	if _, err := r.Invoke(context.Background(), "t", graph.Update[State]{}, graph.InterruptBefore("ghost")); !errors.Is(err, graph.ErrUnknownNode) {
+		t.Errorf("unknown breakpoint: %v", err)
+	}
+	if _, err := r.Invoke(context.Background(), "t", graph.Update[State]{}, graph.Metadata(map[string]any{"bad key!": 1})); !errors.Is(err, graph.ErrInvalidInput) {
+		t.Errorf("bad metadata key: %v", err)
+	}
+}
+
+// Breaking out of a stream stops the run at the next step boundary: the
+// thread is pending, the lease is released, and Continue finishes it.
+func TestStreamBreakLeavesThreadPending(t *testing.T) {
+	ctx := context.Background()
+	c := newCounter()
+	g := graph.New[State]().
+		AddNode("a", logNode(c, "a")).AddNode("b", logNode(c, "b")).AddNode("c", logNode(c, "c")).
+		AddEdge(graph.START, "a").AddEdge("a", "b").AddEdge("b", "c")
+	r := mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+	for ev, err := range r.Stream(ctx, "t", graph.StartWith(graph.Update[State]{})) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Kind == graph.EventUpdates && ev.Node == "a" {
+			break
+		}
+	}
+	s, err := r.GetState(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Status != graph.StatusPending || !slices.Equal(s.Next, []string{"b"}) {
+		t.Errorf("after break: status %s next %v, want pending [b]", s.Status, s.Next)
+	}
+	res, err := r.Continue(ctx, "t") // would be ErrThreadBusy if the lease were kept
+	if err != nil || !slices.Equal(res.Values.Log, []string{"a", "b", "c"}) || c.get("a") != 1 {
+		t.Errorf("Continue = %v, %v (a ran %d)", res.Values.Log, err, c.get("a"))
+	}
+}
+
+func TestHookPoints(t *testing.T) {
+	var mu sync.Mutex
+	var points []string
+	hook := func(p string) {
+		mu.Lock()
+		points = append(points, p)
+		mu.Unlock()
+	}
+	g := graph.New[State]().AddNode("a", logNode(nil, "a")).AddEdge(graph.START, "a")
+	r := mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil)), graph.WithHook(hook))
+	if _, err := r.Invoke(context.Background(), "t", graph.Update[State]{}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		graph.HookBeforeSave, graph.HookAfterSave, // input checkpoint
+		graph.HookAfterTask, graph.HookBeforeSave, graph.HookAfterSave, // __start__
+		graph.HookAfterTask, graph.HookBeforeSave, graph.HookAfterSave, // a
+	}
+	if diff := cmp.Diff(want, points); diff != "" {
+		t.Errorf("hook points (-want +got):\n%s", diff)
+	}
+}
