@@ -5,4 +5,160 @@
 // so the request is saved in the same transaction as the pause and its ID is
 // the interrupt's ID. A reviewer's [Decision] is the answer the run resumes
 // with. [Rules] decide deterministically which calls need a human.
+//
+// # The parts
+//
+//   - [Rules] and [Request]: which calls are gated, and what the tool node
+//     asks (package nodes raises the request with interrupt.Ask and acts on
+//     the decision).
+//   - [Inbox]: the pending approvals of all threads, read from the saver's
+//     pending interrupts ([checkpoint.InterruptLister]) and filtered, paged
+//     and oldest first; decisions on them; [Inbox.Sweep] for expiry.
+//   - [Store] ([MemoryStore], [SQLStore]): the decisions, one per approval
+//     ID, ever; the worker's progress; what ran ([Store.RecordOutcome]); the
+//     audit trail ([Store.Audit]).
+//   - [Worker] with a [ResumeFunc] ([ResumeGraph]): resumes the threads of
+//     decided approvals, so the process that records a decision need not
+//     hold the graph.
+//   - [Wait] over a [Channel]: the synchronous form, waiting in process for
+//     a reply instead of pausing the graph.
+//
+// A request has no table of its own: while its thread waits, the
+// checkpoint holds it. A decision is a row of its own, keyed by the
+// approval ID.
+//
+// # Deciding
+//
+// A [Verdict] (approve, reject, or edit with new arguments) becomes a
+// Decision under these rules, the same for every Store and for Wait:
+//
+//  1. The outcome is exactly "approved", "rejected" or "edited"
+//     ("APPROVE", "yes" and "" are refused). Expired is the system's.
+//  2. The reviewer is named: non-empty, printable, at most
+//     [MaxReviewerBytes], and not starting with [SystemPrefix] (names
+//     like "system:expiry" are the system's and are refused for humans).
+//     The note is at most [MaxNoteBytes].
+//  3. The request is well formed ([Request.Validate]): its ArgsHash
+//     matches its arguments, so the decision covers exactly the call that
+//     was shown.
+//  4. The request has not expired: now >= ExpiresAt means expired, by the
+//     store's clock, whether or not a sweeper ran. A decision 1 ns late
+//     fails with [ErrExpired].
+//  5. An edit keeps the tool and its arguments match the JSON Schema stored
+//     in the request; the decision's ArgsHash covers the edited arguments.
+//     The tool node evaluates the gate again for the edited call.
+//  6. First wins: exactly one decision per approval ID is ever recorded.
+//     Every other attempt fails with an [*AlreadyDecidedError] that names
+//     the winner and what was decided, and changes nothing. Decisions
+//     never change.
+//
+// Refused verdicts change nothing. Every decision records the reviewer,
+// the time, the note, the edited arguments if any, and a snapshot of the
+// request as it was shown (tool, arguments and hash, rationale, context,
+// risk, rule, owner, created and expires) with its thread and checkpoint.
+//
+// # No self-approval
+//
+// Only code holding a [Store] or an [Inbox] can decide, and only under a
+// reviewer's name. Neither is reachable from the model or a tool: they are
+// operator-side APIs for the process that serves reviewers (a CLI, a web
+// page) and for the [Worker], and must never be passed to a tool or put in
+// graph state. The tool node gets an [OutcomeRecorder], which records what
+// ran and cannot decide. The model's only channel is a tool call, and a
+// gated call produces a request, never a decision. Application code that
+// serves reviewers is responsible for authenticating them: the reviewer
+// string is recorded as given.
+//
+// # Expiry
+//
+// A request expires at its ExpiresAt ([Rules.TTL], 24h by default, at
+// most [MaxTTL]). Expiry means reject-and-escalate, never approve:
+// [Inbox.Sweep] records an Expired decision by [ExpiryReviewer] for every
+// pending approval that expired (or whose request can never be decided),
+// first-wins against racing reviewers, and the note tells the model to
+// escalate to the owner rather than retry. Between the deadline and the
+// sweep nothing can approve: rule 4 applies at decision time. A clock that
+// moves backwards after a decision changes nothing (rule 6).
+//
+// # Resuming
+//
+// The [Worker] lists decided approvals whose thread was not resumed
+// ([Store.Unresumed]), claims one at a time ([Store.ClaimResume], a lease
+// that lapses if the worker dies), and calls its [ResumeFunc] with the
+// decision. It marks the approval resumed when the call returned nil, or
+// an error showing the thread no longer waits on it (the runtime's
+// ErrAlreadyAnswered, ErrUnknownInterrupt, ErrNothingToResume,
+// ErrThreadNotFound); a busy thread (checkpoint.ErrThreadBusy,
+// ErrConflict) or any other failure is retried with backoff. A crash after
+// the decision was recorded and before the thread resumed leaves the
+// decision unresumed, so a worker resumes it after the restart; the
+// runtime's first-wins resume (a second resume of one interrupt fails
+// before any node runs) makes it happen once. Resume threads only through
+// the worker, so that the answer a thread receives is the recorded one.
+//
+// # Audit
+//
+// [Store.Audit] returns an approval's [Trail]: who decided what and when,
+// the request as shown, how and when the thread was resumed (and failed
+// attempts), and what ran: the idempotency key, the arguments hash (which
+// must equal the decision's, else [ErrArgsMismatch]) and the result, as
+// recorded by the tool node with [OutcomeRecorder.RecordOutcome].
+//
+// # Waiting in process
+//
+// [Wait] serves flows that cannot pause (a synchronous chat turn). It
+// subscribes to the reply before it publishes the request, so an
+// immediate reply is not lost; it bounds the wait (a timeout is an Expired
+// decision: a rejection); and it returns a [*ChannelError] when the
+// channel itself fails, which aborts the turn. [MemoryChannel] is an
+// in-process channel; adapters for message buses implement [Channel].
+//
+// # Approval fatigue
+//
+// A reviewer who sees fifty requests a day approves the fifty-first without
+// reading it, and then the gate protects nothing. Keep the gated list
+// short:
+//
+//   - Gate one-way doors only: money moved, data deleted, messages sent
+//     outside, permissions granted. Reads and reversible writes run
+//     ungated; declare their risk honestly so that [Rules.MinRisk] (high
+//     by default) leaves them alone.
+//   - Express thresholds as [ArgRule] values (a refund above a limit, an
+//     email to an outside domain) instead of raising a whole tool's tier.
+//   - Route requests to the people who can judge them ([Rules.Owners]) and
+//     give them what they need to decide ([Request.Context]: customer,
+//     order, history), so each review is quick and real.
+//   - Let expiry say no. An unanswered request is rejected and escalated,
+//     never approved, so a short TTL costs a retry, not an incident.
+//   - Watch the numbers: a tool approved nearly every time, unedited,
+//     should be made safe (a limit, an undo) and ungated; one rejected
+//     nearly every time should not be offered to the model.
+//
+// # Storage
+//
+// [SQLStore] keeps its tables next to the checkpoints, in the SQLite file
+// of the saver, created if they do not exist and versioned in
+// approval_schema ([SchemaVersion]). approval_decisions holds one row per
+// decision (primary key: the approval ID), with the request snapshot as
+// JSON text and times as UTC text, readable with the stock sqlite3 shell;
+// approval_executions holds what ran. This package imports no SQLite
+// driver: it uses database/sql on the *sql.DB it is given.
+//
+// # Concurrency
+//
+// [MemoryStore], [SQLStore], [Inbox], [Worker] and [MemoryChannel] are
+// safe for concurrent use; SQLStore also across processes sharing the
+// database.
+//
+// # Errors
+//
+// Refusals are [*Error] values matching one sentinel each: [ErrNotFound],
+// [ErrExpired], [ErrInvalidDecision], [ErrInvalidArgs], [ErrInvalidRequest],
+// [ErrInvalidExpiry], [ErrInvalidFilter], [ErrNotApproved],
+// [ErrArgsMismatch], [ErrOutcomeRecorded]. A lost race is an
+// [*AlreadyDecidedError] (matching [ErrAlreadyDecided], and [ErrExpired]
+// when the sweeper won). A failed confirmation channel is a
+// [*ChannelError] (matching [ErrChannel]). Storage failures are wrapped with
+// %w. Messages name the approval ID and never carry arguments, notes or
+// context. Match errors with errors.Is and errors.As.
 package approval

@@ -180,3 +180,77 @@ func (r Rules) OwnerOf(tool string) string {
 	}
 	return r.Owner
 }
+
+// Reviewer identities. Names starting with SystemPrefix are reserved for
+// lockstep itself: a human decision under such a name is refused, so nobody
+// can pass a decision off as the system's.
+const (
+	// SystemPrefix starts every reserved reviewer name.
+	SystemPrefix = "system:"
+	// ExpiryReviewer decides requests that expired: the sweeper, and Wait
+	// when nobody replied in time.
+	ExpiryReviewer = SystemPrefix + "expiry"
+)
+
+// Limits on what a request and a decision may carry.
+const (
+	// MaxTTL bounds ExpiresAt - CreatedAt. An approval that can wait for
+	// more than a year is one nobody will read; Rules.TTL must stay below.
+	MaxTTL = 366 * 24 * time.Hour
+	// MaxNoteBytes caps a reviewer's note.
+	MaxNoteBytes = 4 << 10
+	// MaxReviewerBytes caps a reviewer's identity.
+	MaxReviewerBytes = 256
+	// MaxArgsBytes caps edited arguments.
+	MaxArgsBytes = 1 << 20
+)
+
+// Validate checks that r can be decided: its type, a tool name, arguments
+// that are JSON and match ArgsHash, a known risk tier, and an expiry that
+// is after CreatedAt by at most MaxTTL. The tool node calls it before it
+// pauses, so a request that nobody could decide is never raised. It returns
+// an *Error matching ErrInvalidRequest or ErrInvalidExpiry.
+func (r Request) Validate() error {
+	if err := r.validate(""); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (r Request) validate(id string) *Error {
+	switch {
+	case r.Type != RequestType:
+		return newError(id, ErrInvalidRequest, "type is %s, not %q", quoteID(r.Type), RequestType)
+	case r.Tool == "":
+		return newError(id, ErrInvalidRequest, "no tool")
+	case len(r.Tool) > MaxReviewerBytes:
+		return newError(id, ErrInvalidRequest, "tool name of %d bytes", len(r.Tool))
+	case !r.Risk.Valid():
+		return newError(id, ErrInvalidRequest, "unknown risk tier %s", quoteID(string(r.Risk)))
+	}
+	h, err := ArgsHash(r.Tool, r.Args)
+	if err != nil {
+		return newError(id, ErrInvalidRequest, "arguments are not canonical JSON")
+	}
+	if h != r.ArgsHash {
+		return newError(id, ErrInvalidRequest, "args_hash does not match the arguments")
+	}
+	switch {
+	case !inRange(r.CreatedAt):
+		return newError(id, ErrInvalidExpiry, "created_at is zero or out of range")
+	case !inRange(r.ExpiresAt):
+		return newError(id, ErrInvalidExpiry, "expires_at is zero or out of range")
+	case !r.ExpiresAt.After(r.CreatedAt):
+		return newError(id, ErrInvalidExpiry, "expires_at is not after created_at")
+	case r.ExpiresAt.Sub(r.CreatedAt) > MaxTTL:
+		return newError(id, ErrInvalidExpiry, "expires %v after creation, more than MaxTTL (%v)", r.ExpiresAt.Sub(r.CreatedAt), MaxTTL)
+	}
+	return nil
+}
+
+// inRange reports whether t is a usable timestamp: not zero, and within
+// years 1970 to 9999 so that stored times sort as text.
+func inRange(t time.Time) bool {
+	y := t.UTC().Year()
+	return !t.IsZero() && y >= 1970 && y <= 9999
+}

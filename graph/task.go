@@ -125,6 +125,10 @@ func (r *Runnable[S]) plan(f *frame[S], ns string, step int) []*task[S] {
 				trig = append(trig, j.channel)
 			}
 		}
+		// Sorted, so that task IDs depend only on what is stored, not on
+		// the order joins were added: a reader without the graph's code
+		// (the CLI) computes the same IDs.
+		slices.Sort(trig)
 		if len(trig) > 0 {
 			tasks = append(tasks, &task[S]{name: name, push: -1, triggers: trig, input: pullInput()})
 		}
