@@ -345,7 +345,7 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 			return zero, &UnknownNodeError{Name: asNode, From: "UpdateOptions.AsNode"}
 		}
 		t := &task[S]{name: asNode, push: -1}
-		t.id = taskID(f.id, "", ru.step, "update:"+asNode, "pull", nil)
+		t.id = checkpoint.TaskID(f.id, "", ru.step, "update:"+asNode, "pull", nil)
 		if t.writes, err = r.resolve(ctx, t, u, f, false); err != nil {
 			return zero, err
 		}

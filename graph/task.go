@@ -2,8 +2,6 @@ package graph
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,34 +70,6 @@ type twrite struct {
 	send      any    // *Send[S]
 }
 
-// taskID derives a task's ID from the checkpoint it runs against, the step,
-// the node, its kind and its triggers, so that the same pending task gets
-// the same ID whenever it is planned again.
-func taskID(checkpointID, ns string, step int, name, path string, triggers []string) string {
-	h := sha256.New()
-	for _, s := range []string{checkpointID, ns, strconv.Itoa(step), name, path} {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	for _, s := range triggers {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	var sum [sha256.Size]byte
-	b := h.Sum(sum[:0])
-	var out [36]byte
-	hex.Encode(out[0:8], b[0:4])
-	out[8] = '-'
-	hex.Encode(out[9:13], b[4:6])
-	out[13] = '-'
-	hex.Encode(out[14:18], b[6:8])
-	out[18] = '-'
-	hex.Encode(out[19:23], b[8:10])
-	out[23] = '-'
-	hex.Encode(out[24:], b[10:16])
-	return string(out[:])
-}
-
 // plan lists the tasks of the superstep that starts from f.
 func (r *Runnable[S]) plan(f *frame[S], ns string, step int) []*task[S] {
 	var tasks []*task[S]
@@ -137,7 +107,7 @@ func (r *Runnable[S]) plan(f *frame[S], ns string, step int) []*task[S] {
 		tasks = append(tasks, &task[S]{name: s.Node, push: i, triggers: []string{checkpoint.ChannelSends}, input: r.view(s.Arg)})
 	}
 	for _, t := range tasks {
-		t.id = taskID(f.id, ns, step, t.name, t.path(), t.triggers)
+		t.id = checkpoint.TaskID(f.id, ns, step, t.name, t.path(), t.triggers)
 	}
 	return tasks
 }
