@@ -15,7 +15,7 @@
 //     pending interrupts ([checkpoint.InterruptLister]) and filtered, paged
 //     and oldest first; decisions on them; [Inbox.Sweep] for expiry.
 //   - [Store] ([MemoryStore], [SQLStore]): the decisions, one per approval
-//     ID, ever; the worker's progress; what ran ([Store.RecordOutcome]); the
+//     ID, ever; the worker's progress; what ran ([OutcomeRecorder.RecordOutcome]); the
 //     audit trail ([Store.Audit]).
 //   - [Worker] with a [ResumeFunc] ([ResumeGraph]): resumes the threads of
 //     decided approvals, so the process that records a decision need not
@@ -157,8 +157,10 @@
 // [ErrInvalidExpiry], [ErrInvalidFilter], [ErrNotApproved],
 // [ErrArgsMismatch], [ErrOutcomeRecorded]. A lost race is an
 // [*AlreadyDecidedError] (matching [ErrAlreadyDecided], and [ErrExpired]
-// when the sweeper won). A failed confirmation channel is a
-// [*ChannelError] (matching [ErrChannel]). Storage failures are wrapped with
-// %w. Messages name the approval ID and never carry arguments, notes or
-// context. Match errors with errors.Is and errors.As.
+// when the sweeper won). A failed confirmation channel is a [*ChannelError]
+// (matching [ErrChannel]; a closed [MemoryChannel] says
+// [ErrChannelClosed]). Tables newer than this build give
+// [ErrSchemaVersion]. Storage failures are wrapped with %w. Messages name
+// the approval ID and never carry arguments, notes or context. Match
+// errors with errors.Is and errors.As.
 package approval

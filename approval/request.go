@@ -112,6 +112,7 @@ func (o Outcome) Valid() bool {
 // Decision is the answer to a request. It is the resume value the tool node
 // receives.
 type Decision struct {
+	ID        string          `json:"id,omitempty"` // the approval (= interrupt) ID it answers
 	Outcome   Outcome         `json:"outcome"`
 	Reviewer  string          `json:"reviewer"` // who decided; "system:expiry" for expiry
 	Note      string          `json:"note,omitempty"`
@@ -203,6 +204,8 @@ const (
 	MaxReviewerBytes = 256
 	// MaxArgsBytes caps edited arguments.
 	MaxArgsBytes = 1 << 20
+
+	maxToolBytes = 256
 )
 
 // Validate checks that r can be decided: its type, a tool name, arguments
@@ -220,13 +223,13 @@ func (r Request) Validate() error {
 func (r Request) validate(id string) *Error {
 	switch {
 	case r.Type != RequestType:
-		return newError(id, ErrInvalidRequest, "type is %s, not %q", quoteID(r.Type), RequestType)
+		return newError(id, ErrInvalidRequest, "type is %s, not %q", quoteShort(r.Type), RequestType)
 	case r.Tool == "":
 		return newError(id, ErrInvalidRequest, "no tool")
-	case len(r.Tool) > MaxReviewerBytes:
+	case len(r.Tool) > maxToolBytes:
 		return newError(id, ErrInvalidRequest, "tool name of %d bytes", len(r.Tool))
 	case !r.Risk.Valid():
-		return newError(id, ErrInvalidRequest, "unknown risk tier %s", quoteID(string(r.Risk)))
+		return newError(id, ErrInvalidRequest, "unknown risk tier %s", quoteShort(string(r.Risk)))
 	}
 	h, err := ArgsHash(r.Tool, r.Args)
 	if err != nil {

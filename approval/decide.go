@@ -1,0 +1,197 @@
+package approval
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/lockstepgo/lockstep/internal/canon"
+	"github.com/lockstepgo/lockstep/internal/jsonschema"
+)
+
+// Verdict is what a reviewer answers: the input of a decision. The store
+// turns it into a Decision, adding the time and the hash of the arguments
+// the decision covers.
+type Verdict struct {
+	// Outcome is Approved, Rejected or Edited, spelled exactly. Expired is
+	// reserved for ExpiryReviewer.
+	Outcome Outcome `json:"outcome"`
+	// Reviewer identifies the human who decides: required, at most
+	// MaxReviewerBytes of printable UTF-8, and not starting with
+	// SystemPrefix.
+	Reviewer string `json:"reviewer"`
+	// Note is the reviewer's reason, shown to the model on a rejection; at
+	// most MaxNoteBytes.
+	Note string `json:"note,omitempty"`
+	// Tool may name the request's tool on an edit; any other tool is
+	// refused (an edit cannot switch tools).
+	Tool string `json:"tool,omitempty"`
+	// Args are the arguments to run instead, for Edited only. They must
+	// match the schema stored in the request.
+	Args json.RawMessage `json:"args,omitempty"`
+}
+
+// Item is a pending approval: a request waiting in a paused thread, as the
+// inbox lists it. Its ID is the interrupt's ID.
+type Item struct {
+	ID         string    `json:"id"`
+	Thread     string    `json:"thread"`
+	Checkpoint string    `json:"checkpoint"` // the checkpoint the thread waits at
+	TaskID     string    `json:"task_id"`
+	Node       string    `json:"node"`
+	PausedAt   time.Time `json:"paused_at"` // when the saver stored the pause
+	Request    Request   `json:"request"`
+}
+
+// Record is a decided approval: the decision, the request as the reviewer
+// saw it, and where the worker is with resuming its thread.
+type Record struct {
+	ID         string   `json:"id"`
+	Thread     string   `json:"thread"`
+	Checkpoint string   `json:"checkpoint"`
+	Request    Request  `json:"request"` // the snapshot that was shown
+	Decision   Decision `json:"decision"`
+	Resume     Resume   `json:"resume"`
+}
+
+// Resume is the worker's progress on a decided approval.
+type Resume struct {
+	// At is when the thread was resumed with the decision, or found no
+	// longer waiting for it; zero until then.
+	At time.Time `json:"at,omitzero"`
+	// Note says how it ended ("resumed", or why the thread no longer
+	// waits).
+	Note string `json:"note,omitempty"`
+	// Attempts counts failed resume attempts.
+	Attempts int `json:"attempts,omitempty"`
+	// LastError is the error of the last failed attempt.
+	LastError string `json:"last_error,omitempty"`
+	// NotBefore is when the next attempt may start (a worker's claim, or
+	// a backoff after a failure); zero means now.
+	NotBefore time.Time `json:"not_before,omitzero"`
+}
+
+// checkVerdict checks what a verdict says on its own: the outcome, the
+// reviewer and the note. Expired is accepted only from ExpiryReviewer.
+func checkVerdict(id string, v Verdict) error {
+	switch {
+	case !v.Outcome.Valid():
+		return newError(id, ErrInvalidDecision, "unknown outcome %s (want %q, %q or %q)", quoteShort(string(v.Outcome)), Approved, Rejected, Edited)
+	case len(v.Note) > MaxNoteBytes:
+		return newError(id, ErrInvalidDecision, "note of %d bytes (max %d)", len(v.Note), MaxNoteBytes)
+	case !utf8.ValidString(v.Note):
+		return newError(id, ErrInvalidDecision, "note is not valid UTF-8")
+	}
+	if v.Outcome == Expired {
+		if v.Reviewer != ExpiryReviewer {
+			return newError(id, ErrInvalidDecision, "only %s records an expiry", ExpiryReviewer)
+		}
+	} else if err := checkReviewer(v.Reviewer); err != "" {
+		return newError(id, ErrInvalidDecision, "%s", err)
+	}
+	if v.Outcome != Edited && (len(v.Args) > 0 || v.Tool != "") {
+		return newError(id, ErrInvalidDecision, "only an edit carries a tool or arguments")
+	}
+	return nil
+}
+
+// checkItem checks what a Store needs of an item besides its request: an
+// ID to key the decision, and the thread the worker will resume.
+func checkItem(item Item) error {
+	switch {
+	case item.ID == "":
+		return newError("", ErrNotFound, "empty approval ID")
+	case item.Thread == "":
+		return newError(item.ID, ErrInvalidRequest, "no thread")
+	}
+	return nil
+}
+
+// checkReviewer returns why name cannot identify a human reviewer, or "".
+func checkReviewer(name string) string {
+	t := strings.TrimSpace(name)
+	switch {
+	case t == "":
+		return "no reviewer: a decision needs the identity of who made it"
+	case len(name) > MaxReviewerBytes:
+		return "reviewer identity too long"
+	case !utf8.ValidString(name):
+		return "reviewer identity is not valid UTF-8"
+	case strings.HasPrefix(strings.ToLower(t), SystemPrefix):
+		return "reviewer names starting with " + SystemPrefix + " are reserved"
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f {
+			return "reviewer identity contains a control character"
+		}
+	}
+	return ""
+}
+
+// decide turns a verdict on item into the decision to record at now. It is
+// the one place where the rules live, shared by every Store and by Wait:
+// human outcomes need a valid request that has not expired; an expiry
+// needs one that has (or that can never be decided); an edit keeps the
+// tool and must match the stored schema.
+func decide(item Item, v Verdict, now time.Time) (Decision, error) {
+	id := item.ID
+	if id == "" {
+		return Decision{}, newError(id, ErrNotFound, "empty approval ID")
+	}
+	if err := checkVerdict(id, v); err != nil {
+		return Decision{}, err
+	}
+	req := item.Request
+	d := Decision{ID: id, Outcome: v.Outcome, Reviewer: v.Reviewer, Note: v.Note, ArgsHash: req.ArgsHash, DecidedAt: now.UTC()}
+	if v.Outcome == Expired {
+		if req.validate(id) == nil && !req.Expired(now) {
+			return Decision{}, newError(id, ErrInvalidDecision, "cannot expire before %s", req.ExpiresAt.UTC().Format(time.RFC3339Nano))
+		}
+		return d, nil
+	}
+	if err := req.validate(id); err != nil {
+		return Decision{}, err
+	}
+	if req.Expired(now) {
+		return Decision{}, newError(id, ErrExpired, "expired at %s", req.ExpiresAt.UTC().Format(time.RFC3339Nano))
+	}
+	if v.Outcome == Edited {
+		args, err := checkEdit(id, req, v)
+		if err != nil {
+			return Decision{}, err
+		}
+		h, herr := ArgsHash(req.Tool, args)
+		if herr != nil {
+			return Decision{}, newError(id, ErrInvalidArgs, "arguments are not canonical JSON")
+		}
+		d.Args, d.ArgsHash = args, h
+	}
+	return d, nil
+}
+
+// checkEdit validates edited arguments and returns their canonical form.
+func checkEdit(id string, req Request, v Verdict) (json.RawMessage, error) {
+	switch {
+	case v.Tool != "" && v.Tool != req.Tool:
+		return nil, newError(id, ErrInvalidArgs, "an edit cannot switch from tool %s to %s", quoteShort(req.Tool), quoteShort(v.Tool))
+	case len(v.Args) == 0:
+		return nil, newError(id, ErrInvalidArgs, "an edit needs arguments")
+	case len(v.Args) > MaxArgsBytes:
+		return nil, newError(id, ErrInvalidArgs, "edited arguments of %d bytes (max %d)", len(v.Args), MaxArgsBytes)
+	case len(req.Schema) == 0:
+		return nil, newError(id, ErrInvalidArgs, "the request carries no schema to check an edit against")
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(req.Schema, &s); err != nil {
+		return nil, newError(id, ErrInvalidArgs, "the request's schema does not decode")
+	}
+	if err := jsonschema.Validate(&s, v.Args); err != nil {
+		return nil, newError(id, ErrInvalidArgs, "%v", err)
+	}
+	c, err := canon.JSON(v.Args)
+	if err != nil {
+		return nil, newError(id, ErrInvalidArgs, "arguments are not canonical JSON")
+	}
+	return c, nil
+}

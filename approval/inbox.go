@@ -1,0 +1,351 @@
+package approval
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/lockstepgo/lockstep/checkpoint"
+)
+
+// Page sizes of Inbox.List.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 500
+)
+
+// Inbox is the reviewers' view of approvals across all threads: it lists
+// the pending ones, records decisions on them and expires the ones nobody
+// decided. Requests are read from the saver's pending interrupts (a
+// request is the value of the interrupt that paused its thread), decisions
+// from the Store. Like the Store, an Inbox is operator-side: never hand it
+// to a model or a tool. It is safe for concurrent use.
+type Inbox struct {
+	lister checkpoint.InterruptLister
+	store  Store
+	now    func() time.Time
+}
+
+// NewInbox returns an inbox over the pending interrupts of lister (the
+// checkpoint saver) and the decisions of store, reading time from now (nil
+// means time.Now; use the same clock as the store).
+func NewInbox(lister checkpoint.InterruptLister, store Store, now func() time.Time) *Inbox {
+	return &Inbox{lister: lister, store: store, now: clockOrNow(now)}
+}
+
+// Filter selects and pages pending approvals. The zero Filter lists the
+// first DefaultPageSize pending approvals, oldest first.
+type Filter struct {
+	Tool   string // only calls of this tool
+	Owner  string // only requests owned by this team or person
+	Thread string // only this thread
+	// MinAge keeps requests created at least this long ago.
+	MinAge time.Duration
+	// ExpiringWithin keeps requests that expire within this duration from
+	// now (0: no bound).
+	ExpiringWithin time.Duration
+	// Limit caps the page (0 means DefaultPageSize; at most MaxPageSize).
+	Limit int
+	// Cursor continues after the page that returned it; "" starts at the
+	// oldest. A cursor is only meaningful with the filter that made it.
+	Cursor string
+}
+
+// Page is one page of pending approvals.
+type Page struct {
+	Items []Item
+	// Next is the cursor of the next page, "" after the last page. A page
+	// may be short, or even empty, while Next is set.
+	Next string
+}
+
+const cursorPrefix = "c1."
+
+func encodeCursor(saver string) string {
+	if saver == "" {
+		return ""
+	}
+	return cursorPrefix + base64.RawURLEncoding.EncodeToString([]byte(saver))
+}
+
+func decodeCursor(c string) (string, error) {
+	if c == "" {
+		return "", nil
+	}
+	rest, ok := strings.CutPrefix(c, cursorPrefix)
+	b, err := base64.RawURLEncoding.DecodeString(rest)
+	if !ok || err != nil || len(b) == 0 {
+		return "", newError("", ErrInvalidFilter, "malformed cursor")
+	}
+	return string(b), nil
+}
+
+// List returns a page of pending approvals: approval requests that wait in
+// a paused thread, have no decision and have not expired, oldest first,
+// filtered by f. It returns an *Error matching ErrInvalidFilter for a
+// negative duration, a limit out of range or a malformed cursor, and the
+// saver's or the store's errors.
+//
+// A call reads the pending interrupts of all threads in pages and costs
+// O(pending interrupts) in the worst case (a filter that matches little).
+func (in *Inbox) List(ctx context.Context, f Filter) (Page, error) {
+	limit := f.Limit
+	if limit == 0 {
+		limit = DefaultPageSize
+	}
+	switch {
+	case limit < 0 || limit > MaxPageSize:
+		return Page{}, newError("", ErrInvalidFilter, "limit %d (want 1 to %d)", f.Limit, MaxPageSize)
+	case f.MinAge < 0 || f.ExpiringWithin < 0:
+		return Page{}, newError("", ErrInvalidFilter, "negative duration")
+	}
+	after, err := decodeCursor(f.Cursor)
+	if err != nil {
+		return Page{}, err
+	}
+	now := in.now()
+	var out []Item
+	for {
+		// Ask for no more than the page still needs, so that a saver page
+		// is always consumed whole and its cursor is ours.
+		items, next, err := in.page(ctx, after, limit-len(out))
+		if err != nil {
+			return Page{}, err
+		}
+		for _, it := range items {
+			if f.matches(it, now) {
+				out = append(out, it)
+			}
+		}
+		if next == "" {
+			return Page{Items: out}, nil
+		}
+		after = next
+		if len(out) == limit {
+			return Page{Items: out, Next: encodeCursor(next)}, nil
+		}
+	}
+}
+
+func (f Filter) matches(it Item, now time.Time) bool {
+	r := it.Request
+	switch {
+	case r.validate(it.ID) != nil || r.Expired(now):
+		return false
+	case f.Tool != "" && r.Tool != f.Tool,
+		f.Owner != "" && r.Owner != f.Owner,
+		f.Thread != "" && it.Thread != f.Thread:
+		return false
+	case f.MinAge > 0 && now.Sub(r.CreatedAt) < f.MinAge:
+		return false
+	case f.ExpiringWithin > 0 && r.ExpiresAt.Sub(now) > f.ExpiringWithin:
+		return false
+	}
+	return true
+}
+
+// page reads one page of the saver's pending interrupts and returns the
+// approval requests among them that have no decision, and the saver's
+// cursor after the page.
+func (in *Inbox) page(ctx context.Context, after string, limit int) ([]Item, string, error) {
+	pis, next, err := in.lister.PendingInterrupts(ctx, checkpoint.InterruptQuery{After: after, Limit: limit})
+	if err != nil {
+		if errors.Is(err, checkpoint.ErrInvalid) {
+			return nil, "", newError("", ErrInvalidFilter, "the saver refused the cursor")
+		}
+		return nil, "", fmt.Errorf("approval: list pending interrupts: %w", err)
+	}
+	items := make([]Item, 0, len(pis))
+	ids := make([]string, 0, len(pis))
+	for _, pi := range pis {
+		req, ok, perr := ParseRequest(pi.Value)
+		if !ok {
+			continue
+		}
+		if perr != nil {
+			req = Request{Type: RequestType} // undecodable: invalid, so the sweeper rejects it
+		}
+		items = append(items, Item{ID: pi.InterruptID, Thread: pi.Thread, Checkpoint: pi.CheckpointID,
+			TaskID: pi.TaskID, Node: pi.Node, PausedAt: pi.CreatedAt, Request: req})
+		ids = append(ids, pi.InterruptID)
+	}
+	if len(ids) == 0 {
+		return nil, next, nil
+	}
+	decided, err := in.store.Decided(ctx, ids)
+	if err != nil {
+		return nil, "", err
+	}
+	out := items[:0]
+	for _, it := range items {
+		if !decided[it.ID] {
+			out = append(out, it)
+		}
+	}
+	return out, next, nil
+}
+
+// find returns the pending, undecided approval id. ok is false when no
+// thread waits on it without a decision.
+func (in *Inbox) find(ctx context.Context, id string) (Item, bool, error) {
+	after := ""
+	for {
+		items, next, err := in.page(ctx, after, MaxPageSize)
+		if err != nil {
+			return Item{}, false, err
+		}
+		for _, it := range items {
+			if it.ID == id {
+				return it, true, nil
+			}
+		}
+		if next == "" {
+			return Item{}, false, nil
+		}
+		after = next
+	}
+}
+
+// missing explains why id is not pending: an *AlreadyDecidedError when the
+// store has its decision, else an *Error matching ErrNotFound.
+func (in *Inbox) missing(ctx context.Context, id string) error {
+	rec, err := in.store.Get(ctx, id)
+	switch {
+	case err == nil:
+		return &AlreadyDecidedError{ID: id, Winner: rec.Decision}
+	case errors.Is(err, ErrNotFound):
+		return newError(id, ErrNotFound, "no pending approval or decision has this ID")
+	}
+	return err
+}
+
+// Get returns the pending approval id. It returns an *AlreadyDecidedError
+// when it has a decision (whether or not its thread was resumed yet), and
+// an *Error matching ErrNotFound when no thread waits on it and no decision
+// names it.
+func (in *Inbox) Get(ctx context.Context, id string) (Item, error) {
+	it, ok, err := in.find(ctx, id)
+	if err != nil {
+		return Item{}, err
+	}
+	if !ok {
+		return Item{}, in.missing(ctx, id)
+	}
+	return it, nil
+}
+
+// Decide records v on the pending approval id and returns the decision
+// (first wins; see Store.Decide for the errors). It checks the verdict
+// before it looks the approval up, then fails with an *AlreadyDecidedError
+// or ErrNotFound like Get.
+func (in *Inbox) Decide(ctx context.Context, id string, v Verdict) (Decision, error) {
+	if v.Outcome == Expired {
+		return Decision{}, newError(id, ErrInvalidDecision, "expiry is the sweeper's decision, not a reviewer's")
+	}
+	if err := checkVerdict(id, v); err != nil {
+		return Decision{}, err
+	}
+	it, ok, err := in.find(ctx, id)
+	if err != nil {
+		return Decision{}, err
+	}
+	if !ok {
+		return Decision{}, in.missing(ctx, id)
+	}
+	return in.store.Decide(ctx, it, v)
+}
+
+// Approve approves the pending approval id as is (see Decide).
+func (in *Inbox) Approve(ctx context.Context, id, reviewer, note string) (Decision, error) {
+	return in.Decide(ctx, id, Verdict{Outcome: Approved, Reviewer: reviewer, Note: note})
+}
+
+// Reject rejects the pending approval id (see Decide). The note reaches
+// the model with the rejection.
+func (in *Inbox) Reject(ctx context.Context, id, reviewer, note string) (Decision, error) {
+	return in.Decide(ctx, id, Verdict{Outcome: Rejected, Reviewer: reviewer, Note: note})
+}
+
+// Edit approves the pending approval id with other arguments for the same
+// tool, checked against the request's schema (see Decide).
+func (in *Inbox) Edit(ctx context.Context, id, reviewer string, args json.RawMessage, note string) (Decision, error) {
+	return in.Decide(ctx, id, Verdict{Outcome: Edited, Reviewer: reviewer, Args: args, Note: note})
+}
+
+// SweepReport says what a sweep did.
+type SweepReport struct {
+	// Expired counts the approvals the sweep decided as Expired.
+	Expired int
+	// Invalid counts those among them whose request could never be
+	// decided (it does not decode, or fails Request.Validate).
+	Invalid int
+	// Lost counts expired approvals that a reviewer or another sweeper
+	// decided first.
+	Lost int
+}
+
+// Sweep decides every pending approval that has expired (now >=
+// ExpiresAt), or that can never be decided because its request is
+// invalid, as Expired by ExpiryReviewer: a rejection, never an approval.
+// Each is first-wins against racing reviewers. The Worker then resumes
+// the threads, and the model receives the expiry as a rejection it can act
+// on (escalate to the owner; do not retry). Sweep returns what it did so
+// far with the first error of the saver or the store.
+func (in *Inbox) Sweep(ctx context.Context) (SweepReport, error) {
+	var rep SweepReport
+	after := ""
+	for {
+		items, next, err := in.page(ctx, after, MaxPageSize)
+		if err != nil {
+			return rep, err
+		}
+		now := in.now()
+		for _, it := range items {
+			note, due := expiryNote(it, now)
+			if !due {
+				continue
+			}
+			_, err := in.store.Decide(ctx, it, Verdict{Outcome: Expired, Reviewer: ExpiryReviewer, Note: note})
+			var lost *AlreadyDecidedError
+			switch {
+			case errors.As(err, &lost):
+				rep.Lost++
+				continue
+			case errors.Is(err, ErrInvalidDecision):
+				continue // not expired yet by the store's clock (skew)
+			case err != nil:
+				return rep, err
+			}
+			rep.Expired++
+			if it.Request.validate(it.ID) != nil {
+				rep.Invalid++
+			}
+		}
+		if next == "" {
+			return rep, nil
+		}
+		after = next
+	}
+}
+
+// expiryNote says whether it is due for expiry at now, and the note that
+// tells the model (and the audit) why it was not approved.
+func expiryNote(it Item, now time.Time) (string, bool) {
+	r := it.Request
+	if err := r.validate(it.ID); err != nil {
+		return "the approval request was invalid (" + err.Reason + ") and could not be decided; treated as rejected", true
+	}
+	if !r.Expired(now) {
+		return "", false
+	}
+	owner := r.Owner
+	if owner == "" {
+		owner = "the tool's owner"
+	}
+	return fmt.Sprintf("nobody decided before %s; expired requests are rejected; escalate to %s instead of retrying",
+		r.ExpiresAt.UTC().Format(time.RFC3339), owner), true
+}

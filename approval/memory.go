@@ -1,0 +1,231 @@
+package approval
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// MemoryStore is a Store that keeps decisions in memory, for tests and
+// single-process programs whose threads do not outlive the process. It is
+// safe for concurrent use. The zero value is not usable; call
+// NewMemoryStore.
+type MemoryStore struct {
+	now  func() time.Time
+	mu   sync.Mutex
+	recs map[string]*memRecord
+}
+
+type memRecord struct {
+	rec  Record
+	exec *Execution
+}
+
+var _ Store = (*MemoryStore)(nil)
+
+// NewMemoryStore returns an empty store that reads time from now (nil
+// means time.Now).
+func NewMemoryStore(now func() time.Time) *MemoryStore {
+	return &MemoryStore{now: clockOrNow(now), recs: map[string]*memRecord{}}
+}
+
+// Decide implements Store.
+func (s *MemoryStore) Decide(ctx context.Context, item Item, v Verdict) (Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return Decision{}, err
+	}
+	if err := checkVerdict(item.ID, v); err != nil {
+		return Decision{}, err
+	}
+	if err := checkItem(item); err != nil {
+		return Decision{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.recs[item.ID]; ok {
+		return Decision{}, &AlreadyDecidedError{ID: item.ID, Winner: cloneDecision(r.rec.Decision)}
+	}
+	d, err := decide(item, v, s.now())
+	if err != nil {
+		return Decision{}, err
+	}
+	s.recs[item.ID] = &memRecord{rec: Record{
+		ID: item.ID, Thread: item.Thread, Checkpoint: item.Checkpoint,
+		Request: cloneRequest(item.Request), Decision: cloneDecision(d),
+	}}
+	return d, nil
+}
+
+// Get implements Store.
+func (s *MemoryStore) Get(ctx context.Context, id string) (Record, error) {
+	t, err := s.Audit(ctx, id)
+	return t.Record, err
+}
+
+// Decided implements Store.
+func (s *MemoryStore) Decided(ctx context.Context, ids []string) (map[string]bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]bool{}
+	for _, id := range ids {
+		if _, ok := s.recs[id]; ok {
+			out[id] = true
+		}
+	}
+	return out, nil
+}
+
+// Unresumed implements Store.
+func (s *MemoryStore) Unresumed(ctx context.Context, limit int) ([]Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	s.mu.Lock()
+	var out []Record
+	for _, r := range s.recs {
+		if r.rec.Resume.At.IsZero() && !r.rec.Resume.NotBefore.After(now) {
+			out = append(out, cloneRecord(r.rec))
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b Record) int {
+		if c := a.Decision.DecidedAt.Compare(b.Decision.DecidedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// ClaimResume implements Store.
+func (s *MemoryStore) ClaimResume(ctx context.Context, id string, until time.Time) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.recs[id]
+	if !ok {
+		return false, newError(id, ErrNotFound, "no decision")
+	}
+	if !r.rec.Resume.At.IsZero() || r.rec.Resume.NotBefore.After(now) {
+		return false, nil
+	}
+	r.rec.Resume.NotBefore = until.UTC()
+	return true, nil
+}
+
+// FinishResume implements Store.
+func (s *MemoryStore) FinishResume(ctx context.Context, id, note string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.recs[id]
+	if !ok {
+		return newError(id, ErrNotFound, "no decision")
+	}
+	if r.rec.Resume.At.IsZero() {
+		r.rec.Resume.At, r.rec.Resume.Note, r.rec.Resume.NotBefore = now.UTC(), truncate(note, maxErrorBytes), time.Time{}
+	}
+	return nil
+}
+
+// RetryResume implements Store.
+func (s *MemoryStore) RetryResume(ctx context.Context, id, reason string, at time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.recs[id]
+	if !ok {
+		return newError(id, ErrNotFound, "no decision")
+	}
+	if r.rec.Resume.At.IsZero() {
+		r.rec.Resume.Attempts++
+		r.rec.Resume.LastError, r.rec.Resume.NotBefore = truncate(reason, maxErrorBytes), at.UTC()
+	}
+	return nil
+}
+
+// RecordOutcome implements OutcomeRecorder.
+func (s *MemoryStore) RecordOutcome(ctx context.Context, id string, e Execution) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.recs[id]
+	if !ok {
+		return newError(id, ErrNotFound, "no decision")
+	}
+	e, err := checkExecution(r.rec, e, now)
+	if err != nil {
+		return err
+	}
+	if r.exec != nil {
+		if sameExecution(*r.exec, e) {
+			return nil
+		}
+		return newError(id, ErrOutcomeRecorded, "")
+	}
+	r.exec = &e
+	return nil
+}
+
+// Audit implements Store.
+func (s *MemoryStore) Audit(ctx context.Context, id string) (Trail, error) {
+	if err := ctx.Err(); err != nil {
+		return Trail{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.recs[id]
+	if !ok {
+		return Trail{}, newError(id, ErrNotFound, "no decision")
+	}
+	t := Trail{Record: cloneRecord(r.rec)}
+	if r.exec != nil {
+		e := *r.exec
+		e.Result = slices.Clone(e.Result)
+		t.Execution = &e
+	}
+	return t, nil
+}
+
+func cloneRequest(r Request) Request {
+	r.Args, r.Context, r.Schema = cloneRaw(r.Args), cloneRaw(r.Context), cloneRaw(r.Schema)
+	return r
+}
+
+func cloneDecision(d Decision) Decision {
+	d.Args = cloneRaw(d.Args)
+	return d
+}
+
+func cloneRecord(r Record) Record {
+	r.Request, r.Decision = cloneRequest(r.Request), cloneDecision(r.Decision)
+	return r
+}
+
+func cloneRaw(b json.RawMessage) json.RawMessage {
+	if b == nil {
+		return nil
+	}
+	return slices.Clone(b)
+}

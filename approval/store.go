@@ -1,0 +1,161 @@
+package approval
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"time"
+	"unicode/utf8"
+
+	"github.com/lockstepgo/lockstep/internal/canon"
+)
+
+// Store records decisions: one per approval ID, ever. It is an
+// operator-side API. Hand it to the code that serves reviewers (a CLI, a
+// web page, the Inbox) and to the Worker; never to a model, a tool, or
+// anything a tool can reach. The tool node needs only an OutcomeRecorder.
+//
+// Every implementation must be safe for concurrent use, across processes
+// when it is backed by a shared database, and must keep these rules:
+//
+//   - Decide is first-wins: of any number of concurrent or later calls for
+//     one ID, exactly one records a decision; every other one fails with an
+//     *AlreadyDecidedError naming the winner, and changes nothing.
+//   - A decision is checked against the rules of decide before it is
+//     written (see the package documentation, "Deciding"), with the
+//     store's clock: a refused verdict changes nothing.
+//   - Recorded decisions, outcomes and completed resumes never change.
+//
+// MemoryStore and SQLStore implement it.
+type Store interface {
+	OutcomeRecorder
+
+	// Decide records the decision that v makes on item, at the store's
+	// clock, and returns it. It fails with an *AlreadyDecidedError when
+	// the approval has a decision, and with an *Error matching
+	// ErrInvalidDecision, ErrInvalidArgs, ErrInvalidRequest (also for an
+	// item without a thread), ErrInvalidExpiry, ErrExpired, or ErrNotFound
+	// (an empty ID) when the verdict is refused. The verdict is checked on
+	// its own first (outcome, reviewer, note), then against an earlier
+	// decision, then against the request. item should come from the Inbox,
+	// which reads it from the paused thread.
+	Decide(ctx context.Context, item Item, v Verdict) (Decision, error)
+
+	// Get returns the decided approval id, or an error matching
+	// ErrNotFound.
+	Get(ctx context.Context, id string) (Record, error)
+
+	// Decided returns which of ids have a decision.
+	Decided(ctx context.Context, ids []string) (map[string]bool, error)
+
+	// Unresumed returns up to limit decided approvals whose thread has not
+	// been resumed and whose Resume.NotBefore has passed, oldest decision
+	// first (limit <= 0: all).
+	Unresumed(ctx context.Context, limit int) ([]Record, error)
+
+	// ClaimResume sets Resume.NotBefore to until if the approval is still
+	// unresumed and its Resume.NotBefore has passed, so that one worker at a
+	// time resumes it. It reports whether the claim was taken, and returns
+	// an error matching ErrNotFound for an unknown ID.
+	ClaimResume(ctx context.Context, id string, until time.Time) (bool, error)
+
+	// FinishResume marks the approval resumed now with note. Finishing a
+	// finished approval changes nothing and is not an error.
+	FinishResume(ctx context.Context, id, note string) error
+
+	// RetryResume records a failed resume attempt (reason, truncated),
+	// and when to try again (Resume.NotBefore).
+	RetryResume(ctx context.Context, id, reason string, at time.Time) error
+
+	// Audit returns the whole trail of a decided approval, or an error
+	// matching ErrNotFound.
+	Audit(ctx context.Context, id string) (Trail, error)
+}
+
+// OutcomeRecorder is the one part of a Store the tool node needs: it
+// records what ran after an approved call executed. It cannot decide.
+type OutcomeRecorder interface {
+	// RecordOutcome stores what ran for approval id, at the store's clock.
+	// It fails with ErrNotFound when there is no decision, ErrNotApproved
+	// when the decision does not allow the call, ErrArgsMismatch when
+	// e.ArgsHash is not the decision's, ErrInvalidArgs when e.Result is
+	// not JSON, and ErrOutcomeRecorded when a different outcome is already
+	// stored. Recording the same outcome again is not an error.
+	RecordOutcome(ctx context.Context, id string, e Execution) error
+}
+
+// Execution is what ran for an approved call, as the tool node reports it.
+type Execution struct {
+	// IdempotencyKey is the key the call ran under (see the ledger).
+	IdempotencyKey string `json:"idempotency_key"`
+	// ArgsHash is ArgsHash(tool, arguments that ran); it must equal the
+	// decision's.
+	ArgsHash string `json:"args_hash"`
+	// Result is the tool's result as JSON, if it succeeded.
+	Result json.RawMessage `json:"result,omitempty"`
+	// Error is the tool's failure, if it failed (at most MaxNoteBytes).
+	Error string `json:"error,omitempty"`
+	// At is when the outcome was recorded; set by the store.
+	At time.Time `json:"at"`
+}
+
+// Trail is the audit of one approval: who decided what and when, what they
+// were shown, how the thread was resumed, and what ran.
+type Trail struct {
+	Record
+	// Execution is what ran, once the tool node recorded it; nil before,
+	// and always nil for rejections and expiries.
+	Execution *Execution `json:"execution,omitempty"`
+}
+
+// maxErrorBytes caps a stored resume error.
+const maxErrorBytes = 1 << 10
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// checkExecution validates an outcome against the decision rec and returns
+// it in stored form (canonical result, time at).
+func checkExecution(rec Record, e Execution, at time.Time) (Execution, error) {
+	id := rec.ID
+	if !rec.Decision.Allows() {
+		return e, newError(id, ErrNotApproved, "the decision is %s", rec.Decision.Outcome)
+	}
+	if e.ArgsHash != rec.Decision.ArgsHash {
+		return e, newError(id, ErrArgsMismatch, "")
+	}
+	if len(e.Result) > 0 {
+		c, err := canon.JSON(e.Result)
+		if err != nil {
+			return e, newError(id, ErrInvalidArgs, "the result is not JSON")
+		}
+		e.Result = c
+	}
+	if len(e.Error) > MaxNoteBytes || !utf8.ValidString(e.Error) || len(e.IdempotencyKey) > MaxReviewerBytes {
+		return e, newError(id, ErrInvalidArgs, "oversized or malformed error or idempotency key")
+	}
+	e.At = at.UTC()
+	return e, nil
+}
+
+// sameExecution reports whether two outcomes record the same run (the time
+// aside).
+func sameExecution(a, b Execution) bool {
+	return a.IdempotencyKey == b.IdempotencyKey && a.ArgsHash == b.ArgsHash && a.Error == b.Error && bytes.Equal(a.Result, b.Result)
+}
+
+// clockOrNow returns now, or time.Now when now is nil.
+func clockOrNow(now func() time.Time) func() time.Time {
+	if now == nil {
+		return time.Now
+	}
+	return now
+}

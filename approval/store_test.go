@@ -1,0 +1,368 @@
+package approval_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/lockstepgo/lockstep/approval"
+)
+
+// TestDecideFirstWins: the second decision on an approval fails with an
+// *AlreadyDecidedError that names the winner, and the record keeps the
+// winner (G5, R35 at its smallest).
+func TestDecideFirstWins(t *testing.T) {
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := newClock()
+			s, _ := k.open(t, clock.Now)
+			it := newItem(t, refundSchema(t), clock.Now(), "a1")
+			clock.Add(time.Minute)
+			got, err := s.Decide(ctx, it, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice", Note: "ok"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := approval.Decision{ID: it.ID, Outcome: approval.Approved, Reviewer: "alice", Note: "ok", ArgsHash: it.Request.ArgsHash, DecidedAt: epoch.Add(time.Minute)}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Decide (-want +got):\n%s", diff)
+			}
+			clock.Add(time.Minute)
+			_, err = s.Decide(ctx, it, approval.Verdict{Outcome: approval.Rejected, Reviewer: "bob"})
+			var lost *approval.AlreadyDecidedError
+			if !errors.As(err, &lost) || !errors.Is(err, approval.ErrAlreadyDecided) || errors.Is(err, approval.ErrExpired) {
+				t.Fatalf("second Decide: %v, want an *AlreadyDecidedError", err)
+			}
+			if diff := cmp.Diff(want, lost.Winner); diff != "" {
+				t.Errorf("winner named to the loser (-want +got):\n%s", diff)
+			}
+			if !strings.Contains(err.Error(), `"a1"`) || !strings.Contains(err.Error(), `"alice"`) {
+				t.Errorf("error %q should name the approval and the winner", err)
+			}
+			rec, err := s.Get(ctx, "a1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantRec := approval.Record{ID: "a1", Thread: it.Thread, Checkpoint: it.Checkpoint, Request: it.Request, Decision: want}
+			if diff := cmp.Diff(wantRec, rec); diff != "" {
+				t.Errorf("stored record (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestDecideEdit: an edit runs the reviewer's arguments, canonical, and the
+// decision's hash covers them, not the original ones.
+func TestDecideEdit(t *testing.T) {
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := newClock()
+			s, _ := k.open(t, clock.Now)
+			it := newItem(t, refundSchema(t), clock.Now(), "e1")
+			got, err := s.Decide(ctx, it, approval.Verdict{Outcome: approval.Edited, Reviewer: "alice", Tool: "refund",
+				Args: json.RawMessage(`{ "amount": 25.0, "order": "order-e1" }`), Note: "partial refund"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantArgs := json.RawMessage(`{"amount":25,"order":"order-e1"}`)
+			h, _ := approval.ArgsHash("refund", wantArgs)
+			want := approval.Decision{ID: it.ID, Outcome: approval.Edited, Reviewer: "alice", Note: "partial refund", Args: wantArgs, ArgsHash: h, DecidedAt: epoch}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Decide (-want +got):\n%s", diff)
+			}
+			if h == it.Request.ArgsHash {
+				t.Error("the edited decision covers the original arguments")
+			}
+			rec, err := s.Get(ctx, "e1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, rec.Decision); diff != "" {
+				t.Errorf("stored decision (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestDecideInvalid (R38): invalid operations fail with typed errors and
+// change nothing: the tables (SQL) or the audits (memory) are the same
+// before and after, and messages carry neither the note nor the arguments.
+func TestDecideInvalid(t *testing.T) {
+	schema := refundSchema(t)
+	huge := strings.Repeat("n", 1<<20)
+	tampered := func(it approval.Item) approval.Item {
+		it.Request.Args = json.RawMessage(`{"amount":500,"order":"order-x"}`)
+		return it
+	}
+	withExpiry := func(created, expires time.Time) func(approval.Item) approval.Item {
+		return func(it approval.Item) approval.Item {
+			it.Request.CreatedAt, it.Request.ExpiresAt = created, expires
+			return it
+		}
+	}
+	tests := []struct {
+		name string
+		item func(approval.Item) approval.Item // changes the pending item
+		v    approval.Verdict
+		want error
+	}{
+		{"empty ID", func(it approval.Item) approval.Item { it.ID = ""; return it }, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}, approval.ErrNotFound},
+		{"no thread", func(it approval.Item) approval.Item { it.Thread = ""; return it }, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}, approval.ErrInvalidRequest},
+		{"outcome APPROVE", nil, approval.Verdict{Outcome: "APPROVE", Reviewer: "alice"}, approval.ErrInvalidDecision},
+		{"outcome yes", nil, approval.Verdict{Outcome: "yes", Reviewer: "alice"}, approval.ErrInvalidDecision},
+		{"empty outcome", nil, approval.Verdict{Outcome: "", Reviewer: "alice"}, approval.ErrInvalidDecision},
+		{"outcome approve", nil, approval.Verdict{Outcome: "approve", Reviewer: "alice"}, approval.ErrInvalidDecision},
+		{"empty reviewer", nil, approval.Verdict{Outcome: approval.Approved}, approval.ErrInvalidDecision},
+		{"blank reviewer", nil, approval.Verdict{Outcome: approval.Approved, Reviewer: " \t"}, approval.ErrInvalidDecision},
+		{"reviewer imitates expiry", nil, approval.Verdict{Outcome: approval.Approved, Reviewer: approval.ExpiryReviewer}, approval.ErrInvalidDecision},
+		{"reviewer imitates the system", nil, approval.Verdict{Outcome: approval.Rejected, Reviewer: " System:admin"}, approval.ErrInvalidDecision},
+		{"reviewer with control characters", nil, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice\nsystem:expiry"}, approval.ErrInvalidDecision},
+		{"human records an expiry", nil, approval.Verdict{Outcome: approval.Expired, Reviewer: "alice"}, approval.ErrInvalidDecision},
+		{"expiry before the deadline", nil, approval.Verdict{Outcome: approval.Expired, Reviewer: approval.ExpiryReviewer}, approval.ErrInvalidDecision},
+		{"1 MB note", nil, approval.Verdict{Outcome: approval.Rejected, Reviewer: "alice", Note: huge}, approval.ErrInvalidDecision},
+		{"approve with arguments", nil, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice", Args: json.RawMessage(`{"amount":1,"order":"o"}`)}, approval.ErrInvalidDecision},
+		{"edit switches tool", nil, approval.Verdict{Outcome: approval.Edited, Reviewer: "alice", Tool: "delete_account", Args: json.RawMessage(`{"amount":1,"order":"o"}`)}, approval.ErrInvalidArgs},
+		{"edit over the schema's maximum", nil, approval.Verdict{Outcome: approval.Edited, Reviewer: "alice", Args: json.RawMessage(`{"amount":10000,"order":"o"}`)}, approval.ErrInvalidArgs},
+		{"edit adds a field", nil, approval.Verdict{Outcome: approval.Edited, Reviewer: "alice", Args: json.RawMessage(`{"amount":1,"order":"o","to":"attacker"}`)}, approval.ErrInvalidArgs},
+		{"edit drops a field", nil, approval.Verdict{Outcome: approval.Edited, Reviewer: "alice", Args: json.RawMessage(`{"amount":1}`)}, approval.ErrInvalidArgs},
+		{"edit with duplicate keys", nil, approval.Verdict{Outcome: approval.Edited, Reviewer: "alice", Args: json.RawMessage(`{"amount":1,"order":"o","amount":400}`)}, approval.ErrInvalidArgs},
+		{"edit without arguments", nil, approval.Verdict{Outcome: approval.Edited, Reviewer: "alice"}, approval.ErrInvalidArgs},
+		{"edit without a schema", func(it approval.Item) approval.Item { it.Request.Schema = nil; return it }, approval.Verdict{Outcome: approval.Edited, Reviewer: "alice", Args: json.RawMessage(`{"amount":1,"order":"o"}`)}, approval.ErrInvalidArgs},
+		{"arguments changed after hashing", tampered, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}, approval.ErrInvalidRequest},
+		{"not an approval request", func(it approval.Item) approval.Item { it.Request.Type = "question"; return it }, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}, approval.ErrInvalidRequest},
+		{"zero expiry", withExpiry(epoch, time.Time{}), approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}, approval.ErrInvalidExpiry},
+		{"expiry before creation", withExpiry(epoch, epoch.Add(-time.Second)), approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}, approval.ErrInvalidExpiry},
+		{"expiry in year 9999", withExpiry(epoch, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)), approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}, approval.ErrInvalidExpiry},
+	}
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := newClock()
+			s, dump := k.open(t, clock.Now)
+			// One decided approval with an outcome, so that every table has rows.
+			done := newItem(t, schema, clock.Now(), "done")
+			if _, err := s.Decide(ctx, done, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.RecordOutcome(ctx, "done", approval.Execution{IdempotencyKey: "k", ArgsHash: done.Request.ArgsHash, Result: json.RawMessage(`{"ok":true}`)}); err != nil {
+				t.Fatal(err)
+			}
+			before := dump("done", "p1", "")
+			for _, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) {
+					it := newItem(t, schema, clock.Now(), "p1")
+					if tc.item != nil {
+						it = tc.item(it)
+					}
+					_, err := s.Decide(ctx, it, tc.v)
+					if !errors.Is(err, tc.want) {
+						t.Fatalf("Decide: %v, want an error matching %v", err, tc.want)
+					}
+					var ae *approval.Error
+					if !errors.As(err, &ae) {
+						t.Errorf("Decide: %T, want an *approval.Error", err)
+					}
+					if msg := err.Error(); len(msg) > 400 || strings.Contains(msg, "nnnnnnnn") || strings.Contains(msg, "attacker") {
+						t.Errorf("the error message leaks the note or the arguments: %.200q", msg)
+					}
+					if diff := cmp.Diff(before, dump("done", "p1", "")); diff != "" {
+						t.Errorf("state changed (-before +after):\n%s", diff)
+					}
+				})
+			}
+			// Other operations on unknown or unfit approvals.
+			ops := []struct {
+				name string
+				call func() error
+				want error
+			}{
+				{"Get unknown", func() error { _, err := s.Get(ctx, "nope"); return err }, approval.ErrNotFound},
+				{"Audit unknown", func() error { _, err := s.Audit(ctx, "nope"); return err }, approval.ErrNotFound},
+				{"Claim unknown", func() error { _, err := s.ClaimResume(ctx, "nope", clock.Now()); return err }, approval.ErrNotFound},
+				{"Finish unknown", func() error { return s.FinishResume(ctx, "nope", "x") }, approval.ErrNotFound},
+				{"Retry unknown", func() error { return s.RetryResume(ctx, "nope", "x", clock.Now()) }, approval.ErrNotFound},
+				{"outcome of unknown", func() error { return s.RecordOutcome(ctx, "nope", approval.Execution{}) }, approval.ErrNotFound},
+				{"outcome with other arguments", func() error {
+					return s.RecordOutcome(ctx, "done", approval.Execution{IdempotencyKey: "k", ArgsHash: "0000", Result: json.RawMessage(`{"ok":true}`)})
+				}, approval.ErrArgsMismatch},
+				{"a second, different outcome", func() error {
+					return s.RecordOutcome(ctx, "done", approval.Execution{IdempotencyKey: "k", ArgsHash: done.Request.ArgsHash, Result: json.RawMessage(`{"ok":false}`)})
+				}, approval.ErrOutcomeRecorded},
+				{"outcome that is not JSON", func() error {
+					return s.RecordOutcome(ctx, "done", approval.Execution{IdempotencyKey: "k", ArgsHash: done.Request.ArgsHash, Result: json.RawMessage(`{ok`)})
+				}, approval.ErrInvalidArgs},
+				{"the same outcome again", func() error {
+					return s.RecordOutcome(ctx, "done", approval.Execution{IdempotencyKey: "k", ArgsHash: done.Request.ArgsHash, Result: json.RawMessage(`{ "ok": true }`)})
+				}, nil},
+			}
+			for _, op := range ops {
+				t.Run(op.name, func(t *testing.T) {
+					err := op.call()
+					if op.want == nil && err != nil || !errors.Is(err, op.want) {
+						t.Fatalf("%v, want %v", err, op.want)
+					}
+					if diff := cmp.Diff(before, dump("done", "p1", "")); diff != "" {
+						t.Errorf("state changed (-before +after):\n%s", diff)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestRecordOutcomeNotApproved: nothing can be recorded as having run for
+// a rejected call.
+func TestRecordOutcomeNotApproved(t *testing.T) {
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := newClock()
+			s, _ := k.open(t, clock.Now)
+			it := newItem(t, refundSchema(t), clock.Now(), "r1")
+			if _, err := s.Decide(ctx, it, approval.Verdict{Outcome: approval.Rejected, Reviewer: "bob", Note: "no"}); err != nil {
+				t.Fatal(err)
+			}
+			err := s.RecordOutcome(ctx, "r1", approval.Execution{IdempotencyKey: "k", ArgsHash: it.Request.ArgsHash})
+			if !errors.Is(err, approval.ErrNotApproved) {
+				t.Fatalf("RecordOutcome on a rejection: %v, want ErrNotApproved", err)
+			}
+			tr, err := s.Audit(ctx, "r1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tr.Execution != nil {
+				t.Errorf("a rejected call has an execution: %+v", tr.Execution)
+			}
+		})
+	}
+}
+
+// TestExpiryBoundary (R36 b, c, e) with an injected clock: one tick before
+// the deadline an approval works; at the deadline, and 1 ns after it
+// before any sweep, it fails with ErrExpired and records nothing; once
+// expired, a clock moved backwards changes nothing.
+func TestExpiryBoundary(t *testing.T) {
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := newClock()
+			s, dump := k.open(t, clock.Now)
+			schema := refundSchema(t)
+			deadline := epoch.Add(ttl)
+			approve := approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}
+
+			early := newItem(t, schema, epoch, "early")
+			clock.Set(deadline.Add(-time.Nanosecond))
+			if _, err := s.Decide(ctx, early, approve); err != nil {
+				t.Fatalf("approve one tick before the deadline: %v", err)
+			}
+
+			late := newItem(t, schema, epoch, "late")
+			before := dump("early", "late")
+			for _, at := range []time.Time{deadline, deadline.Add(time.Nanosecond)} {
+				clock.Set(at)
+				for _, v := range []approval.Verdict{approve, {Outcome: approval.Rejected, Reviewer: "bob"}, {Outcome: approval.Edited, Reviewer: "bob", Args: json.RawMessage(`{"amount":1,"order":"o"}`)}} {
+					_, err := s.Decide(ctx, late, v)
+					if !errors.Is(err, approval.ErrExpired) || errors.Is(err, approval.ErrAlreadyDecided) {
+						t.Errorf("%s at deadline%+v: %v, want ErrExpired", v.Outcome, at.Sub(deadline), err)
+					}
+				}
+			}
+			if diff := cmp.Diff(before, dump("early", "late")); diff != "" {
+				t.Errorf("a refused late decision changed the store (-before +after):\n%s", diff)
+			}
+
+			// The sweeper's decision, then the clock goes back an hour.
+			if _, err := s.Decide(ctx, late, approval.Verdict{Outcome: approval.Expired, Reviewer: approval.ExpiryReviewer, Note: "expired"}); err != nil {
+				t.Fatal(err)
+			}
+			after := dump("early", "late")
+			clock.Set(deadline.Add(-time.Hour))
+			_, err := s.Decide(ctx, late, approve)
+			var lost *approval.AlreadyDecidedError
+			if !errors.As(err, &lost) || lost.Winner.Outcome != approval.Expired || !errors.Is(err, approval.ErrExpired) {
+				t.Fatalf("approve after expiry with the clock moved back: %v, want *AlreadyDecidedError matching ErrExpired", err)
+			}
+			if diff := cmp.Diff(after, dump("early", "late")); diff != "" {
+				t.Errorf("the clock moving back changed the store (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestValidateRequest: the checks the tool node runs before pausing.
+func TestValidateRequest(t *testing.T) {
+	good := newRequest(t, refundSchema(t), epoch, "o1", 40)
+	tests := []struct {
+		name   string
+		change func(*approval.Request)
+		want   error
+	}{
+		{"valid", func(*approval.Request) {}, nil},
+		{"wrong type", func(r *approval.Request) { r.Type = "other" }, approval.ErrInvalidRequest},
+		{"no tool", func(r *approval.Request) { r.Tool = "" }, approval.ErrInvalidRequest},
+		{"unknown risk", func(r *approval.Request) { r.Risk = "HIGH" }, approval.ErrInvalidRequest},
+		{"hash of other arguments", func(r *approval.Request) { r.ArgsHash = "00" }, approval.ErrInvalidRequest},
+		{"arguments not JSON", func(r *approval.Request) { r.Args = json.RawMessage(`{`) }, approval.ErrInvalidRequest},
+		{"zero created", func(r *approval.Request) { r.CreatedAt = time.Time{} }, approval.ErrInvalidExpiry},
+		{"zero expiry", func(r *approval.Request) { r.ExpiresAt = time.Time{} }, approval.ErrInvalidExpiry},
+		{"expiry in the past", func(r *approval.Request) { r.ExpiresAt = r.CreatedAt.Add(-time.Minute) }, approval.ErrInvalidExpiry},
+		{"expiry at creation", func(r *approval.Request) { r.ExpiresAt = r.CreatedAt }, approval.ErrInvalidExpiry},
+		{"expiry in 9999", func(r *approval.Request) { r.ExpiresAt = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC) }, approval.ErrInvalidExpiry},
+		{"just under MaxTTL", func(r *approval.Request) { r.ExpiresAt = r.CreatedAt.Add(approval.MaxTTL) }, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := good
+			tc.change(&r)
+			err := r.Validate()
+			if tc.want == nil && err != nil || !errors.Is(err, tc.want) {
+				t.Fatalf("Validate: %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestSQLStoreSchema: opening twice is a no-op, a newer schema is refused,
+// and the stock sqlite3 shell reads the tables (JSON in TEXT columns).
+func TestSQLStoreSchema(t *testing.T) {
+	ctx := context.Background()
+	db, path := tempDB(t)
+	clock := newClock()
+	s := openSQLStore(t, db, clock.Now)
+	it := newItem(t, refundSchema(t), clock.Now(), "s1")
+	if _, err := s.Decide(ctx, it, approval.Verdict{Outcome: approval.Rejected, Reviewer: "carol", Note: "too much"}); err != nil {
+		t.Fatal(err)
+	}
+	before := dumpTables(t, db)
+	openSQLStore(t, db, clock.Now)
+	if diff := cmp.Diff(before, dumpTables(t, db)); diff != "" {
+		t.Errorf("reopening changed the tables:\n%s", diff)
+	}
+	if _, err := db.Exec(`INSERT INTO approval_schema (version) VALUES (?)`, approval.SchemaVersion+1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := approval.OpenSQLStore(ctx, db, nil); !errors.Is(err, approval.ErrSchemaVersion) {
+		t.Errorf("open with a newer schema: %v, want ErrSchemaVersion", err)
+	}
+
+	shell, err := exec.LookPath("sqlite3")
+	if err != nil {
+		t.Skip("no sqlite3 shell")
+	}
+	out, err := exec.Command(shell, path, `SELECT id, outcome, reviewer, note, json_extract(request, '$.tool'), json_extract(request, '$.args.amount'), decided_at FROM approval_decisions`).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sqlite3: %v: %s", err, out)
+	}
+	want := "s1|rejected|carol|too much|refund|40|2026-03-02T09:00:00.000000000Z\n"
+	if diff := cmp.Diff(want, string(out)); diff != "" {
+		t.Errorf("sqlite3 output (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,254 @@
+package approval
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/graph"
+)
+
+// ResumeFunc resumes the thread of a decided approval with its decision.
+// ResumeGraph builds one for a compiled graph. It returns nil once the
+// thread has run on with the decision; an error matching
+// graph.ErrAlreadyAnswered, graph.ErrNothingToResume,
+// graph.ErrUnknownInterrupt or graph.ErrThreadNotFound when the thread no
+// longer waits on the approval; an error matching checkpoint.ErrThreadBusy
+// or checkpoint.ErrConflict when another runner holds the thread; any
+// other error for a failure worth another attempt.
+type ResumeFunc func(ctx context.Context, rec Record) error
+
+// ResumeGraph returns a ResumeFunc that resumes rec's thread on r with
+// Command{ResumeByID: {rec.ID: rec.Decision}} and the given run options.
+//
+// When the thread already holds this answer but never finished the step
+// (the process died after saving the answer, mid-node), Resume fails with
+// graph.ErrAlreadyAnswered and the thread is pending; the function then
+// continues it, so the run completes. Nodes that must not repeat work on
+// that path wrap it in graph.Durable, as the tool node does.
+func ResumeGraph[S any](r *graph.Runnable[S], opts ...graph.RunOption) ResumeFunc {
+	return func(ctx context.Context, rec Record) error {
+		_, err := r.Resume(ctx, rec.Thread, graph.Command[S]{ResumeByID: map[string]any{rec.ID: rec.Decision}}, opts...)
+		if !errors.Is(err, graph.ErrAlreadyAnswered) {
+			return err
+		}
+		snap, serr := r.GetState(ctx, rec.Thread)
+		if serr != nil || snap.Status != graph.StatusPending {
+			return err
+		}
+		_, err = r.Continue(ctx, rec.Thread, opts...)
+		return err
+	}
+}
+
+// WorkerOptions configure a Worker. Zero values mean the defaults.
+type WorkerOptions struct {
+	// Now is the clock (default time.Now); use the store's.
+	Now func() time.Time
+	// Batch is how many decisions one store query fetches (default 100).
+	Batch int
+	// Concurrency caps the resumes in flight (default 4).
+	Concurrency int
+	// Lease is how long a claimed approval is left to this worker before
+	// another may take it over, should this one die (default 1 minute).
+	// Keep it above the time a resumed run takes.
+	Lease time.Duration
+	// Backoff is the wait before attempt n+1 after n failed attempts
+	// (default 1s doubling to at most 5 minutes). A busy thread is
+	// retried after Backoff(1).
+	Backoff func(attempts int) time.Duration
+	// Sweeper, if set, is swept before every pass of Run (an *Inbox).
+	Sweeper interface {
+		Sweep(ctx context.Context) (SweepReport, error)
+	}
+	// Logger receives resume events at Debug and failures at Warn
+	// (default: discarded).
+	Logger *slog.Logger
+}
+
+// Worker resumes the threads of decided approvals, so that the process
+// that records a decision (a CLI, a web page) need not hold the graph. It
+// finds decisions whose thread was not resumed yet, claims each (so that
+// workers in several processes do not all try the same one), calls the
+// ResumeFunc and marks the approval resumed once the call returned
+// without error, or with an error showing the thread no longer waits on
+// it. Anything else is retried with backoff; a crash between recording a
+// decision and resuming its thread leaves the decision unresumed, so the
+// next worker to run resumes it, and the runtime's first-wins resume makes
+// sure it happens once. A Worker is safe for concurrent use.
+type Worker struct {
+	store  Store
+	resume ResumeFunc
+	o      WorkerOptions
+}
+
+// NewWorker returns a worker that resumes the decisions of store with
+// resume.
+func NewWorker(store Store, resume ResumeFunc, opts WorkerOptions) *Worker {
+	o := opts
+	o.Now = clockOrNow(o.Now)
+	if o.Batch <= 0 {
+		o.Batch = 100
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 4
+	}
+	if o.Lease <= 0 {
+		o.Lease = time.Minute
+	}
+	if o.Backoff == nil {
+		o.Backoff = defaultBackoff
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Worker{store: store, resume: resume, o: o}
+}
+
+func defaultBackoff(attempts int) time.Duration {
+	d := time.Second
+	for i := 1; i < attempts && d < 5*time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, 5*time.Minute)
+}
+
+// WorkerReport says what a pass did.
+type WorkerReport struct {
+	// Resumed counts threads resumed with their decision.
+	Resumed int
+	// Stale counts approvals whose thread no longer waited on them
+	// (answered before, moved on, or deleted); they are marked resumed.
+	Stale int
+	// Deferred counts failed attempts that will be retried.
+	Deferred int
+	// Skipped counts approvals another worker had claimed.
+	Skipped int
+}
+
+// RunOnce resumes every decision that is due now, each at most once per
+// call, and returns what it did. It stops at the first error of the store
+// or of ctx (resumes in flight finish first); a resume's own failure is
+// recorded on the approval and retried later, not returned.
+func (w *Worker) RunOnce(ctx context.Context) (WorkerReport, error) {
+	var (
+		rep     WorkerReport
+		mu      sync.Mutex
+		stopped atomic.Bool
+		seen    = map[string]bool{}
+	)
+	for {
+		recs, err := w.store.Unresumed(ctx, w.o.Batch)
+		if err != nil {
+			return rep, err
+		}
+		var g errgroup.Group
+		g.SetLimit(w.o.Concurrency)
+		fresh := 0
+		for _, rec := range recs {
+			if seen[rec.ID] {
+				continue
+			}
+			seen[rec.ID] = true
+			fresh++
+			g.Go(func() error {
+				if stopped.Load() {
+					return nil
+				}
+				r, err := w.handle(ctx, rec)
+				mu.Lock()
+				rep.add(r)
+				mu.Unlock()
+				if err != nil {
+					stopped.Store(true)
+				}
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil || fresh == 0 {
+			return rep, err
+		}
+	}
+}
+
+func (r *WorkerReport) add(o WorkerReport) {
+	r.Resumed += o.Resumed
+	r.Stale += o.Stale
+	r.Deferred += o.Deferred
+	r.Skipped += o.Skipped
+}
+
+// handle claims and resumes one decision.
+func (w *Worker) handle(ctx context.Context, rec Record) (WorkerReport, error) {
+	var rep WorkerReport
+	log := w.o.Logger.With(slog.String("approval", rec.ID), slog.String("thread", rec.Thread))
+	ok, err := w.store.ClaimResume(ctx, rec.ID, w.o.Now().Add(w.o.Lease))
+	if err != nil {
+		return rep, err
+	}
+	if !ok {
+		rep.Skipped++
+		return rep, nil
+	}
+	rerr := w.resume(ctx, rec)
+	switch {
+	case rerr == nil:
+		log.LogAttrs(ctx, slog.LevelDebug, "approval resumed", slog.String("outcome", string(rec.Decision.Outcome)))
+		rep.Resumed++
+		return rep, w.store.FinishResume(ctx, rec.ID, "resumed")
+	case notWaiting(rerr):
+		log.LogAttrs(ctx, slog.LevelDebug, "thread no longer waits on the approval", slog.String("error", rerr.Error()))
+		rep.Stale++
+		return rep, w.store.FinishResume(ctx, rec.ID, "the thread no longer waits on this approval: "+rerr.Error())
+	case ctx.Err() != nil:
+		// Stopping: the claim lapses after Lease and the next pass
+		// resumes (or finds the answer already delivered).
+		return rep, ctx.Err()
+	}
+	delay := w.o.Backoff(rec.Resume.Attempts + 1)
+	if errors.Is(rerr, checkpoint.ErrThreadBusy) || errors.Is(rerr, checkpoint.ErrConflict) {
+		delay = w.o.Backoff(1)
+	}
+	log.LogAttrs(ctx, slog.LevelWarn, "resume failed; will retry", slog.String("error", rerr.Error()), slog.Duration("after", delay))
+	rep.Deferred++
+	return rep, w.store.RetryResume(ctx, rec.ID, rerr.Error(), w.o.Now().Add(delay))
+}
+
+// notWaiting reports whether err says the thread no longer waits on the
+// approval, so resuming it again can never succeed.
+func notWaiting(err error) bool {
+	return errors.Is(err, graph.ErrAlreadyAnswered) || errors.Is(err, graph.ErrNothingToResume) ||
+		errors.Is(err, graph.ErrUnknownInterrupt) || errors.Is(err, graph.ErrThreadNotFound)
+}
+
+// Run sweeps (when WorkerOptions.Sweeper is set) and resumes due decisions
+// every interval (default 1s) until ctx is done, and returns ctx's error.
+// Failures of a pass are logged and retried at the next one.
+func (w *Worker) Run(ctx context.Context, every time.Duration) error {
+	if every <= 0 {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if w.o.Sweeper != nil {
+			if _, err := w.o.Sweeper.Sweep(ctx); err != nil && ctx.Err() == nil {
+				w.o.Logger.LogAttrs(ctx, slog.LevelWarn, "approval sweep failed", slog.String("error", err.Error()))
+			}
+		}
+		if _, err := w.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			w.o.Logger.LogAttrs(ctx, slog.LevelWarn, "approval worker pass failed", slog.String("error", err.Error()))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,565 @@
+package approval_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/lockstepgo/lockstep/approval"
+	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/graph"
+)
+
+const helperEnv = "LOCKSTEP_APPROVAL_HELPER"
+
+// TestWorkerResumes: decisions recorded through the inbox reach the paused
+// threads through the worker: an approval pays once, a rejection never, an
+// edit pays the edited amount; every thread is resumed once.
+func TestWorkerResumes(t *testing.T) {
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := newClock()
+			store, _ := k.open(t, clock.Now)
+			f := newFixture(t, clock, store)
+			in := approval.NewInbox(f.saver, store, clock.Now)
+			ids := map[string]string{}
+			for _, th := range []string{"approve", "reject", "edit"} {
+				ids[th] = f.start(t, th, "order-"+th, 40)
+			}
+			clock.Add(time.Minute)
+			if _, err := in.Approve(ctx, ids["approve"], "alice", "ok"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := in.Reject(ctx, ids["reject"], "bob", "refund already issued by phone"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := in.Edit(ctx, ids["edit"], "carol", json.RawMessage(`{"order":"order-edit","amount":25}`), "half"); err != nil {
+				t.Fatal(err)
+			}
+			for th := range ids {
+				if s := f.state(t, th); s.Status != graph.StatusWaiting {
+					t.Fatalf("thread %s is %s before the worker ran; deciding must not resume", th, s.Status)
+				}
+			}
+			w := approval.NewWorker(store, approval.ResumeGraph(f.run), approval.WorkerOptions{Now: clock.Now})
+			rep, err := w.RunOnce(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(approval.WorkerReport{Resumed: 3}, rep); diff != "" {
+				t.Errorf("first pass (-want +got):\n%s", diff)
+			}
+			want := map[string]refundState{
+				"approve": {Order: "order-approve", Amount: 40, Outcome: approval.Approved, Reviewer: "alice", Note: "ok", Paid: 40},
+				"reject":  {Order: "order-reject", Amount: 40, Outcome: approval.Rejected, Reviewer: "bob", Note: "refund already issued by phone"},
+				"edit":    {Order: "order-edit", Amount: 40, Outcome: approval.Edited, Reviewer: "carol", Note: "half", Paid: 25},
+			}
+			for th, w := range want {
+				s := f.state(t, th)
+				if s.Status != graph.StatusDone {
+					t.Errorf("thread %s: %s, want done", th, s.Status)
+				}
+				if diff := cmp.Diff(w, s.Values); diff != "" {
+					t.Errorf("thread %s (-want +got):\n%s", th, diff)
+				}
+			}
+			for th, n := range map[string]int{"approve": 1, "reject": 0, "edit": 1} {
+				if got := f.witness.count(th); got != n {
+					t.Errorf("thread %s paid %d times, want %d", th, got, n)
+				}
+			}
+			rep, err = w.RunOnce(ctx)
+			if err != nil || rep != (approval.WorkerReport{}) {
+				t.Errorf("second pass: %+v, %v; want nothing to do", rep, err)
+			}
+			// A stray second resume is refused by the runtime before any node runs.
+			rec, err := store.Get(ctx, ids["approve"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Resume.At.IsZero() || rec.Resume.Note != "resumed" {
+				t.Errorf("record not marked resumed: %+v", rec.Resume)
+			}
+			if err := approval.ResumeGraph(f.run)(ctx, rec); !errors.Is(err, graph.ErrUnknownInterrupt) {
+				t.Errorf("resuming again: %v, want ErrUnknownInterrupt", err)
+			}
+			if got := f.witness.total(); got != 2 {
+				t.Errorf("%d payments in all, want 2", got)
+			}
+		})
+	}
+}
+
+// TestSweepExpiresAndResumes (R36 a, f): nobody decided; after the
+// deadline (the process may have been down across it) the sweeper turns
+// pending into expired, the worker resumes the thread, and the node gets
+// an Expired decision, the rejection the model sees. Nothing is paid.
+func TestSweepExpiresAndResumes(t *testing.T) {
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := newClock()
+			store, _ := k.open(t, clock.Now)
+			f := newFixture(t, clock, store)
+			in := approval.NewInbox(f.saver, store, clock.Now)
+			id := f.start(t, "late", "order-late", 90)
+			clock.Set(epoch.Add(ttl - time.Nanosecond))
+			if rep, err := in.Sweep(ctx); err != nil || rep != (approval.SweepReport{}) {
+				t.Fatalf("sweep before the deadline: %+v, %v; want nothing", rep, err)
+			}
+			clock.Set(epoch.Add(ttl))
+			if p, err := in.List(ctx, approval.Filter{}); err != nil || len(p.Items) != 0 {
+				t.Errorf("List at the deadline: %d items, %v; an expired request is not pending", len(p.Items), err)
+			}
+			if _, err := in.Approve(ctx, id, "alice", ""); !errors.Is(err, approval.ErrExpired) {
+				t.Errorf("approve at the deadline before the sweep: %v, want ErrExpired", err)
+			}
+			clock.Add(3 * time.Hour) // down across the deadline
+			rep, err := in.Sweep(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(approval.SweepReport{Expired: 1}, rep); diff != "" {
+				t.Errorf("sweep (-want +got):\n%s", diff)
+			}
+			if rep, err := in.Sweep(ctx); err != nil || rep != (approval.SweepReport{}) {
+				t.Errorf("second sweep: %+v, %v; want nothing", rep, err)
+			}
+			w := approval.NewWorker(store, approval.ResumeGraph(f.run), approval.WorkerOptions{Now: clock.Now})
+			if rep, err := w.RunOnce(ctx); err != nil || rep.Resumed != 1 {
+				t.Fatalf("worker: %+v, %v", rep, err)
+			}
+			s := f.state(t, "late")
+			if s.Status != graph.StatusDone || s.Values.Outcome != approval.Expired || s.Values.Reviewer != approval.ExpiryReviewer || s.Values.Paid != 0 {
+				t.Errorf("thread after expiry: %s %+v", s.Status, s.Values)
+			}
+			if !strings.Contains(s.Values.Note, "escalate to payments") {
+				t.Errorf("the model's note %q should tell it to escalate to the owner", s.Values.Note)
+			}
+			if f.witness.total() != 0 {
+				t.Error("an expired refund was paid")
+			}
+			_, err = in.Approve(ctx, id, "alice", "")
+			var lost *approval.AlreadyDecidedError
+			if !errors.As(err, &lost) || lost.Winner.Outcome != approval.Expired {
+				t.Errorf("approve after the sweep: %v, want *AlreadyDecidedError naming the expiry", err)
+			}
+		})
+	}
+}
+
+// TestApproversRaceSweeper (R36 d): 32 approvers race the sweeper on each
+// of 20 approvals, one round per approval, the approvers starting within
+// a few hundred microseconds of the sweep so that either side can win. On
+// SQL the approvers' process runs 1 ns behind the sweeper's (clock skew),
+// so both sides are entitled to decide; on memory, with one clock, the
+// deadline arrives as the sweep starts. Either way each approval ends in
+// exactly one terminal state, consistent with what every caller was told,
+// and the worker then pays exactly the approved ones.
+func TestApproversRaceSweeper(t *testing.T) {
+	const approvals, approvers = 20, 32
+	deadline := epoch.Add(ttl)
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) {
+			ctx := context.Background()
+			sweepClock, approveClock := newClock(), newClock()
+			var sweepStore, approveStore approval.Store
+			if k.name == "sql" {
+				db, _ := tempDB(t)
+				sweepStore, approveStore = openSQLStore(t, db, sweepClock.Now), openSQLStore(t, db, approveClock.Now)
+			} else {
+				approveClock = sweepClock
+				sweepStore = approval.NewMemoryStore(sweepClock.Now)
+				approveStore = sweepStore
+			}
+			f := newFixture(t, sweepClock, sweepStore)
+			in := approval.NewInbox(f.saver, sweepStore, sweepClock.Now)
+			approved, expired, lost := 0, 0, 0
+			for round := range approvals {
+				sweepClock.Set(epoch)
+				id := f.start(t, fmt.Sprintf("t%02d", round), fmt.Sprintf("o%02d", round), 10)
+				it, err := in.Get(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				approveClock.Set(deadline.Add(-time.Nanosecond))
+				if k.name == "sql" {
+					sweepClock.Set(deadline)
+				}
+				var (
+					wg   sync.WaitGroup
+					gate = make(chan struct{})
+					mu   sync.Mutex
+					won  int
+					bad  []error
+				)
+				for i := range approvers {
+					wg.Go(func() {
+						<-gate
+						time.Sleep(time.Duration(i*round%17) * 20 * time.Microsecond)
+						_, err := approveStore.Decide(ctx, it, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"})
+						mu.Lock()
+						defer mu.Unlock()
+						switch {
+						case err == nil:
+							won++
+						case errors.Is(err, approval.ErrAlreadyDecided), errors.Is(err, approval.ErrExpired):
+						default:
+							bad = append(bad, err)
+						}
+					})
+				}
+				var rep approval.SweepReport
+				var sweepErr error
+				wg.Go(func() {
+					<-gate
+					sweepClock.Set(deadline)
+					rep, sweepErr = in.Sweep(ctx)
+				})
+				close(gate)
+				wg.Wait()
+				if sweepErr != nil || len(bad) > 0 {
+					t.Fatalf("round %d: sweep: %v; approvers: %v", round, sweepErr, bad)
+				}
+				rec, err := sweepStore.Get(ctx, id)
+				if err != nil {
+					t.Fatalf("round %d: no terminal state: %v", round, err)
+				}
+				switch rec.Decision.Outcome {
+				case approval.Approved:
+					approved++
+					if won != 1 || rep.Expired != 0 {
+						t.Errorf("round %d: approved, but %d approvers and the sweeper (%+v) were told they won", round, won, rep)
+					}
+				case approval.Expired:
+					expired++
+					if won != 0 || rep.Expired != 1 {
+						t.Errorf("round %d: expired, but %d approvers and the sweeper (%+v) were told they won", round, won, rep)
+					}
+				default:
+					t.Errorf("round %d: %s", round, rec.Decision.Outcome)
+				}
+				lost += rep.Lost
+			}
+			t.Logf("%s: %d approved, %d expired; the sweeper lost %d races it had joined", k.name, approved, expired, lost)
+			w := approval.NewWorker(sweepStore, approval.ResumeGraph(f.run), approval.WorkerOptions{Now: sweepClock.Now})
+			if rep, err := w.RunOnce(ctx); err != nil || rep.Resumed != approvals {
+				t.Fatalf("worker: %+v, %v", rep, err)
+			}
+			if f.witness.total() != approved {
+				t.Errorf("%d payments, want %d", f.witness.total(), approved)
+			}
+		})
+	}
+}
+
+// TestCrashAfterDecisionBeforeResume (R37): a separate process (a CLI
+// without the graph) records an approval and is SIGKILLed before anything
+// resumes the thread. After the "restart" (a new store on a new
+// connection to the same file) the worker resumes the thread once, and the
+// refund is paid once, however often and however many workers run.
+func TestCrashAfterDecisionBeforeResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a child process")
+	}
+	ctx := context.Background()
+	clock := newClock()
+	_, path := tempDB(t)
+	f := newFixture(t, clock, nil)
+	id := f.start(t, "crash", "order-crash", 70)
+	in := approval.NewInbox(f.saver, approval.NewMemoryStore(clock.Now), clock.Now)
+	it, err := in.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	item, err := json.Marshal(it)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperDecideThenDie$", "-test.count=1")
+	cmd.Env = append(os.Environ(), helperEnv+"=1", "APPROVAL_DB="+path, "APPROVAL_ITEM="+string(item))
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("child: %v, want it killed\n%s", err, out)
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("child ended with %v, want SIGKILL\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "DECIDED approved") {
+		t.Fatalf("child did not decide before dying:\n%s", out)
+	}
+	if s := f.state(t, "crash"); s.Status != graph.StatusWaiting || f.witness.total() != 0 {
+		t.Fatalf("before restart: %s, %d payments; want waiting, none", s.Status, f.witness.total())
+	}
+
+	// Restart: a new connection to the file, two workers.
+	store := openSQLStore(t, openDB(t, path), clock.Now)
+	rec, err := store.Get(ctx, id)
+	if err != nil {
+		t.Fatalf("the decision did not survive the crash: %v", err)
+	}
+	if rec.Decision.Outcome != approval.Approved || !rec.Resume.At.IsZero() {
+		t.Fatalf("after the crash: %+v", rec)
+	}
+	resume := approval.ResumeGraph(f.run)
+	var wg sync.WaitGroup
+	reps := make([]approval.WorkerReport, 3)
+	for i := range reps {
+		w := approval.NewWorker(store, resume, approval.WorkerOptions{Now: clock.Now})
+		wg.Go(func() {
+			r, err := w.RunOnce(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			reps[i] = r
+		})
+	}
+	wg.Wait()
+	resumed := 0
+	for _, r := range reps {
+		resumed += r.Resumed
+	}
+	if resumed != 1 {
+		t.Errorf("workers resumed %d times in all (%+v), want 1", resumed, reps)
+	}
+	if s := f.state(t, "crash"); s.Status != graph.StatusDone || s.Values.Paid != 70 {
+		t.Errorf("after restart: %s %+v", s.Status, s.Values)
+	}
+	if n := f.witness.count("crash"); n != 1 {
+		t.Errorf("paid %d times, want 1", n)
+	}
+	if rec, _ := store.Get(ctx, id); rec.Resume.At.IsZero() {
+		t.Errorf("the approval stays unresumed: %+v", rec.Resume)
+	}
+}
+
+// TestHelperDecideThenDie is the crash child of
+// TestCrashAfterDecisionBeforeResume: it records the decision and kills
+// itself where it would resume the thread.
+func TestHelperDecideThenDie(t *testing.T) {
+	if os.Getenv(helperEnv) == "" {
+		t.Skip("crash child only")
+	}
+	ctx := context.Background()
+	db, err := sql.Open("sqlite3", sqliteDSN(os.Getenv("APPROVAL_DB")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := approval.OpenSQLStore(ctx, db, func() time.Time { return epoch.Add(time.Minute) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var it approval.Item
+	if err := json.Unmarshal([]byte(os.Getenv("APPROVAL_ITEM")), &it); err != nil {
+		t.Fatal(err)
+	}
+	d, err := store.Decide(ctx, it, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice", Note: "refund ok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("DECIDED", d.Outcome)
+	os.Stdout.Sync()
+	syscall.Kill(os.Getpid(), syscall.SIGKILL) // afterApprovalUpdateBeforeResume
+	time.Sleep(time.Minute)
+}
+
+// TestWorkerDiesAfterClaim (R37 in process): a worker dies after claiming
+// a decision and before resuming it. Another worker leaves it alone while
+// the claim lasts, then resumes it once.
+func TestWorkerDiesAfterClaim(t *testing.T) {
+	ctx := context.Background()
+	clock := newClock()
+	store := approval.NewMemoryStore(clock.Now)
+	f := newFixture(t, clock, store)
+	in := approval.NewInbox(f.saver, store, clock.Now)
+	id := f.start(t, "dies", "order-dies", 10)
+	if _, err := in.Approve(ctx, id, "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	dead, kill := context.WithCancel(ctx)
+	dying := approval.NewWorker(store, func(context.Context, approval.Record) error {
+		kill() // the process dies here: nothing after this runs
+		return context.Canceled
+	}, approval.WorkerOptions{Now: clock.Now, Lease: time.Minute})
+	if _, err := dying.RunOnce(dead); !errors.Is(err, context.Canceled) {
+		t.Fatalf("dying worker: %v", err)
+	}
+	w := approval.NewWorker(store, approval.ResumeGraph(f.run), approval.WorkerOptions{Now: clock.Now})
+	if rep, err := w.RunOnce(ctx); err != nil || rep != (approval.WorkerReport{}) {
+		t.Fatalf("while the claim lasts: %+v, %v; want nothing due", rep, err)
+	}
+	clock.Add(time.Minute)
+	if rep, err := w.RunOnce(ctx); err != nil || rep.Resumed != 1 {
+		t.Fatalf("after the claim lapsed: %+v, %v", rep, err)
+	}
+	if n := f.witness.count("dies"); n != 1 {
+		t.Errorf("paid %d times, want 1", n)
+	}
+}
+
+// TestResumeDiesMidNode (R37, the inner window): the run dies after the
+// answer was saved and before the payment. Resuming again is refused by
+// the runtime (already answered) and the thread is pending; the worker's
+// next attempt continues it, and the refund is paid once.
+func TestResumeDiesMidNode(t *testing.T) {
+	ctx := context.Background()
+	clock := newClock()
+	store := approval.NewMemoryStore(clock.Now)
+	f := newFixture(t, clock, store)
+	in := approval.NewInbox(f.saver, store, clock.Now)
+	id := f.start(t, "mid", "order-mid", 10)
+	if _, err := in.Approve(ctx, id, "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	resume := approval.ResumeGraph(f.run)
+	w := approval.NewWorker(store, func(ctx context.Context, rec approval.Record) error {
+		run, stop := context.WithCancel(ctx)
+		defer stop()
+		f.beforePay = func(ctx context.Context) error {
+			fired := false
+			once.Do(func() { fired = true; stop() })
+			if fired {
+				return ctx.Err()
+			}
+			return nil
+		}
+		return resume(run, rec)
+	}, approval.WorkerOptions{Now: clock.Now})
+	rep, err := w.RunOnce(ctx)
+	if err != nil || rep.Deferred != 1 {
+		t.Fatalf("first pass: %+v, %v; want one deferred attempt", rep, err)
+	}
+	if s := f.state(t, "mid"); s.Status != graph.StatusPending || f.witness.total() != 0 {
+		t.Fatalf("after the stop: %s, %d payments; want pending, none", s.Status, f.witness.total())
+	}
+	rec, _ := store.Get(ctx, id)
+	if rec.Resume.Attempts != 1 || rec.Resume.LastError == "" {
+		t.Errorf("the failed attempt is not recorded: %+v", rec.Resume)
+	}
+	clock.Add(time.Second)
+	if rep, err := w.RunOnce(ctx); err != nil || rep.Resumed != 1 {
+		t.Fatalf("second pass: %+v, %v", rep, err)
+	}
+	if s := f.state(t, "mid"); s.Status != graph.StatusDone || s.Values.Paid != 10 || f.witness.total() != 1 {
+		t.Errorf("after the retry: %s %+v, %d payments; want done, paid once", s.Status, s.Values, f.witness.total())
+	}
+}
+
+// TestWorkerBusyThread: a thread held by another runner is retried later,
+// not marked resumed; a thread that no longer waits is marked and left.
+func TestWorkerBusyThread(t *testing.T) {
+	ctx := context.Background()
+	clock := newClock()
+	store := approval.NewMemoryStore(clock.Now)
+	schema := refundSchema(t)
+	for _, id := range []string{"busy", "gone"} {
+		if _, err := store.Decide(ctx, newItem(t, schema, clock.Now(), id), approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := map[string]int{}
+	w := approval.NewWorker(store, func(_ context.Context, rec approval.Record) error {
+		calls[rec.ID]++
+		switch {
+		case rec.ID == "gone":
+			return &graph.ResumeError{Thread: rec.Thread, Kind: graph.ErrUnknownInterrupt, InterruptID: rec.ID}
+		case calls[rec.ID] == 1:
+			return &checkpoint.BusyError{Thread: rec.Thread}
+		}
+		return nil
+	}, approval.WorkerOptions{Now: clock.Now, Concurrency: 1})
+	rep, err := w.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(approval.WorkerReport{Stale: 1, Deferred: 1}, rep); diff != "" {
+		t.Errorf("first pass (-want +got):\n%s", diff)
+	}
+	rec, _ := store.Get(ctx, "gone")
+	if rec.Resume.At.IsZero() || !strings.Contains(rec.Resume.Note, "no longer waits") {
+		t.Errorf("gone: %+v", rec.Resume)
+	}
+	clock.Add(time.Second)
+	rep, err = w.RunOnce(ctx)
+	if err != nil || rep != (approval.WorkerReport{Resumed: 1}) {
+		t.Errorf("second pass: %+v, %v", rep, err)
+	}
+	if calls["gone"] != 1 || calls["busy"] != 2 {
+		t.Errorf("calls %v", calls)
+	}
+}
+
+// TestWorkerRun: the loop sweeps and resumes on its own: an approved
+// refund is paid within the first pass, a forgotten one expires at its
+// deadline and its thread gets the rejection, until the context ends.
+func TestWorkerRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := &fakeClock{t: time.Now()} // the bubble's clock, for the requests
+		store := approval.NewMemoryStore(nil)
+		f := newFixture(t, clock, store)
+		in := approval.NewInbox(f.saver, store, nil)
+		approved := f.start(t, "approved", "o1", 5)
+		f.start(t, "forgotten", "o2", 5)
+		if _, err := in.Approve(context.Background(), approved, "alice", ""); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), ttl+time.Hour)
+		defer cancel()
+		w := approval.NewWorker(store, approval.ResumeGraph(f.run), approval.WorkerOptions{Sweeper: in})
+		if err := w.Run(ctx, time.Minute); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Run: %v", err)
+		}
+		for th, want := range map[string]approval.Outcome{"approved": approval.Approved, "forgotten": approval.Expired} {
+			if s := f.state(t, th); s.Status != graph.StatusDone || s.Values.Outcome != want {
+				t.Errorf("thread %s: %s %q, want done %q", th, s.Status, s.Values.Outcome, want)
+			}
+		}
+		if f.witness.total() != 1 {
+			t.Errorf("%d payments, want 1", f.witness.total())
+		}
+	})
+}
+
+// TestResumeErrorTruncated: a long resume error is kept short.
+func TestResumeErrorTruncated(t *testing.T) {
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := newClock()
+			s, _ := k.open(t, clock.Now)
+			it := newItem(t, refundSchema(t), clock.Now(), "x")
+			if _, err := s.Decide(ctx, it, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.RetryResume(ctx, "x", strings.Repeat("é", 4000), clock.Now().Add(time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			rec, err := s.Get(ctx, "x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(rec.Resume.LastError); n > 1024 || n < 1000 || !utf8.ValidString(rec.Resume.LastError) {
+				t.Errorf("stored error of %d bytes (valid UTF-8: %v)", n, utf8.ValidString(rec.Resume.LastError))
+			}
+			if !rec.Resume.NotBefore.Equal(epoch.Add(time.Second)) || rec.Resume.Attempts != 1 {
+				t.Errorf("resume state %+v", rec.Resume)
+			}
+		})
+	}
+}
