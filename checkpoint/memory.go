@@ -125,7 +125,10 @@ func (s *MemorySaver) tuple(thread, ns string, t *memThread, c *memCheckpoint, h
 	cp.Versions = maps.Clone(c.cp.Versions)
 	cp.Channels = make(map[string][]Blob, len(cp.Versions))
 	for ch, v := range cp.Versions {
-		if have[ch] == v {
+		// Skip a channel only when the caller named its version in Have:
+		// with a bare have[ch] == v, a nil Have and an empty version would
+		// leave the channel out without an error.
+		if hv, ok := have[ch]; ok && hv == v {
 			continue
 		}
 		chain, err := memChain(t, ch, v, have[ch])
@@ -309,6 +312,11 @@ func validatePut(req *PutRequest) error {
 		}
 	}
 	for ch, v := range cp.Versions {
+		if v == "" {
+			// A version is the ID of the checkpoint that wrote the
+			// channel; an empty one names no blob and can never be read.
+			return fmt.Errorf("%w: channel %q has an empty version", ErrInvalid, ch)
+		}
 		if v == cp.ID {
 			if _, ok := cp.Channels[ch]; !ok {
 				return fmt.Errorf("%w: channel %q has the new version but no blob", ErrInvalid, ch)

@@ -1,0 +1,264 @@
+package checkpointtest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/lockstepgo/lockstep/checkpoint"
+)
+
+func leaseCases() []testCase {
+	return []testCase{
+		{name: "OtherOwnerBusy", run: testOtherOwnerBusy},
+		{name: "SameOwnerRenews", run: testSameOwnerRenews},
+		{name: "ReleaseFrees", run: testReleaseFrees},
+		{name: "ReleaseWithWrite", run: testReleaseWithWrite},
+		{name: "ExpiredLeaseTakenOver", run: testExpiredTakeover},
+		{name: "ClaimNewThread", run: testClaimNewThread},
+		{name: "SupersededCannotForkTheChain", run: testSupersededCannotFork},
+		{name: "SupersededCannotDisplaceWrites", run: testSupersededWrites},
+		{name: "OwnershipIsPerThread", run: testOwnershipPerThread},
+		{name: "OwnerRetryIsNotARejection", run: testOwnerRetry},
+	}
+}
+
+const ttl = 10 * time.Second
+
+func owned(owner string) checkpoint.Lease { return checkpoint.Lease{Owner: owner, TTL: ttl} }
+
+// busyAttempts tries Put, PutWrites and Claim on the head as owner and
+// expects each to fail with a BusyError equal to want and write nothing.
+func busyAttempts(t *testing.T, f *fixture, l *line, owner string, want checkpoint.BusyError) {
+	t.Helper()
+	before := f.dump(t, l.thread)
+	ls := owned(owner)
+	req := l.request(t, l.head, set("x", `"intruder"`))
+	req.Lease = ls
+	req.ParentWrites = []checkpoint.TaskWrites{task("task-intruder", wr("x", `"intruder"`))}
+	wantBusy(t, owner+": Put", f.s.Put(t.Context(), req), want)
+	err := f.s.PutWrites(t.Context(), checkpoint.WritesRequest{Ref: l.ref(l.head), Lease: ls, Tasks: []checkpoint.TaskWrites{
+		task("task-intruder", wr("x", `"intruder"`), wr(checkpoint.ChannelResume, `{"i":"intruder"}`)),
+	}})
+	wantBusy(t, owner+": PutWrites", err, want)
+	wantBusy(t, owner+": Claim", f.s.Claim(t.Context(), l.ref(l.head), ls), want)
+	f.unchanged(t, owner+"'s refused requests", l.thread, before)
+}
+
+// testOtherOwnerBusy: while one owner's lease is live, another owner's Put,
+// PutWrites and Claim fail with a *BusyError naming the holder and the
+// lease's end, and write nothing; the lease does not pass on.
+func testOtherOwnerBusy(t *testing.T, f *fixture) {
+	l := f.line("thread-1", "")
+	l.lease = owned("runner-a")
+	start := f.clock.Now()
+	l.step(t, set("x", `1`))
+	want := checkpoint.BusyError{Thread: "thread-1", Owner: "runner-a", Until: start.Add(ttl)}
+	busyAttempts(t, f, l, "runner-b", want)
+	f.clock.Advance(ttl / 2)
+	busyAttempts(t, f, l, "runner-c", want)
+	// The holder still writes.
+	l.step(t, set("x", `2`))
+}
+
+// testSameOwnerRenews: Put, PutWrites and Claim by the holder renew the
+// lease to now + TTL.
+func testSameOwnerRenews(t *testing.T, f *fixture) {
+	renewals := []struct {
+		name  string
+		renew func(t *testing.T, l *line)
+	}{
+		{"Put", func(t *testing.T, l *line) { l.step(t, set("x", `2`)) }},
+		{"PutWrites", func(t *testing.T, l *line) {
+			f.putWrites(t, l.ref(l.head), l.lease, task("task-1", wr("x", `2`)))
+		}},
+		{"Claim", func(t *testing.T, l *line) { f.claim(t, l.ref(l.head), l.lease) }},
+	}
+	for i, tc := range renewals {
+		l := f.line("thread-"+tc.name, "")
+		l.lease = owned("runner-a")
+		l.step(t, set("x", `1`))
+		renewedAt := f.clock.Advance(8 * time.Second)
+		tc.renew(t, l)
+		f.clock.Advance(5 * time.Second) // past the first lease's end
+		busyAttempts(t, f, l, "runner-b", checkpoint.BusyError{Thread: l.thread, Owner: "runner-a", Until: renewedAt.Add(ttl)})
+		f.clock.Advance(6 * time.Second) // past the renewed end
+		other := owned("runner-b")
+		if err := f.s.Claim(t.Context(), l.ref(l.head), other); err != nil {
+			t.Errorf("renewal by %s (case %d): Claim after the renewed lease expired: %v", tc.name, i, err)
+		}
+	}
+}
+
+// testReleaseFrees: Release by the holder frees the lease at once; Release
+// by anyone else, of a missing thread, or of a lease that has passed on is
+// not an error and changes nothing.
+func testReleaseFrees(t *testing.T, f *fixture) {
+	l := f.line("thread-1", "")
+	l.lease = owned("runner-a")
+	start := f.clock.Now()
+	l.step(t, set("x", `1`))
+	if err := f.s.Release(t.Context(), "thread-1", "", "runner-b"); err != nil {
+		t.Errorf("Release by a non-holder: %v", err)
+	}
+	wantBusy(t, "Claim after a non-holder's Release", f.s.Claim(t.Context(), l.ref(l.head), owned("runner-c")),
+		checkpoint.BusyError{Thread: "thread-1", Owner: "runner-a", Until: start.Add(ttl)})
+	if err := f.s.Release(t.Context(), "thread-1", "", "runner-a"); err != nil {
+		t.Fatalf("Release by the holder: %v", err)
+	}
+	l.lease = owned("runner-b")
+	l.step(t, set("x", `2`))
+	if err := f.s.Release(t.Context(), "thread-1", "", "runner-a"); err != nil {
+		t.Errorf("Release of a lease that passed on: %v", err)
+	}
+	busyAttempts(t, f, l, "runner-c", checkpoint.BusyError{Thread: "thread-1", Owner: "runner-b", Until: start.Add(ttl)})
+	if err := f.s.Release(t.Context(), "nobody", "", "runner-a"); err != nil {
+		t.Errorf("Release on a missing thread: %v", err)
+	}
+	if got := f.list(t, "nobody", checkpoint.ListOptions{AllNamespaces: true}); len(got) != 0 {
+		t.Errorf("Release on a missing thread created %d checkpoints", len(got))
+	}
+}
+
+// testReleaseWithWrite: Put and PutWrites with Release commit and then
+// drop the lease.
+func testReleaseWithWrite(t *testing.T, f *fixture) {
+	l := f.line("thread-1", "")
+	l.lease = owned("runner-a")
+	req := l.request(t, "", set("x", `1`))
+	req.Release = true
+	l.put(t, req)
+	l.lease = owned("runner-b")
+	l.step(t, set("x", `2`)) // takes the free lease
+	err := f.s.PutWrites(t.Context(), checkpoint.WritesRequest{Ref: l.ref(l.head), Lease: l.lease, Release: true, Tasks: []checkpoint.TaskWrites{task("task-1", wr("y", `1`))}})
+	if err != nil {
+		t.Fatalf("PutWrites with Release: %v", err)
+	}
+	f.wantPending(t, l.ref(l.head), []writeView{{TaskID: "task-1", Channel: "y", Value: 1.0}})
+	l.lease = owned("runner-c")
+	l.step(t, set("x", `3`))
+	l.checkGet(t, "")
+}
+
+// testExpiredTakeover: after the TTL another owner takes the lease over;
+// the superseded owner is then refused with a BusyError naming the new
+// holder and writes nothing, on every path and every attempt (R11).
+func testExpiredTakeover(t *testing.T, f *fixture) {
+	l := f.line("thread-1", "")
+	l.lease = owned("runner-a")
+	c1 := l.step(t, set("x", `1`))
+	takeover := f.clock.Advance(ttl + time.Second)
+	l.lease = owned("runner-b")
+	l.step(t, set("x", `2`))
+	for attempt := 0; attempt < 2; attempt++ {
+		busyAttempts(t, f, l, "runner-a", checkpoint.BusyError{Thread: "thread-1", Owner: "runner-b", Until: takeover.Add(ttl)})
+	}
+	l.checkGet(t, c1)
+	l.checkGet(t, "")
+}
+
+// testClaimNewThread: Claim with an empty ID leases a thread that has no
+// checkpoint yet, without creating one; another owner cannot write its
+// first checkpoint until the lease ends.
+func testClaimNewThread(t *testing.T, f *fixture) {
+	start := f.clock.Now()
+	f.claim(t, checkpoint.Ref{Thread: "thread-1"}, owned("runner-a"))
+	f.unchanged(t, "Claim of a new thread", "thread-1", threadDump{Heads: map[string]string{"": "", "child:abc": ""}})
+	l := f.line("thread-1", "")
+	l.lease = owned("runner-b")
+	req := l.request(t, "", set("x", `1`))
+	wantBusy(t, "Put of the first checkpoint under another owner's lease", f.s.Put(t.Context(), req),
+		checkpoint.BusyError{Thread: "thread-1", Owner: "runner-a", Until: start.Add(ttl)})
+	f.unchanged(t, "a refused first Put", "thread-1", threadDump{Heads: map[string]string{"": "", "child:abc": ""}})
+	l.lease = owned("runner-a")
+	l.step(t, set("x", `1`))
+	l.checkGet(t, "")
+}
+
+// testSupersededCannotFork is LangGraph's write-ownership reproduction in
+// three writes: A writes c1, B takes over and writes c2, A (still holding
+// c1 as its tip) writes its own child of c1. It must be refused, the head
+// stays c2 and the thread holds exactly c1 and c2 (R11).
+func testSupersededCannotFork(t *testing.T, f *fixture) {
+	l := f.line("thread-1", "")
+	l.lease = owned("runner-a")
+	c1 := l.step(t, set("x", `"a"`))
+	f.clock.Advance(ttl + time.Second)
+	f.claim(t, l.ref(c1), owned("runner-b"))
+	l.lease = owned("runner-b")
+	c2 := l.step(t, set("x", `"b"`))
+	for attempt := 0; attempt < 2; attempt++ {
+		req := l.request(t, c1, set("x", `"stale a"`))
+		req.Lease = owned("runner-a")
+		err := f.s.Put(t.Context(), req)
+		wantIs(t, "superseded owner's Put", err, checkpoint.ErrThreadBusy, checkpoint.ErrConflict)
+		req.Fork = true // not even as an explicit fork
+		err = f.s.Put(t.Context(), req)
+		wantIs(t, "superseded owner's fork", err, checkpoint.ErrThreadBusy)
+	}
+	if got := f.headID(t, "thread-1", ""); got != c2 {
+		t.Errorf("head = %s, want the current owner's %s", got, c2)
+	}
+	if got, want := tupleIDs(f.list(t, "thread-1", checkpoint.ListOptions{AllNamespaces: true})), []string{c2, c1}; !cmp.Equal(got, want) {
+		t.Errorf("checkpoints = %v, want exactly %v", got, want)
+	}
+}
+
+// testSupersededWrites: after a takeover, the old owner's pending writes,
+// on a fresh task or colliding with the new owner's (a regular channel or
+// __resume__), are refused and not stored; the new owner's stay.
+func testSupersededWrites(t *testing.T, f *fixture) {
+	l := f.line("thread-1", "")
+	l.lease = owned("runner-a")
+	c1 := l.step(t, set("x", `1`))
+	f.clock.Advance(ttl + time.Second)
+	f.putWrites(t, l.ref(c1), owned("runner-b"), task("task-1", wr("ch", `"current"`), wr(checkpoint.ChannelResume, `{"i1":"current"}`)))
+	for _, tw := range []checkpoint.TaskWrites{
+		task("task-1", wr("ch", `"stale"`)),
+		task("task-1", wr(checkpoint.ChannelResume, `{"i1":"stale"}`)),
+		task("task-fresh", wr("ch", `"stale"`)),
+	} {
+		err := f.s.PutWrites(t.Context(), checkpoint.WritesRequest{Ref: l.ref(c1), Lease: owned("runner-a"), Tasks: []checkpoint.TaskWrites{tw}})
+		wantIs(t, "superseded owner's PutWrites of "+tw.TaskID+" "+tw.Writes[0].Channel, err, checkpoint.ErrThreadBusy)
+	}
+	f.wantPending(t, l.ref(c1), []writeView{
+		{TaskID: "task-1", Channel: checkpoint.ChannelResume, Value: map[string]any{"i1": "current"}},
+		{TaskID: "task-1", Channel: "ch", Value: "current"},
+	})
+	// The new owner recovers: its checkpoint and writes are durable.
+	l.lease = owned("runner-b")
+	c2 := l.step(t, set("ch", `"current"`))
+	f.putWrites(t, l.ref(c2), l.lease, task("task-2", wr("ch", `"recovered"`)))
+	f.wantPending(t, l.ref(c2), []writeView{{TaskID: "task-2", Channel: "ch", Value: "recovered"}})
+	if got := f.headID(t, "thread-1", ""); got != c2 {
+		t.Errorf("head = %s, want %s", got, c2)
+	}
+}
+
+// testOwnershipPerThread: a lease covers one thread; other owners write
+// other threads freely.
+func testOwnershipPerThread(t *testing.T, f *fixture) {
+	a := f.line("thread-1", "")
+	a.lease = owned("runner-a")
+	b := f.line("thread-2", "")
+	b.lease = owned("runner-b")
+	a.step(t, set("x", `1`))
+	b.step(t, set("x", `1`))
+	a.step(t, set("x", `2`))
+	b.step(t, set("x", `2`))
+	a.checkGet(t, "")
+	b.checkGet(t, "")
+}
+
+// testOwnerRetry: the holder repeating a write is absorbed, not refused:
+// idempotency and ownership are separate.
+func testOwnerRetry(t *testing.T, f *fixture) {
+	l := f.line("thread-1", "")
+	l.lease = owned("runner-a")
+	c1 := l.step(t, set("x", `1`))
+	for i := 0; i < 2; i++ {
+		f.putWrites(t, l.ref(c1), l.lease, task("task-1", wr("ch", `"v"`)))
+	}
+	f.wantPending(t, l.ref(c1), []writeView{{TaskID: "task-1", Channel: "ch", Value: "v"}})
+}

@@ -1,0 +1,276 @@
+package checkpointtest
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/lockstepgo/lockstep/checkpoint"
+)
+
+func listCases() []testCase {
+	return []testCase{
+		{name: "NewestFirst", run: testListNewestFirst},
+		{name: "Filter", run: testListFilter},
+		{name: "BeforeAndLimit", run: testListBeforeLimit},
+		{name: "Namespaces", run: testListNamespaces},
+		{name: "EmptyThread", run: testListEmpty},
+		{name: "InvalidFilterKeys", run: testListInvalidKeys},
+		{name: "CartesianProduct", run: testListCartesian},
+	}
+}
+
+// listFixture is a thread with six root checkpoints and three in
+// "child:abc" (IDs interleaved), with varied metadata, plus another thread.
+type listFixture struct {
+	root, child            *line
+	c1, c2, c3, c4, c5, c6 string
+	k1, k2, k3             string
+}
+
+func newListFixture(t *testing.T, f *fixture) *listFixture {
+	t.Helper()
+	lf := &listFixture{root: f.line("thread-1", ""), child: f.line("thread-1", "child:abc")}
+	step := func(l *line, src checkpoint.Source, step int, run string, extra map[string]any) string {
+		req := l.request(t, l.head, set("step", fmt.Sprint(step)))
+		req.Checkpoint.Metadata = checkpoint.Metadata{Source: src, Step: step, RunID: run, Extra: extra}
+		return l.put(t, req)
+	}
+	lf.c1 = step(lf.root, checkpoint.SourceInput, -1, "r1", map[string]any{"user": "ada", "n": 1, "flag": true})
+	lf.k1 = step(lf.child, checkpoint.SourceInput, -1, "r1", nil)
+	lf.c2 = step(lf.root, checkpoint.SourceLoop, 0, "r1", map[string]any{"user": "ada"})
+	lf.c3 = step(lf.root, checkpoint.SourceLoop, 1, "r1", map[string]any{"n": 2})
+	lf.k2 = step(lf.child, checkpoint.SourceLoop, 0, "r1", nil)
+	lf.c4 = step(lf.root, checkpoint.SourceUpdate, 2, "r2", map[string]any{"user": "bob", "flag": false})
+	lf.k3 = step(lf.child, checkpoint.SourceLoop, 1, "r1", map[string]any{"user": "ada"})
+	lf.c5 = step(lf.root, checkpoint.SourceLoop, 3, "r2", nil)
+	lf.c6 = step(lf.root, checkpoint.SourceFork, 4, "r2", map[string]any{"user": "ada", "n": 1.5})
+	other := f.line("thread-2", "")
+	step(other, checkpoint.SourceInput, -1, "r1", map[string]any{"user": "ada"})
+	step(other, checkpoint.SourceLoop, 0, "r1", map[string]any{"user": "ada"})
+	return lf
+}
+
+func (lf *listFixture) line(ns string) *line {
+	if ns == "" {
+		return lf.root
+	}
+	return lf.child
+}
+
+// testListNewestFirst: List returns the namespace's checkpoints by
+// descending ID, each complete (LangGraph test_list).
+func testListNewestFirst(t *testing.T, f *fixture) {
+	lf := newListFixture(t, f)
+	tps := f.list(t, "thread-1", checkpoint.ListOptions{})
+	if got, want := tupleIDs(tps), []string{lf.c6, lf.c5, lf.c4, lf.c3, lf.c2, lf.c1}; !cmp.Equal(got, want) {
+		t.Fatalf("List = %v, want %v", got, want)
+	}
+	for _, tp := range tps {
+		lf.root.check(t, "List", tp, nil)
+	}
+}
+
+// testListFilter: metadata filters match source, step, run_id and caller
+// keys by equality; numbers by value whatever their Go type, strings
+// exactly; several keys all must match.
+func testListFilter(t *testing.T, f *fixture) {
+	lf := newListFixture(t, f)
+	tests := []struct {
+		name   string
+		filter map[string]any
+		want   []string
+	}{
+		{"nil", nil, []string{lf.c6, lf.c5, lf.c4, lf.c3, lf.c2, lf.c1}},
+		{"empty", map[string]any{}, []string{lf.c6, lf.c5, lf.c4, lf.c3, lf.c2, lf.c1}},
+		{"source input", map[string]any{"source": "input"}, []string{lf.c1}},
+		{"source loop", map[string]any{"source": "loop"}, []string{lf.c5, lf.c3, lf.c2}},
+		{"source as typed constant", map[string]any{"source": checkpoint.SourceUpdate}, []string{lf.c4}},
+		{"step int", map[string]any{"step": 1}, []string{lf.c3}},
+		{"step float64", map[string]any{"step": 1.0}, []string{lf.c3}},
+		{"step int64", map[string]any{"step": int64(1)}, []string{lf.c3}},
+		{"step negative", map[string]any{"step": -1}, []string{lf.c1}},
+		{"step as a string does not match a number", map[string]any{"step": "1"}, nil},
+		{"run_id", map[string]any{"run_id": "r2"}, []string{lf.c6, lf.c5, lf.c4}},
+		{"extra string", map[string]any{"user": "ada"}, []string{lf.c6, lf.c2, lf.c1}},
+		{"extra string is exact", map[string]any{"user": "Ada"}, nil},
+		{"extra int matches float", map[string]any{"n": 1.0}, []string{lf.c1}},
+		{"extra float", map[string]any{"n": 1.5}, []string{lf.c6}},
+		{"extra bool true", map[string]any{"flag": true}, []string{lf.c1}},
+		{"extra bool false", map[string]any{"flag": false}, []string{lf.c4}},
+		{"two keys", map[string]any{"user": "ada", "run_id": "r1"}, []string{lf.c2, lf.c1}},
+		{"three keys", map[string]any{"source": "loop", "step": 3, "run_id": "r2"}, []string{lf.c5}},
+		{"no match", map[string]any{"user": "nobody"}, nil},
+		{"missing key", map[string]any{"missing_key": "x"}, nil},
+		{"keys that contradict", map[string]any{"source": "input", "step": 0}, nil},
+	}
+	for _, tc := range tests {
+		got := tupleIDs(f.list(t, "thread-1", checkpoint.ListOptions{Filter: tc.filter}))
+		if diff := cmp.Diff(tc.want, got, cmpOpts...); diff != "" {
+			t.Errorf("List(filter %s %v) mismatch (-want +got):\n%s", tc.name, tc.filter, diff)
+		}
+	}
+}
+
+// testListBeforeLimit: Before keeps strictly smaller IDs, Limit caps the
+// result after filtering (LangGraph test_list: before, limit, both).
+func testListBeforeLimit(t *testing.T, f *fixture) {
+	lf := newListFixture(t, f)
+	all := []string{lf.c6, lf.c5, lf.c4, lf.c3, lf.c2, lf.c1}
+	tests := []struct {
+		name string
+		opts checkpoint.ListOptions
+		want []string
+	}{
+		{"before c4", checkpoint.ListOptions{Before: lf.c4}, []string{lf.c3, lf.c2, lf.c1}},
+		{"before the first", checkpoint.ListOptions{Before: lf.c1}, nil},
+		{"before an ID after all", checkpoint.ListOptions{Before: f.id()}, all},
+		{"before an ID of another namespace", checkpoint.ListOptions{Before: lf.k2}, []string{lf.c3, lf.c2, lf.c1}},
+		{"limit 1", checkpoint.ListOptions{Limit: 1}, []string{lf.c6}},
+		{"limit 2", checkpoint.ListOptions{Limit: 2}, []string{lf.c6, lf.c5}},
+		{"limit above count", checkpoint.ListOptions{Limit: 100}, all},
+		{"before and limit", checkpoint.ListOptions{Before: lf.c5, Limit: 2}, []string{lf.c4, lf.c3}},
+		{"filter and limit", checkpoint.ListOptions{Filter: map[string]any{"source": "loop"}, Limit: 2}, []string{lf.c5, lf.c3}},
+		{"filter, before and limit", checkpoint.ListOptions{Filter: map[string]any{"user": "ada"}, Before: lf.c6, Limit: 1}, []string{lf.c2}},
+	}
+	for _, tc := range tests {
+		got := tupleIDs(f.list(t, "thread-1", tc.opts))
+		if diff := cmp.Diff(tc.want, got, cmpOpts...); diff != "" {
+			t.Errorf("List(%s) mismatch (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}
+
+// testListNamespaces: NS selects one namespace; AllNamespaces lists them
+// all by descending ID, each tuple naming its namespace.
+func testListNamespaces(t *testing.T, f *fixture) {
+	lf := newListFixture(t, f)
+	type item struct{ NS, ID string }
+	items := func(tps []*checkpoint.Tuple) []item {
+		var out []item
+		for _, tp := range tps {
+			out = append(out, item{tp.NS, tp.Checkpoint.ID})
+			if tp.Thread != "thread-1" {
+				t.Errorf("List(thread-1) returned a tuple of thread %q", tp.Thread)
+			}
+		}
+		return out
+	}
+	all := []item{{"", lf.c6}, {"", lf.c5}, {"child:abc", lf.k3}, {"", lf.c4}, {"child:abc", lf.k2}, {"", lf.c3}, {"", lf.c2}, {"child:abc", lf.k1}, {"", lf.c1}}
+	tests := []struct {
+		name string
+		opts checkpoint.ListOptions
+		want []item
+	}{
+		{"child namespace", checkpoint.ListOptions{NS: "child:abc"}, []item{{"child:abc", lf.k3}, {"child:abc", lf.k2}, {"child:abc", lf.k1}}},
+		{"all namespaces", checkpoint.ListOptions{AllNamespaces: true}, all},
+		{"all namespaces with filter", checkpoint.ListOptions{AllNamespaces: true, Filter: map[string]any{"user": "ada"}}, []item{{"", lf.c6}, {"child:abc", lf.k3}, {"", lf.c2}, {"", lf.c1}}},
+		{"all namespaces with before and limit", checkpoint.ListOptions{AllNamespaces: true, Before: lf.c4, Limit: 3}, []item{{"child:abc", lf.k2}, {"", lf.c3}, {"", lf.c2}}},
+		{"missing namespace", checkpoint.ListOptions{NS: "child:zzz"}, nil},
+	}
+	for _, tc := range tests {
+		tps := f.list(t, "thread-1", tc.opts)
+		if diff := cmp.Diff(tc.want, items(tps), cmpOpts...); diff != "" {
+			t.Errorf("List(%s) mismatch (-want +got):\n%s", tc.name, diff)
+		}
+		for _, tp := range tps {
+			lf.line(tp.NS).check(t, "List("+tc.name+")", tp, nil)
+		}
+	}
+}
+
+// testListEmpty: a thread with no checkpoints lists as empty, not as an
+// error.
+func testListEmpty(t *testing.T, f *fixture) {
+	for _, opts := range []checkpoint.ListOptions{{}, {AllNamespaces: true}, {Filter: map[string]any{"source": "loop"}, Limit: 3}} {
+		if got := f.list(t, "nobody", opts); len(got) != 0 {
+			t.Errorf("List(nobody, %+v) = %d tuples, want none", opts, len(got))
+		}
+	}
+}
+
+// testListInvalidKeys: filter keys outside [A-Za-z0-9_]{1,64} are refused
+// with ErrInvalid (they must never reach a query; CVE-2025-8709).
+func testListInvalidKeys(t *testing.T, f *fixture) {
+	newListFixture(t, f)
+	for _, k := range []string{"", "a-b", "a.b", "$.source", "a b", "x'--", "source\"", strings.Repeat("k", 65), "ü", "key\x00"} {
+		_, err := f.s.List(t.Context(), "thread-1", checkpoint.ListOptions{Filter: map[string]any{k: "x"}})
+		wantIs(t, fmt.Sprintf("List with filter key %q", k), err, checkpoint.ErrInvalid)
+	}
+	// The longest valid key is accepted.
+	if got := f.list(t, "thread-1", checkpoint.ListOptions{Filter: map[string]any{strings.Repeat("k", 64): "x"}}); len(got) != 0 {
+		t.Errorf("List with an unknown 64-character key = %d tuples, want none", len(got))
+	}
+}
+
+// testListCartesian is LangGraph JS's list spec: thread × namespace ×
+// limit × before × filter, each result computed from a model.
+func testListCartesian(t *testing.T, f *fixture) {
+	type entry struct {
+		thread, ns, id string
+		source         checkpoint.Source
+	}
+	var model []entry
+	lines := map[[2]string]*line{}
+	for _, thread := range []string{"1", "2"} {
+		for _, ns := range []string{"", "child"} {
+			lines[[2]string{thread, ns}] = f.line(thread, ns)
+		}
+	}
+	// Parents of every (thread, ns), then children: IDs interleave.
+	for _, src := range []checkpoint.Source{checkpoint.SourceInput, checkpoint.SourceLoop} {
+		for _, thread := range []string{"1", "2"} {
+			for _, ns := range []string{"", "child"} {
+				l := lines[[2]string{thread, ns}]
+				req := l.request(t, l.head, set("v", fmt.Sprintf(`"%s/%s/%s"`, thread, ns, src)))
+				req.Checkpoint.Metadata.Source = src
+				model = append(model, entry{thread, ns, l.put(t, req), src})
+			}
+		}
+	}
+	root1 := lines[[2]string{"1", ""}]
+	child2 := lines[[2]string{"2", "child"}]
+	befores := []string{"", root1.ids()[1], root1.ids()[0], child2.ids()[0]}
+	nsOpts := []struct {
+		name string
+		opts checkpoint.ListOptions
+	}{{"ns=\"\"", checkpoint.ListOptions{}}, {"ns=child", checkpoint.ListOptions{NS: "child"}}, {"all namespaces", checkpoint.ListOptions{AllNamespaces: true}}}
+	filters := []map[string]any{nil, {}, {"source": "input"}, {"source": "loop"}}
+	combos := 0
+	for _, thread := range []string{"1", "2", "missing"} {
+		for _, nso := range nsOpts {
+			for _, limit := range []int{0, 1, 2} {
+				for _, before := range befores {
+					for _, filter := range filters {
+						opts := nso.opts
+						opts.Limit, opts.Before, opts.Filter = limit, before, filter
+						var want []string
+						for _, e := range model {
+							if e.thread != thread || !opts.AllNamespaces && e.ns != opts.NS ||
+								before != "" && e.id >= before ||
+								filter["source"] != nil && filter["source"] != string(e.source) {
+								continue
+							}
+							want = append(want, e.id)
+						}
+						sortDesc(want)
+						if limit > 0 && len(want) > limit {
+							want = want[:limit]
+						}
+						got := tupleIDs(f.list(t, thread, opts))
+						if !slices.Equal(got, want) {
+							t.Errorf("List(thread %q, %s, limit %d, before %q, filter %v) = %v, want %v", thread, nso.name, limit, before, filter, got, want)
+						}
+						combos++
+					}
+				}
+			}
+		}
+	}
+	if combos != 3*3*3*4*4 {
+		t.Fatalf("ran %d combinations", combos)
+	}
+}

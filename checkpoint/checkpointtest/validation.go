@@ -1,0 +1,152 @@
+package checkpointtest
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/lockstepgo/lockstep/checkpoint"
+)
+
+func validationCases() []testCase {
+	return []testCase{
+		{name: "Put", run: testValidatePut},
+		{name: "PutWrites", run: testValidateWrites},
+		{name: "OtherMethods", run: testValidateOthers},
+	}
+}
+
+// testValidatePut: malformed PutRequests fail with ErrInvalid and write
+// nothing, on an existing thread and on a new one.
+func testValidatePut(t *testing.T, f *fixture) {
+	l := f.line("thread-1", "")
+	c1 := l.step(t, set("a", `1`), fresh("log", `["x"]`))
+	low := "00000000-0000-7000-8000-000000000001"
+	valid := func(id string) checkpoint.PutRequest {
+		if id == "" {
+			id = f.id()
+		}
+		req := l.requestID(t, id, c1, set("a", `2`), add("log", `["y"]`))
+		req.ParentWrites = []checkpoint.TaskWrites{task("task-1", wr("a", `2`))}
+		req.Writes = []checkpoint.TaskWrites{task(checkpoint.NullTaskID, wr(checkpoint.ChannelBreakpoint, `{"when":"after","nodes":["n"]}`))}
+		return req
+	}
+	tests := []struct {
+		name string
+		req  func() checkpoint.PutRequest
+	}{
+		{"empty thread", func() checkpoint.PutRequest { r := valid(""); r.Thread = ""; return r }},
+		{"empty checkpoint ID", func() checkpoint.PutRequest {
+			r := l.requestID(t, "", c1, set("a", `2`))
+			return r
+		}},
+		{"ID equal to the parent's", func() checkpoint.PutRequest { return valid(c1) }},
+		{"ID before the parent's", func() checkpoint.PutRequest { return valid(low) }},
+		{"invalid JSON blob", func() checkpoint.PutRequest {
+			r := valid("")
+			r.Checkpoint.Channels["a"][0].Data = json.RawMessage(`{"a":`)
+			return r
+		}},
+		{"empty blob", func() checkpoint.PutRequest { r := valid(""); r.Checkpoint.Channels["a"][0].Data = nil; return r }},
+		{"changed channel without blob", func() checkpoint.PutRequest { r := valid(""); delete(r.Checkpoint.Channels, "a"); return r }},
+		{"blob for a channel that did not change", func() checkpoint.PutRequest { r := valid(""); r.Checkpoint.Versions["a"] = c1; return r }},
+		{"blob for a channel without version", func() checkpoint.PutRequest { r := valid(""); delete(r.Checkpoint.Versions, "a"); return r }},
+		{"two blobs for one channel", func() checkpoint.PutRequest {
+			r := valid("")
+			r.Checkpoint.Channels["a"] = append(r.Checkpoint.Channels["a"], r.Checkpoint.Channels["a"][0])
+			return r
+		}},
+		{"blob version is not the checkpoint ID", func() checkpoint.PutRequest {
+			r := valid("")
+			r.Checkpoint.Channels["a"][0].Version = c1
+			return r
+		}},
+		{"invalid JSON in a parent write", func() checkpoint.PutRequest {
+			r := valid("")
+			r.ParentWrites[0].Writes[0].Value = json.RawMessage(`nope`)
+			return r
+		}},
+		{"invalid JSON in a write", func() checkpoint.PutRequest {
+			r := valid("")
+			r.Writes[0].Writes[0].Value = json.RawMessage(`{`)
+			return r
+		}},
+		{"empty write value", func() checkpoint.PutRequest { r := valid(""); r.ParentWrites[0].Writes[0].Value = nil; return r }},
+		{"empty task ID", func() checkpoint.PutRequest { r := valid(""); r.ParentWrites[0].TaskID = ""; return r }},
+		{"empty write channel", func() checkpoint.PutRequest { r := valid(""); r.Writes[0].Writes[0].Channel = ""; return r }},
+		{"empty lease owner", func() checkpoint.PutRequest { r := valid(""); r.Lease.Owner = ""; return r }},
+	}
+	before := f.dump(t, "thread-1")
+	for _, tc := range tests {
+		err := f.s.Put(t.Context(), tc.req())
+		wantIs(t, "Put with "+tc.name, err, checkpoint.ErrInvalid)
+	}
+	f.unchanged(t, "malformed Puts", "thread-1", before)
+
+	// The first checkpoint of a new thread is validated too.
+	n := f.line("thread-2", "")
+	req := n.request(t, "", set("a", `1`))
+	req.Lease.Owner = ""
+	wantIs(t, "first Put with an empty lease owner", f.s.Put(t.Context(), req), checkpoint.ErrInvalid)
+	req = n.request(t, "", set("a", `1`))
+	req.Checkpoint.Channels["a"][0].Data = json.RawMessage(`[`)
+	wantIs(t, "first Put with an invalid blob", f.s.Put(t.Context(), req), checkpoint.ErrInvalid)
+	if got := f.list(t, "thread-2", checkpoint.ListOptions{AllNamespaces: true}); len(got) != 0 {
+		t.Errorf("refused first Puts wrote %d checkpoints", len(got))
+	}
+	// Nothing was leased either: another owner may start the thread.
+	n.lease = owned("runner-z")
+	n.step(t, set("a", `1`))
+}
+
+// testValidateWrites: malformed WritesRequests fail with ErrInvalid and
+// write nothing.
+func testValidateWrites(t *testing.T, f *fixture) {
+	l := f.line("thread-1", "")
+	c1 := l.step(t, set("a", `1`))
+	f.putWrites(t, l.ref(c1), l.lease, task("task-0", wr("a", `0`)))
+	valid := func() checkpoint.WritesRequest {
+		return checkpoint.WritesRequest{Ref: l.ref(c1), Lease: l.lease, Tasks: []checkpoint.TaskWrites{
+			task("task-1", wr("a", `1`)),
+			task("task-2", wr("b", `2`), wr(checkpoint.ChannelError, `{"message":"x"}`)),
+		}}
+	}
+	tests := []struct {
+		name   string
+		mutate func(*checkpoint.WritesRequest)
+	}{
+		{"empty thread", func(r *checkpoint.WritesRequest) { r.Ref.Thread = "" }},
+		{"empty checkpoint ID", func(r *checkpoint.WritesRequest) { r.Ref.ID = "" }},
+		{"empty lease owner", func(r *checkpoint.WritesRequest) { r.Lease.Owner = "" }},
+		{"invalid JSON", func(r *checkpoint.WritesRequest) { r.Tasks[1].Writes[1].Value = json.RawMessage(`{"message"`) }},
+		{"empty value", func(r *checkpoint.WritesRequest) { r.Tasks[1].Writes[0].Value = nil }},
+		{"empty task ID", func(r *checkpoint.WritesRequest) { r.Tasks[1].TaskID = "" }},
+		{"empty channel", func(r *checkpoint.WritesRequest) { r.Tasks[0].Writes[0].Channel = "" }},
+	}
+	before := f.dump(t, "thread-1")
+	for _, tc := range tests {
+		req := valid()
+		tc.mutate(&req)
+		wantIs(t, "PutWrites with "+tc.name, f.s.PutWrites(t.Context(), req), checkpoint.ErrInvalid)
+	}
+	f.unchanged(t, "malformed PutWrites", "thread-1", before)
+}
+
+// testValidateOthers: Get, List, Claim and DeleteThread refuse an empty
+// thread, and Claim an empty lease owner, with ErrInvalid.
+func testValidateOthers(t *testing.T, f *fixture) {
+	l := f.line("thread-1", "")
+	c1 := l.step(t, set("a", `1`))
+	before := f.dump(t, "thread-1")
+	_, err := f.s.Get(t.Context(), checkpoint.Ref{}, checkpoint.GetOptions{})
+	wantIs(t, "Get with an empty thread", err, checkpoint.ErrInvalid)
+	_, err = f.s.List(t.Context(), "", checkpoint.ListOptions{})
+	wantIs(t, "List with an empty thread", err, checkpoint.ErrInvalid)
+	wantIs(t, "Claim with an empty thread", f.s.Claim(t.Context(), checkpoint.Ref{}, l.lease), checkpoint.ErrInvalid)
+	wantIs(t, "Claim with an empty owner", f.s.Claim(t.Context(), l.ref(c1), checkpoint.Lease{TTL: ttl}), checkpoint.ErrInvalid)
+	wantIs(t, "Claim of a new thread with an empty owner", f.s.Claim(t.Context(), checkpoint.Ref{Thread: "thread-2"}, checkpoint.Lease{TTL: ttl}), checkpoint.ErrInvalid)
+	wantIs(t, "DeleteThread with an empty thread", f.s.DeleteThread(t.Context(), ""), checkpoint.ErrInvalid)
+	f.unchanged(t, "malformed requests", "thread-1", before)
+	n := f.line("thread-2", "")
+	n.lease = owned("runner-z")
+	n.step(t, set("a", `1`))
+}
