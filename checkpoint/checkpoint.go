@@ -351,7 +351,20 @@ func IsSpecial(channel string) bool {
 	case ChannelError, ChannelInterrupt, ChannelResume, ChannelBreakpoint:
 		return true
 	}
-	return strings.HasPrefix(channel, ChannelStepPrefix)
+	return stepSlot(channel) >= 0
+}
+
+// stepSlot returns n for a "__step__:<n>" channel and -1 otherwise.
+func stepSlot(channel string) int {
+	n, ok := strings.CutPrefix(channel, ChannelStepPrefix)
+	if !ok {
+		return -1
+	}
+	k, err := strconv.Atoi(n)
+	if err != nil || k < 0 || strconv.Itoa(k) != n {
+		return -1
+	}
+	return k
 }
 
 // WriteIndex is the position key a saver stores a write under, within its
@@ -371,10 +384,8 @@ func WriteIndex(channel string, pos int) int {
 	case ChannelBreakpoint:
 		return -5
 	}
-	if n, ok := strings.CutPrefix(channel, ChannelStepPrefix); ok {
-		if k, err := strconv.Atoi(n); err == nil && k >= 0 {
-			return -(1000 + k)
-		}
+	if k := stepSlot(channel); k >= 0 {
+		return -(1000 + k)
 	}
 	return pos
 }

@@ -78,10 +78,12 @@ type InterruptLister interface {
 // Pruner is implemented by savers that can drop old checkpoints.
 type Pruner interface {
 	// Prune keeps the newest keep checkpoints of the thread's namespace ns
-	// (at least 1) and deletes older ones, except checkpoints still needed:
-	// the ancestors that hold the base blobs of kept channel values, and
-	// any checkpoint with pending interrupts or pending writes that have
-	// not been committed by a child. It returns how many were deleted.
+	// (at least 1) and the head, and deletes older ones, except checkpoints
+	// with pending interrupts or pending writes that no child has
+	// committed. The blobs kept checkpoints need (the bases of their append
+	// chains) stay, whether or not the checkpoints that wrote them do, so
+	// every kept checkpoint reads back exactly. It returns how many
+	// checkpoints were deleted.
 	Prune(ctx context.Context, thread, ns string, keep int) (int, error)
 }
 
