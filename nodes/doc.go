@@ -1,0 +1,120 @@
+// Package nodes holds lockstep's prebuilt graph nodes: the safe tool
+// executor and the tool node that runs a model's tool calls with it (the
+// LLM node comes later).
+//
+// # Tools
+//
+// NewTool registers a tool from a typed body func(ctx, A, Env) (R, error):
+// its name (1 to 64 of [A-Za-z0-9_-], matched byte for byte), a description
+// for the model, a JSON Schema derived from A (validated before every call;
+// a failure is an *ArgsError naming the field), and what it declares at
+// registration: Destructive (with its approval.Risk tier), Idempotent,
+// Timeout (per attempt), Retry, NaturalKey, Reconcile, Fallback, Version
+// and Secrets. Credentials reach the body through Env, never as arguments.
+//
+// # The executor's questions, in order
+//
+// Executor.Execute asks, and stops at the first answer that ends the call:
+//
+//  1. Scope: is the tool bound to this agent? An unknown name, or a name
+//     that differs in any byte (case, spaces, invisible or look-alike
+//     characters), is a *ScopeError. A fallback is reachable only as the
+//     fallback of its tool. The arguments are then canonicalised and
+//     validated (*ArgsError), and in strict mode (the default) arguments
+//     that reference a secret are refused (*SecretReferenceError).
+//  2. Gate: the Policy (DenyDestructive when none is set; AlwaysApprove;
+//     FromRules over approval.Rules, which may read the arguments) says
+//     whether the call needs a human. If it does and Call.Approval is nil,
+//     the call is blocked with *ConfirmationRequired carrying the tool, the
+//     exact canonical arguments on CallArgs and their approval.ArgsHash. An
+//     approval is bound to the exact call: a Decision whose ArgsHash
+//     differs is refused (*ApprovalMismatchError); a rejection or an expiry
+//     is a *DecisionError.
+//  3. Memo: a read (Idempotent and not Destructive) is answered from
+//     Call.Memo when an identical read ran before in the thread; identical
+//     reads running at once run once.
+//  4. Ledger: a write (anything else) goes through the idempotency ledger
+//     when one is set (see below).
+//  5. Run, with bounded, classified retries and a per-attempt timeout.
+//  6. Fallback: when the retries are exhausted or the failure is permanent,
+//     the tool's fallback runs through the same path (its own gate, memo or
+//     ledger), and the Result says StatusFallback.
+//
+// # Memo
+//
+// The memo key is MemoKey: a length-prefixed SHA-256 over the tool's name,
+// its version and the canonical arguments (package canon: object keys
+// sorted, no whitespace, numbers by exact value so 1, 1.0 and 1e0 meet,
+// strings as given with no Unicode normalisation; duplicate and
+// case-variant keys rejected). Only successful reads are stored; errors,
+// destructive and non-idempotent calls never touch the memo. The tool node
+// keeps it in the thread's state (AgentState.Memo, a merge field), so it is
+// checkpointed with the thread and shared by all its turns.
+//
+// # Idempotency keys and the ledger
+//
+// A write's key is IdempotencyKey(scope, tool, canonical arguments), the
+// scope being the thread (or Call.Scope), or NaturalIdempotencyKey(tool,
+// natural key) when the tool declares one: deterministic, length-prefixed,
+// never random or time-based, the same in every process and version. The
+// body gets it from Env.IdempotencyKey to send downstream. The ledger
+// (package ledger) records the intent before the call and the outcome after
+// it: a repeat is replayed (Result.Replayed, StatusReplayed: it already
+// existed); the same key with other arguments is ledger.ErrKeyReuse; a
+// concurrent duplicate is ledger.ErrInProgress (or waits, with
+// WithWaitInProgress); a permanent failure is stored and replayed as a
+// *ReplayedError; anything else (transient, unclassified, a pause) is not
+// stored, so a retry runs with the same key. An intent whose process died
+// is ledger.ErrOutcomeUnknown and is not run again until a Reconcile hook,
+// ledger.Resolve or Forget, or a new approval (Call.Reconciled) decides.
+// Without a ledger a write gets no key and is never retried.
+//
+// # Retries
+//
+// Errors are classified by type, never by text (Classify): ClassPermanent
+// (*HTTPError 401, 403, 404 and other 4xx, argument errors, panics,
+// Permanent), ClassTransient (*HTTPError 408, 425, 429 and 5xx with their
+// Retry-After, timeouts, Transient, RetryAfter), ClassPause (interrupts and
+// *ConfirmationRequired: never retried) and ClassNone (not retried).
+// Classification sees through wrapping; in a join a pause wins, then
+// permanent. Only transient errors are retried, up to RetryPolicy's
+// attempts, with exponential backoff, jitter and a cap on the executor's
+// Clock; a Retry-After is honoured up to MaxRetryAfter; no attempt starts
+// past the context's deadline; cancellation stops at once. An attempt that
+// outlives the tool's timeout is a *TimeoutError: its outcome is unknown,
+// so a retry of a write reuses the key.
+//
+// # Logging
+//
+// Every decision is one slog record, message "tool decision", with the
+// attributes status (blocked, approved, rejected, expired, cache_hit,
+// replayed, executed, retry, failed, fallback), tool, call_id, thread, and
+// args: the canonical arguments with known secret values and the values of
+// credential-like keys replaced by [REDACTED] and long strings cut; plus
+// rule, reviewer, key, attempt, wait, error or reason as they apply.
+//
+// # Secrets
+//
+// A SecretProvider supplies the secrets a tool declares, at call time. They
+// are handed to the body as Secret values that print as [REDACTED], and
+// every value the executor has handed out is redacted (also base64, hex
+// and URL-escaped) from error messages, log attributes, results (and so the
+// memo, the ledger and the checkpoints) and approval requests.
+//
+// # The tool node
+//
+// ToolNode (or NewToolNode with StateAccess for a state type of your own)
+// runs the tool calls of the last assistant message: reads in parallel,
+// writes in call order, each inside graph.Durable(ctx, "tool:"+callID, ...)
+// so finished calls do not run again when the node runs again. It appends
+// one tool Message per call, whose content is an Observation: the result,
+// or what went wrong and what to do next. A blocked call becomes an
+// approval.Request (tool, canonical arguments, hash, the model's rationale,
+// reviewer context, risk, rule, owner, schema, created and expires times)
+// raised with interrupt.Ask[approval.Decision]; several are asked one at a
+// time in call order. On resume an approval runs exactly the approved
+// arguments once; an edit is validated and gated again (and asked again if
+// another rule gates it); a rejection or expiry becomes a result telling
+// the model not to retry. Past WithMaxApprovalRequests requests for the
+// same call in one turn, the model is told to stop asking.
+package nodes

@@ -1,0 +1,346 @@
+package nodes
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lockstepgo/lockstep/approval"
+)
+
+// Sentinel errors. The typed errors below match them with errors.Is.
+var (
+	// ErrInvalidTool: NewTool was given a bad name, description, option
+	// or argument type.
+	ErrInvalidTool = errors.New("nodes: invalid tool")
+	// ErrInvalidConfig: NewExecutor or a tool node was misconfigured.
+	ErrInvalidConfig = errors.New("nodes: invalid configuration")
+	// ErrUnknownTool: the call names a tool that is not bound to this
+	// agent. Matches *ScopeError.
+	ErrUnknownTool = errors.New("nodes: unknown tool")
+	// ErrInvalidArgs: the arguments are not valid JSON for the tool's
+	// schema. Matches *ArgsError.
+	ErrInvalidArgs = errors.New("nodes: invalid tool arguments")
+	// ErrSecretReference: in strict mode, the model's arguments try to
+	// reference a secret. Matches *SecretReferenceError.
+	ErrSecretReference = errors.New("nodes: arguments reference a secret")
+	// ErrConfirmationRequired matches *ConfirmationRequired.
+	ErrConfirmationRequired = errors.New("nodes: confirmation required")
+	// ErrApprovalMismatch: the decision covers other arguments (or another
+	// tool) than the call. Matches *ApprovalMismatchError.
+	ErrApprovalMismatch = errors.New("nodes: approval does not match the call")
+	// ErrRejected: a human rejected the call. Matches *DecisionError.
+	ErrRejected = errors.New("nodes: call rejected by a human")
+	// ErrExpired: nobody decided in time; an expiry is a rejection.
+	// Matches *DecisionError.
+	ErrExpired = errors.New("nodes: approval request expired")
+	// ErrToolFailed matches every *ToolError and *ReplayedError.
+	ErrToolFailed = errors.New("nodes: tool failed")
+	// ErrRetriesExhausted matches a *ToolError whose transient failures
+	// used up the retry policy.
+	ErrRetriesExhausted = errors.New("nodes: retries exhausted")
+	// ErrToolTimeout matches *TimeoutError.
+	ErrToolTimeout = errors.New("nodes: tool timed out")
+	// ErrToolPanic matches *PanicError.
+	ErrToolPanic = errors.New("nodes: tool panicked")
+	// ErrNoScope: a write through the ledger has neither a natural key nor
+	// a thread (or Call.Scope) to derive its idempotency key from.
+	ErrNoScope = errors.New("nodes: no scope for the idempotency key")
+	// ErrLedger: the ledger could not be read or written (a storage
+	// failure, not a refusal). Matches *LedgerError.
+	ErrLedger = errors.New("nodes: ledger unavailable")
+	// ErrSecret: a declared secret could not be provided, or a tool asked
+	// Env for a secret it did not declare. Matches *SecretError.
+	ErrSecret = errors.New("nodes: secret unavailable")
+)
+
+// ScopeError reports a call to a tool that is not bound to the agent:
+// unknown, or a name that differs in any byte from a bound one. It
+// matches ErrUnknownTool.
+type ScopeError struct {
+	Tool string // the name as the model sent it (quoted in the message)
+}
+
+// Error describes the failure, naming the tool or key and never a secret.
+func (e *ScopeError) Error() string {
+	return fmt.Sprintf("nodes: tool %s is not bound to this agent", quote(e.Tool))
+}
+
+// Is makes errors.Is(err, ErrUnknownTool) true.
+func (e *ScopeError) Is(target error) bool { return target == ErrUnknownTool }
+
+// RetryClass implements Classifier: ClassPermanent.
+func (e *ScopeError) RetryClass() Class { return ClassPermanent }
+
+// ArgsError reports arguments that do not fit the tool's schema. Path names
+// the offending field ("$.ticket_id"). It matches ErrInvalidArgs.
+type ArgsError struct {
+	Tool   string
+	Path   string
+	Reason string
+	Err    error
+}
+
+// Error describes the failure, naming the tool or key and never a secret.
+func (e *ArgsError) Error() string {
+	return fmt.Sprintf("nodes: tool %q: invalid argument %s: %s", e.Tool, e.Path, e.Reason)
+}
+
+// Unwrap returns the schema or canonicalisation error.
+func (e *ArgsError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrInvalidArgs) true.
+func (e *ArgsError) Is(target error) bool { return target == ErrInvalidArgs }
+
+// RetryClass implements Classifier: ClassPermanent.
+func (e *ArgsError) RetryClass() Class { return ClassPermanent }
+
+// SecretReferenceError reports an argument that looks like a reference to
+// a secret ({{secrets.X}}, $X, ${X}, env:X) or holds a secret's value.
+// Nothing is ever expanded; strict mode refuses the call. It matches
+// ErrSecretReference.
+type SecretReferenceError struct {
+	Tool string
+	Path string // the argument concerned
+}
+
+// Error describes the failure, naming the tool or key and never a secret.
+func (e *SecretReferenceError) Error() string {
+	return fmt.Sprintf("nodes: tool %q: argument %s references a secret; credentials are injected by the runtime, never passed as arguments", e.Tool, e.Path)
+}
+
+// Is makes errors.Is(err, ErrSecretReference) true.
+func (e *SecretReferenceError) Is(target error) bool { return target == ErrSecretReference }
+
+// RetryClass implements Classifier: ClassPermanent.
+func (e *SecretReferenceError) RetryClass() Class { return ClassPermanent }
+
+// ConfirmationRequired is the gate's answer for a call that needs a human:
+// the tool's name and the exact (canonical) arguments on CallArgs, with
+// their approval.ArgsHash. The tool node turns it into an approval request.
+// It matches ErrConfirmationRequired and is never retried.
+type ConfirmationRequired struct {
+	Tool     string
+	CallID   string
+	CallArgs []byte // canonical JSON
+	ArgsHash string
+	Rule     string // the rule that gated the call
+	Risk     approval.Risk
+	// FallbackFor names the tool whose failure led to this call, when the
+	// call is a fallback, and Cause is that failure (redacted).
+	FallbackFor string
+	Cause       string
+}
+
+// Error describes the failure, naming the tool or key and never a secret.
+func (e *ConfirmationRequired) Error() string {
+	s := fmt.Sprintf("nodes: tool %q needs a human's approval (rule %s)", e.Tool, e.Rule)
+	if e.FallbackFor != "" {
+		s += fmt.Sprintf(" as the fallback of %q", e.FallbackFor)
+	}
+	return s
+}
+
+// Is makes errors.Is(err, ErrConfirmationRequired) true.
+func (e *ConfirmationRequired) Is(target error) bool { return target == ErrConfirmationRequired }
+
+// RetryClass implements Classifier: ClassPause.
+func (e *ConfirmationRequired) RetryClass() Class { return ClassPause }
+
+// ApprovalMismatchError reports a decision that covers other arguments
+// than the call it was presented with. The tool is not run. It matches
+// ErrApprovalMismatch.
+type ApprovalMismatchError struct {
+	Tool             string
+	Approved, Called string // the two argument hashes
+}
+
+// Error describes the failure, naming the tool or key and never a secret.
+func (e *ApprovalMismatchError) Error() string {
+	return fmt.Sprintf("nodes: tool %q: the approval covers arguments %.12s… but the call has %.12s…; not run", e.Tool, e.Approved, e.Called)
+}
+
+// Is makes errors.Is(err, ErrApprovalMismatch) true.
+func (e *ApprovalMismatchError) Is(target error) bool { return target == ErrApprovalMismatch }
+
+// RetryClass implements Classifier: ClassPermanent.
+func (e *ApprovalMismatchError) RetryClass() Class { return ClassPermanent }
+
+// DecisionError reports a call a human rejected, or whose request expired.
+// It matches ErrRejected or ErrExpired.
+type DecisionError struct {
+	Tool     string
+	Outcome  approval.Outcome
+	Reviewer string
+	Note     string
+}
+
+// Error describes the failure, naming the tool or key and never a secret.
+func (e *DecisionError) Error() string {
+	if e.Outcome == approval.Expired {
+		return fmt.Sprintf("nodes: tool %q: the approval request expired; the call was not run", e.Tool)
+	}
+	return fmt.Sprintf("nodes: tool %q: rejected by %s; the call was not run", e.Tool, e.Reviewer)
+}
+
+// Is matches ErrExpired for an expiry and ErrRejected otherwise.
+func (e *DecisionError) Is(target error) bool {
+	if e.Outcome == approval.Expired {
+		return target == ErrExpired
+	}
+	return target == ErrRejected
+}
+
+// RetryClass implements Classifier: ClassPermanent.
+func (e *DecisionError) RetryClass() Class { return ClassPermanent }
+
+// ToolError reports a call that failed after its attempts. Its message is
+// redacted: it never contains a declared secret. Err (the last attempt's
+// error) keeps its types for errors.Is and errors.As, but its own text is
+// not redacted: log the ToolError, not what it wraps. It matches
+// ErrToolFailed, and ErrRetriesExhausted when Exhausted.
+type ToolError struct {
+	Tool      string
+	Attempts  int
+	Class     Class
+	Exhausted bool // transient failures used up the retry policy
+	Err       error
+	msg       string // redacted text of Err
+}
+
+// Error describes the failure, naming the tool or key and never a secret.
+func (e *ToolError) Error() string {
+	s := fmt.Sprintf("nodes: tool %q failed", e.Tool)
+	if e.Exhausted {
+		s += fmt.Sprintf(" after %d attempts (retries exhausted)", e.Attempts)
+	} else if e.Attempts > 1 {
+		s += fmt.Sprintf(" after %d attempts", e.Attempts)
+	}
+	return s + " (" + e.Class.String() + "): " + e.msg
+}
+
+// Unwrap returns the last attempt's error.
+func (e *ToolError) Unwrap() error { return e.Err }
+
+// Is matches ErrToolFailed, and ErrRetriesExhausted when Exhausted.
+func (e *ToolError) Is(target error) bool {
+	return target == ErrToolFailed || (e.Exhausted && target == ErrRetriesExhausted)
+}
+
+// RetryClass implements Classifier: the class of the last error.
+func (e *ToolError) RetryClass() Class { return e.Class }
+
+// ReplayedError is a permanent failure stored by the ledger and returned
+// again for a repeat of the same operation (as Stripe replays a stored
+// error). It matches ErrToolFailed.
+type ReplayedError struct {
+	Tool    string
+	Key     string
+	Status  int    // the stored HTTP status, if any
+	Message string // the stored (redacted) message
+}
+
+// Error describes the failure, naming the tool or key and never a secret.
+func (e *ReplayedError) Error() string {
+	return fmt.Sprintf("nodes: tool %q: this operation already ran and failed permanently (replayed from the ledger): %s", e.Tool, e.Message)
+}
+
+// Is makes errors.Is(err, ErrToolFailed) true.
+func (e *ReplayedError) Is(target error) bool { return target == ErrToolFailed }
+
+// RetryClass implements Classifier: ClassPermanent.
+func (e *ReplayedError) RetryClass() Class { return ClassPermanent }
+
+// TimeoutError reports an attempt that outlived the tool's timeout. The
+// outcome is indeterminate: the call may have succeeded downstream (a late
+// success), which is why a retry reuses the same idempotency key. It is
+// ClassTransient and matches ErrToolTimeout.
+type TimeoutError struct {
+	Tool    string
+	After   time.Duration // the tool's timeout
+	Attempt int
+}
+
+// Error describes the failure, naming the tool or key and never a secret.
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("nodes: tool %q attempt %d timed out after %v; its outcome is unknown (it may have taken effect)", e.Tool, e.Attempt, e.After)
+}
+
+// Is makes errors.Is(err, ErrToolTimeout) true.
+func (e *TimeoutError) Is(target error) bool { return target == ErrToolTimeout }
+
+// Timeout reports true, like net.Error.
+func (e *TimeoutError) Timeout() bool { return true }
+
+// RetryClass implements Classifier: ClassTransient.
+func (e *TimeoutError) RetryClass() Class { return ClassTransient }
+
+// PanicError is a recovered panic in a tool body. Value and Stack are
+// redacted. It is ClassPermanent and matches ErrToolPanic.
+type PanicError struct {
+	Tool  string
+	Value string
+	Stack []byte
+}
+
+// Error describes the failure, naming the tool or key and never a secret.
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("nodes: tool %q panicked: %s", e.Tool, e.Value)
+}
+
+// Is makes errors.Is(err, ErrToolPanic) true.
+func (e *PanicError) Is(target error) bool { return target == ErrToolPanic }
+
+// RetryClass implements Classifier: ClassPermanent.
+func (e *PanicError) RetryClass() Class { return ClassPermanent }
+
+// SecretError reports a secret that could not be provided to a tool, or a
+// tool asking for one it did not declare. It names the secret, never its
+// value, and matches ErrSecret.
+type SecretError struct {
+	Tool   string
+	Name   string
+	Reason string
+}
+
+// Error describes the failure, naming the tool or key and never a secret.
+func (e *SecretError) Error() string {
+	return fmt.Sprintf("nodes: tool %q: secret %q: %s", e.Tool, e.Name, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrSecret) true.
+func (e *SecretError) Is(target error) bool { return target == ErrSecret }
+
+// RetryClass implements Classifier: ClassPermanent.
+func (e *SecretError) RetryClass() Class { return ClassPermanent }
+
+// LedgerError reports a storage failure of the ledger during a call: the
+// call did not run (or ran and its outcome was not recorded; see the
+// log). The tool node fails the run on it instead of telling the model. It
+// matches ErrLedger.
+type LedgerError struct {
+	Tool string
+	Err  error
+}
+
+// Error describes the failure, naming the tool or key and never a secret.
+func (e *LedgerError) Error() string {
+	return fmt.Sprintf("nodes: tool %q: ledger: %v", e.Tool, e.Err)
+}
+
+// Unwrap returns the storage error.
+func (e *LedgerError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrLedger) true.
+func (e *LedgerError) Is(target error) bool { return target == ErrLedger }
+
+const maxQuoted = 64
+
+// quote quotes s, truncating it so that hostile names cannot flood a
+// message.
+func quote(s string) string {
+	if len(s) > maxQuoted {
+		return fmt.Sprintf("%q…(%d bytes)", s[:maxQuoted], len(s))
+	}
+	return fmt.Sprintf("%q", s)
+}

@@ -1,0 +1,817 @@
+package nodes
+
+import (
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/lockstepgo/lockstep/approval"
+	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/canon"
+	"github.com/lockstepgo/lockstep/internal/jsonschema"
+	"github.com/lockstepgo/lockstep/nodes/ledger"
+)
+
+// maxFallbackDepth bounds chains of fallbacks.
+const maxFallbackDepth = 4
+
+// Executor runs tool calls safely for one agent: it asks scope, gate,
+// memo, ledger, run (with retries), fallback, in that order (see the
+// package doc). Build one with NewExecutor; it is safe for concurrent use.
+type Executor struct {
+	tools     map[string]*Tool // bound to the agent
+	fallbacks map[string]*Tool // reachable only as fallbacks
+	policy    Policy
+	ledger    ledger.Ledger
+	secrets   SecretProvider
+	log       *slog.Logger
+	clock     Clock
+	rand      func() float64
+	owners    func() string
+	wait      time.Duration
+	strict    bool
+	names     map[string]bool // declared secret names, lower case
+	red       *redactor
+	flight    singleflight.Group
+	abandoned atomic.Int64
+}
+
+// ExecutorOption configures NewExecutor.
+type ExecutorOption func(*Executor)
+
+// WithPolicy sets the gate's policy (default DenyDestructive). nil keeps
+// the default: with no policy the gate denies.
+func WithPolicy(p Policy) ExecutorOption {
+	return func(e *Executor) {
+		if p != nil {
+			e.policy = p
+		}
+	}
+}
+
+// WithLedger records writes in l so that each logical operation happens
+// once. Without a ledger, writes get no idempotency key and are never
+// retried.
+func WithLedger(l ledger.Ledger) ExecutorOption { return func(e *Executor) { e.ledger = l } }
+
+// WithSecrets sets the provider of the secrets tools declare.
+func WithSecrets(p SecretProvider) ExecutorOption { return func(e *Executor) { e.secrets = p } }
+
+// WithLogger sends decision events to l (default: discarded).
+func WithLogger(l *slog.Logger) ExecutorOption {
+	return func(e *Executor) {
+		if l != nil {
+			e.log = l
+		}
+	}
+}
+
+// WithClock sets the clock of backoff waits and polling (default
+// SystemClock).
+func WithClock(c Clock) ExecutorOption {
+	return func(e *Executor) {
+		if c != nil {
+			e.clock = c
+		}
+	}
+}
+
+// WithJitterSource sets the source of uniform random numbers in [0, 1) for
+// backoff jitter (default math/rand/v2).
+func WithJitterSource(r func() float64) ExecutorOption {
+	return func(e *Executor) {
+		if r != nil {
+			e.rand = r
+		}
+	}
+}
+
+// WithOwnerIDs sets how ledger owner IDs (one per execution of a write) are
+// made; they must be unique (default 128 random bits).
+func WithOwnerIDs(next func() string) ExecutorOption {
+	return func(e *Executor) {
+		if next != nil {
+			e.owners = next
+		}
+	}
+}
+
+// WithWaitInProgress makes a concurrent duplicate wait up to d for the
+// first call's outcome (polling the ledger) instead of failing at once with
+// ledger.ErrInProgress.
+func WithWaitInProgress(d time.Duration) ExecutorOption { return func(e *Executor) { e.wait = d } }
+
+// WithStrictSecrets sets whether arguments that reference a secret
+// ({{secrets.X}}, $X, ${X}, %X%, env:X for a declared name X) or hold a
+// known secret value are refused with *SecretReferenceError (default
+// true). Nothing is ever expanded either way.
+func WithStrictSecrets(strict bool) ExecutorOption { return func(e *Executor) { e.strict = strict } }
+
+// NewExecutor binds tools to an agent. Their fallbacks are reachable as
+// fallbacks only. It returns an error matching ErrInvalidConfig for a nil
+// tool, two tools of one name, or a tool that declares secrets when no
+// SecretProvider is set.
+func NewExecutor(tools []*Tool, opts ...ExecutorOption) (*Executor, error) {
+	e := &Executor{
+		tools: map[string]*Tool{}, fallbacks: map[string]*Tool{},
+		policy: DenyDestructive(), log: slog.New(slog.DiscardHandler), clock: SystemClock(),
+		rand: rand.Float64, owners: randomID, strict: true, names: map[string]bool{}, red: newRedactor(),
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(e)
+		}
+	}
+	for _, t := range tools {
+		if t == nil {
+			return nil, fmt.Errorf("%w: nil tool", ErrInvalidConfig)
+		}
+		if _, dup := e.tools[t.name]; dup {
+			return nil, fmt.Errorf("%w: two tools named %q", ErrInvalidConfig, t.name)
+		}
+		e.tools[t.name] = t
+	}
+	for _, t := range tools {
+		for f := t.fallback; f != nil; f = f.fallback {
+			if b, ok := e.tools[f.name]; ok && b != f {
+				return nil, fmt.Errorf("%w: fallback %q of %q is another tool than the bound tool of that name", ErrInvalidConfig, f.name, t.name)
+			}
+			if o, ok := e.fallbacks[f.name]; ok && o != f {
+				return nil, fmt.Errorf("%w: two fallback tools named %q", ErrInvalidConfig, f.name)
+			}
+			if _, bound := e.tools[f.name]; !bound {
+				e.fallbacks[f.name] = f
+			}
+		}
+	}
+	for _, t := range e.all() {
+		for _, s := range t.secrets {
+			e.names[strings.ToLower(s)] = true
+		}
+		if len(t.secrets) > 0 && e.secrets == nil {
+			return nil, fmt.Errorf("%w: tool %q declares secrets but the executor has no SecretProvider (WithSecrets)", ErrInvalidConfig, t.name)
+		}
+	}
+	return e, nil
+}
+
+func (e *Executor) all() []*Tool {
+	out := make([]*Tool, 0, len(e.tools)+len(e.fallbacks))
+	for _, t := range e.tools {
+		out = append(out, t)
+	}
+	for _, t := range e.fallbacks {
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b *Tool) int { return strings.Compare(a.name, b.name) })
+	return out
+}
+
+func randomID() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}
+
+// Definitions returns the bound tools as the model sees them, by name.
+func (e *Executor) Definitions() []Definition {
+	var out []Definition
+	for _, t := range e.all() {
+		if _, bound := e.tools[t.name]; bound {
+			out = append(out, Definition{Name: t.name, Description: t.description, Parameters: t.Schema()})
+		}
+	}
+	return out
+}
+
+// Tool returns the bound tool named name (exact bytes), or nil.
+func (e *Executor) Tool(name string) *Tool { return e.tools[name] }
+
+// Abandoned returns how many attempts were left running when their timeout
+// fired (tool bodies that ignore their context).
+func (e *Executor) Abandoned() int64 { return e.abandoned.Load() }
+
+// Redact replaces every secret value the executor has handed to a tool
+// with [REDACTED]. The tool node passes application text (reviewer
+// context) through it.
+func (e *Executor) Redact(s string) string { return e.red.String(s) }
+
+// Call is one tool call.
+type Call struct {
+	// ID is the model's tool-call ID (logged and handed to the body).
+	ID string
+	// Tool is the tool's name, as the model sent it: matched byte for
+	// byte against the bound tools.
+	Tool string
+	// Args are the arguments as the model sent them (a JSON object).
+	Args json.RawMessage
+	// Scope is the thread (or user) the call belongs to: part of its
+	// idempotency key. Empty means the thread of the graph run in ctx.
+	Scope string
+	// Approval is a human's decision for this exact call, if there is one.
+	Approval *approval.Decision
+	// Memo is where reads are memoised (nil: no memo).
+	Memo MemoStore
+	// FallbackFor names the tool whose fallback this call is; the call is
+	// then in scope if Tool is that tool's fallback.
+	FallbackFor string
+	// Reconciled marks a call whose earlier attempt had an unknown outcome
+	// and which a human has approved to run again: the ledger's pending
+	// intent is taken over instead of refusing the call.
+	Reconciled bool
+}
+
+// Result is a successful call.
+type Result struct {
+	// Tool is the tool that produced Output (the fallback, after one).
+	Tool   string
+	CallID string
+	// Output is the tool's structured result (JSON), redacted.
+	Output json.RawMessage
+	// Status is StatusExecuted, StatusCacheHit, StatusReplayed or
+	// StatusFallback.
+	Status Status
+	// Replayed is set when Output was stored by an earlier execution of
+	// the same operation: it already existed; nothing was created now.
+	Replayed bool
+	// Key is the idempotency key of a write ("" for reads).
+	Key string
+	// Attempts counts the attempts of this execution (0 when nothing ran).
+	Attempts int
+	// FallbackFrom names the tool that failed, when a fallback produced
+	// Output, and Cause is its (redacted) error.
+	FallbackFrom string
+	Cause        string
+}
+
+// prepared is a call that passed scope and argument checks.
+type prepared struct {
+	tool  *Tool
+	args  []byte // canonical
+	hash  string // approval.ArgsHash, computed on first use
+	scope string
+}
+
+// argsHash returns the call's approval.ArgsHash. The arguments are
+// canonical already, so it cannot fail.
+func (p *prepared) argsHash() string {
+	if p.hash == "" {
+		p.hash, _ = approval.ArgsHash(p.tool.name, p.args)
+	}
+	return p.hash
+}
+
+// Execute runs one call. It returns the result, or:
+//
+//   - *ScopeError: the tool is not bound to this agent;
+//   - *ArgsError or *SecretReferenceError: bad arguments;
+//   - *ConfirmationRequired: the gate needs a human (never retried);
+//   - *ApprovalMismatchError, *DecisionError: the approval does not cover
+//     this call, or it was a rejection or an expiry;
+//   - *ledger.KeyReuseError, *ledger.InProgressError,
+//     *ledger.OutcomeUnknownError (wrapped): the ledger refused the call;
+//   - *ToolError (with *TimeoutError, *PanicError or the tool's error
+//     inside), *ReplayedError: the tool failed, and so did its fallback if
+//     it has one (then both are joined);
+//   - an interrupt from the tool body, unchanged; ctx's error.
+//
+// Error messages name the tool and never contain a secret.
+func (e *Executor) Execute(ctx context.Context, c Call) (Result, error) {
+	if c.Scope == "" {
+		if info, ok := graph.TaskFrom(ctx); ok {
+			c.Scope = info.Thread
+		}
+	}
+	return e.execute(ctx, c, 0)
+}
+
+func (e *Executor) execute(ctx context.Context, c Call, depth int) (Result, error) {
+	// 1. Scope.
+	t, err := e.scope(c)
+	if err != nil {
+		e.event(ctx, slog.LevelWarn, StatusFailed, &c, c.Args, slog.String("reason", "scope"), e.errAttr(err))
+		return Result{}, err
+	}
+	p, err := e.prepare(t, c)
+	if err != nil {
+		e.event(ctx, slog.LevelWarn, StatusFailed, &c, c.Args, slog.String("reason", "arguments"), e.errAttr(err))
+		return Result{}, err
+	}
+	// 2. Gate.
+	if err := e.gate(ctx, &c, p); err != nil {
+		return Result{}, err
+	}
+	// 3. Memo, or 4. ledger; then 5. run with retries.
+	var res Result
+	switch {
+	case t.read():
+		res, err = e.runRead(ctx, &c, p)
+	case e.ledger != nil:
+		res, err = e.runWrite(ctx, &c, p)
+	default:
+		res, err = e.runPlain(ctx, &c, p, "")
+	}
+	// 6. Fallback.
+	if err != nil && t.fallback != nil && depth < maxFallbackDepth && errors.Is(err, ErrToolFailed) && ctx.Err() == nil {
+		return e.fallback(ctx, &c, t, err, depth)
+	}
+	return res, err
+}
+
+// scope finds the tool: bound, or the declared fallback of FallbackFor.
+func (e *Executor) scope(c Call) (*Tool, error) {
+	if c.FallbackFor == "" {
+		if t, ok := e.tools[c.Tool]; ok {
+			return t, nil
+		}
+		return nil, &ScopeError{Tool: e.red.String(c.Tool)}
+	}
+	parent, ok := e.tools[c.FallbackFor]
+	if !ok {
+		parent, ok = e.fallbacks[c.FallbackFor]
+	}
+	if !ok || parent.fallback == nil || parent.fallback.name != c.Tool {
+		return nil, &ScopeError{Tool: e.red.String(c.Tool)}
+	}
+	return parent.fallback, nil
+}
+
+// scopeTool returns the tool c would run, or nil.
+func (e *Executor) scopeTool(c Call) *Tool {
+	t, err := e.scope(c)
+	if err != nil {
+		return nil
+	}
+	return t
+}
+
+// prepare canonicalises and validates the arguments.
+func (e *Executor) prepare(t *Tool, c Call) (*prepared, error) {
+	raw := bytes.TrimSpace(c.Args)
+	if len(raw) == 0 {
+		raw = []byte("{}") // a call with no arguments
+	}
+	args, err := canon.JSON(raw)
+	if err != nil {
+		ae := &ArgsError{Tool: t.name, Path: "$", Reason: e.red.String(err.Error()), Err: err}
+		var ce *canon.Error
+		if errors.As(err, &ce) {
+			ae.Path, ae.Reason = e.red.String(ce.Path), e.red.String(ce.Reason)
+		}
+		return nil, ae
+	}
+	if err := jsonschema.Validate(t.schema, args); err != nil {
+		ae := &ArgsError{Tool: t.name, Path: "$", Reason: e.red.String(err.Error()), Err: err}
+		var ve *jsonschema.ValidationError
+		if errors.As(err, &ve) {
+			ae.Path, ae.Reason = e.red.String(ve.Path), e.red.String(ve.Reason)
+		}
+		return nil, ae
+	}
+	if e.strict {
+		dec := json.NewDecoder(bytes.NewReader(args))
+		dec.UseNumber()
+		var v any
+		if dec.Decode(&v) == nil {
+			if path, bad := findSecretRef(v, "$", e.names, e.red); bad {
+				return nil, &SecretReferenceError{Tool: t.name, Path: path}
+			}
+		}
+	}
+	return &prepared{tool: t, args: args, scope: c.Scope}, nil
+}
+
+// Verdict returns the gate policy's verdict on a call of the bound tool
+// name (or of the fallback of fallbackFor) with args. The tool node uses it
+// to evaluate an edited call again. It returns what Execute returns for
+// scope and argument errors.
+func (e *Executor) Verdict(name, fallbackFor string, args json.RawMessage) (Verdict, []byte, string, error) {
+	c := Call{Tool: name, Args: args, FallbackFor: fallbackFor}
+	t, err := e.scope(c)
+	if err != nil {
+		return Verdict{}, nil, "", err
+	}
+	p, err := e.prepare(t, c)
+	if err != nil {
+		return Verdict{}, nil, "", err
+	}
+	return e.verdict(t, p.args), p.args, p.argsHash(), nil
+}
+
+// verdict asks the policy; a panicking policy denies.
+func (e *Executor) verdict(t *Tool, args []byte) (v Verdict) {
+	defer func() {
+		if r := recover(); r != nil {
+			v = Verdict{Need: true, Rule: "policy_panic", Risk: t.risk}
+		}
+	}()
+	return e.policy.Gate(t.info, args)
+}
+
+func (e *Executor) gate(ctx context.Context, c *Call, p *prepared) error {
+	v := e.verdict(p.tool, p.args)
+	if !v.Need {
+		return nil
+	}
+	if v.Risk == "" {
+		v.Risk = p.tool.risk
+	}
+	d := c.Approval
+	rule := slog.String("rule", v.Rule)
+	switch {
+	case d == nil || !d.Outcome.Valid():
+		e.event(ctx, slog.LevelInfo, StatusBlocked, c, p.args, rule, slog.String("risk", string(v.Risk)))
+		return &ConfirmationRequired{Tool: p.tool.name, CallID: c.ID, CallArgs: slices.Clone(p.args), ArgsHash: p.argsHash(),
+			Rule: v.Rule, Risk: v.Risk, FallbackFor: c.FallbackFor}
+	case d.Outcome == approval.Rejected || d.Outcome == approval.Expired:
+		st := StatusRejected
+		if d.Outcome == approval.Expired {
+			st = StatusExpired
+		}
+		e.event(ctx, slog.LevelInfo, st, c, p.args, rule, slog.String("reviewer", d.Reviewer))
+		return &DecisionError{Tool: p.tool.name, Outcome: d.Outcome, Reviewer: d.Reviewer, Note: d.Note}
+	case d.ArgsHash != p.argsHash():
+		err := &ApprovalMismatchError{Tool: p.tool.name, Approved: d.ArgsHash, Called: p.argsHash()}
+		e.event(ctx, slog.LevelWarn, StatusBlocked, c, p.args, rule, slog.String("reason", "approval_mismatch"), e.errAttr(err))
+		return err
+	}
+	e.event(ctx, slog.LevelInfo, StatusApproved, c, p.args, rule, slog.String("reviewer", d.Reviewer))
+	return nil
+}
+
+// runRead answers a read from the memo, or runs it once for all concurrent
+// identical reads of the scope and memoises the result.
+func (e *Executor) runRead(ctx context.Context, c *Call, p *prepared) (Result, error) {
+	t := p.tool
+	if c.Memo == nil || t.noMemo {
+		return e.runPlain(ctx, c, p, "")
+	}
+	key := MemoKey(t.name, t.version, p.args)
+	hit := func() (Result, bool) {
+		m, ok := c.Memo.Get(key)
+		if !ok || m.Tool != t.name || m.Version != t.version {
+			return Result{}, false
+		}
+		return Result{Tool: t.name, CallID: c.ID, Output: slices.Clone(m.Result), Status: StatusCacheHit}, true
+	}
+	if res, ok := hit(); ok {
+		e.event(ctx, slog.LevelInfo, StatusCacheHit, c, p.args)
+		return res, nil
+	}
+	// Identical reads of the scope that run at once run once. The memo is
+	// read again inside the flight and written before it ends, so a read
+	// that misses the flight finds the memo filled.
+	ran := false // this call's own function ran the flight
+	v, err, _ := e.flight.Do(p.scope+"\x00"+key, func() (any, error) {
+		ran = true
+		if res, ok := hit(); ok {
+			return res, nil
+		}
+		res, err := e.runPlain(ctx, c, p, "")
+		if err == nil {
+			c.Memo.Put(key, MemoEntry{Tool: t.name, Version: t.version, Result: res.Output})
+		}
+		return res, err
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	res := v.(Result)
+	if !ran {
+		// Another call's flight: its result is this call's, and this
+		// call's memo gets it too.
+		c.Memo.Put(key, MemoEntry{Tool: t.name, Version: t.version, Result: res.Output})
+		res.CallID, res.Status, res.Attempts = c.ID, StatusCacheHit, 0
+		res.Output = slices.Clone(res.Output)
+	}
+	if res.Status == StatusCacheHit {
+		e.event(ctx, slog.LevelInfo, StatusCacheHit, c, p.args)
+	}
+	return res, nil
+}
+
+// runPlain runs the call with retries, without a ledger (key is "" unless
+// a write runs through runWrite).
+func (e *Executor) runPlain(ctx context.Context, c *Call, p *prepared, key string) (Result, error) {
+	out, attempts, err := e.attempts(ctx, c, p, key)
+	if err != nil {
+		return Result{}, err
+	}
+	e.event(ctx, slog.LevelInfo, StatusExecuted, c, p.args, slog.Int("attempts", attempts))
+	return Result{Tool: p.tool.name, CallID: c.ID, Output: out, Status: StatusExecuted, Key: key, Attempts: attempts}, nil
+}
+
+// key derives the idempotency key of a write.
+func (e *Executor) key(p *prepared) (string, error) {
+	t := p.tool
+	if t.naturalKey != nil {
+		nk, err := t.naturalKey(p.args)
+		if err != nil || nk == "" {
+			return "", &ArgsError{Tool: t.name, Path: "$", Reason: "the tool's natural idempotency key is empty", Err: err}
+		}
+		return NaturalIdempotencyKey(t.name, nk), nil
+	}
+	if p.scope == "" {
+		return "", fmt.Errorf("%w: tool %q: set Call.Scope or run inside a graph", ErrNoScope, t.name)
+	}
+	return IdempotencyKey(p.scope, t.name, p.args), nil
+}
+
+// lease is how long a write's intent is held: enough for every attempt and
+// backoff, plus a margin.
+func lease(t *Tool) time.Duration {
+	rp := t.retry.withDefaults()
+	n := time.Duration(rp.MaxAttempts)
+	return n*t.timeout + (n-1)*max(rp.Max, rp.MaxRetryAfter) + 30*time.Second
+}
+
+// runWrite runs a write through the ledger: the intent before, the outcome
+// after; a repeat replays.
+func (e *Executor) runWrite(ctx context.Context, c *Call, p *prepared) (Result, error) {
+	t := p.tool
+	key, err := e.key(p)
+	if err != nil {
+		e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.String("reason", "idempotency key"), e.errAttr(err))
+		return Result{}, err
+	}
+	owner := e.owners()
+	in := ledger.Intent{Key: key, Tool: t.name, ArgsHash: p.argsHash(), Owner: owner, Lease: lease(t), TakeOver: c.Reconciled}
+	entry, started, err := e.begin(ctx, in)
+	var unknown *ledger.OutcomeUnknownError
+	if errors.As(err, &unknown) && t.reconcile != nil {
+		return e.reconcile(ctx, c, p, in)
+	}
+	if err != nil {
+		return Result{}, e.ledgerRefusal(ctx, c, p, key, err)
+	}
+	if !started {
+		return e.replay(ctx, c, p, entry)
+	}
+	return e.runHeld(ctx, c, p, key, owner)
+}
+
+// ledgerRefusal logs and wraps an error of Begin: the ledger's typed
+// refusals keep their types; anything else is a *LedgerError.
+func (e *Executor) ledgerRefusal(ctx context.Context, c *Call, p *prepared, key string, err error) error {
+	e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.String("reason", "ledger"), slog.String("key", key), e.errAttr(err))
+	if errors.Is(err, ledger.ErrKeyReuse) || errors.Is(err, ledger.ErrInProgress) || errors.Is(err, ledger.ErrOutcomeUnknown) || ctx.Err() != nil {
+		return fmt.Errorf("nodes: tool %q: %w", p.tool.name, err)
+	}
+	return &LedgerError{Tool: p.tool.name, Err: err}
+}
+
+// begin records the intent, waiting for a concurrent duplicate when the
+// executor was asked to.
+func (e *Executor) begin(ctx context.Context, in ledger.Intent) (ledger.Entry, bool, error) {
+	deadline := e.clock.Now().Add(e.wait)
+	for {
+		entry, started, err := e.ledger.Begin(ctx, in)
+		if e.wait <= 0 || !errors.Is(err, ledger.ErrInProgress) {
+			return entry, started, err
+		}
+		left := deadline.Sub(e.clock.Now())
+		if left <= 0 {
+			return entry, started, err
+		}
+		if serr := e.clock.Sleep(ctx, min(left, 50*time.Millisecond)); serr != nil {
+			return ledger.Entry{}, false, serr
+		}
+	}
+}
+
+func (e *Executor) replay(ctx context.Context, c *Call, p *prepared, entry ledger.Entry) (Result, error) {
+	key := slog.String("key", entry.Key)
+	if f := entry.Outcome.Failure; f != nil {
+		e.event(ctx, slog.LevelInfo, StatusReplayed, c, p.args, key, slog.String("outcome", "failure"))
+		return Result{}, &ReplayedError{Tool: p.tool.name, Key: entry.Key, Status: f.Status, Message: f.Message}
+	}
+	e.event(ctx, slog.LevelInfo, StatusReplayed, c, p.args, key)
+	return Result{Tool: p.tool.name, CallID: c.ID, Output: slices.Clone(entry.Outcome.Result), Status: StatusReplayed, Replayed: true, Key: entry.Key}, nil
+}
+
+// runHeld runs a write whose intent the executor holds, and records the
+// outcome: the result, or a permanent failure. Anything else (a transient
+// failure, a pause, a cancellation) releases the intent so that a retry
+// runs, with the same key.
+func (e *Executor) runHeld(ctx context.Context, c *Call, p *prepared, key, owner string) (Result, error) {
+	res, err := e.runPlain(ctx, c, p, key)
+	store := context.WithoutCancel(ctx)
+	if err == nil {
+		if cerr := e.ledger.Complete(store, key, owner, ledger.Outcome{Result: res.Output}); cerr != nil {
+			e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.String("reason", "ledger outcome not recorded"), slog.String("key", key), e.errAttr(cerr))
+		}
+		return res, nil
+	}
+	if Classify(err) == ClassPermanent {
+		f := &ledger.Failure{Class: ClassPermanent.String(), Message: e.red.String(err.Error())}
+		var he *HTTPError
+		if errors.As(err, &he) && he != nil {
+			f.Status = he.Status
+		}
+		if cerr := e.ledger.Complete(store, key, owner, ledger.Outcome{Failure: f}); cerr != nil {
+			e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.String("reason", "ledger outcome not recorded"), slog.String("key", key), e.errAttr(cerr))
+		}
+		return Result{}, err
+	}
+	if rerr := e.ledger.Release(store, key, owner); rerr != nil {
+		e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.String("reason", "ledger intent not released"), slog.String("key", key), e.errAttr(rerr))
+	}
+	return Result{}, err
+}
+
+// reconcile asks the tool whether an attempt with an unknown outcome took
+// effect: if so its result is recorded and replayed; if not the intent is
+// taken over and the call runs.
+func (e *Executor) reconcile(ctx context.Context, c *Call, p *prepared, in ledger.Intent) (Result, error) {
+	t := p.tool
+	env, err := e.env(ctx, c, p, in.Key)
+	if err != nil {
+		return Result{}, err
+	}
+	out, found, err := t.reconcile(ctx, p.args, env)
+	if err != nil {
+		err = e.toolError(t, 1, err)
+		e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.String("reason", "reconcile"), slog.String("key", in.Key), e.errAttr(err))
+		return Result{}, err
+	}
+	if found {
+		out = e.red.Bytes(out)
+		if err := e.ledger.Resolve(ctx, in.Key, ledger.Outcome{Result: out}); err != nil && !errors.Is(err, ledger.ErrNotHeld) {
+			return Result{}, &LedgerError{Tool: t.name, Err: err}
+		}
+		entry, err := e.ledger.Get(ctx, in.Key)
+		if err != nil {
+			return Result{}, &LedgerError{Tool: t.name, Err: err}
+		}
+		return e.replay(ctx, c, p, entry)
+	}
+	in.TakeOver = true
+	entry, started, err := e.ledger.Begin(ctx, in)
+	if err != nil {
+		return Result{}, e.ledgerRefusal(ctx, c, p, in.Key, err)
+	}
+	if !started {
+		return e.replay(ctx, c, p, entry)
+	}
+	return e.runHeld(ctx, c, p, in.Key, in.Owner)
+}
+
+// env fetches the tool's secrets and builds its Env.
+func (e *Executor) env(ctx context.Context, c *Call, p *prepared, key string) (Env, error) {
+	env := Env{Thread: p.scope, CallID: c.ID, tool: p.tool.name, key: key}
+	if len(p.tool.secrets) == 0 {
+		return env, nil
+	}
+	env.secrets = make(map[string]Secret, len(p.tool.secrets))
+	for _, name := range p.tool.secrets {
+		v, err := e.secrets.Secret(ctx, name)
+		if err != nil {
+			// The provider's error text is not shown: it may quote the value.
+			return Env{}, &ToolError{Tool: p.tool.name, Class: ClassPermanent, Err: &SecretError{Tool: p.tool.name, Name: name, Reason: "the secret provider failed"},
+				msg: fmt.Sprintf("secret %q unavailable", name)}
+		}
+		e.red.add(v)
+		env.secrets[name] = Secret{value: v}
+	}
+	return env, nil
+}
+
+// attempts runs the call until it succeeds, fails for good, or uses up
+// its retry policy. A write without a key (no ledger) gets one attempt.
+func (e *Executor) attempts(ctx context.Context, c *Call, p *prepared, key string) (json.RawMessage, int, error) {
+	t := p.tool
+	rp := t.retry.withDefaults()
+	limit := rp.MaxAttempts
+	if !t.idempotent && key == "" {
+		limit = 1 // a write is retried only through the ledger
+	}
+	env, err := e.env(ctx, c, p, key)
+	if err != nil {
+		return nil, 0, err
+	}
+	for attempt := 1; ; attempt++ {
+		env.Attempt = attempt
+		out, err := e.attempt(ctx, t, p.args, env)
+		if err == nil {
+			return e.red.Bytes(out), attempt, nil
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, attempt, fmt.Errorf("nodes: tool %q: %w", t.name, context.Cause(ctx))
+		}
+		class := Classify(err)
+		if class == ClassPause {
+			return nil, attempt, err // an interrupt or a confirmation: never retried
+		}
+		if class != ClassTransient || attempt >= limit {
+			te := e.toolError(t, attempt, err)
+			te.Exhausted = class == ClassTransient
+			e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.Int("attempts", attempt), slog.String("class", class.String()), e.errAttr(te))
+			return nil, attempt, te
+		}
+		wait := rp.Backoff(attempt, e.rand())
+		if ra := retryAfter(err); ra > 0 {
+			wait = max(wait, min(ra, rp.MaxRetryAfter))
+		}
+		if dl, ok := ctx.Deadline(); ok && e.clock.Now().Add(wait).After(dl) {
+			te := e.toolError(t, attempt, err)
+			te.Exhausted = true
+			e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.Int("attempts", attempt), slog.String("reason", "the next attempt would miss the deadline"), e.errAttr(te))
+			return nil, attempt, te
+		}
+		e.event(ctx, slog.LevelInfo, StatusRetry, c, p.args, slog.Int("attempt", attempt), slog.Duration("wait", wait), e.errAttr(err))
+		if err := e.clock.Sleep(ctx, wait); err != nil {
+			return nil, attempt, fmt.Errorf("nodes: tool %q: backoff: %w", t.name, err)
+		}
+	}
+}
+
+func (e *Executor) toolError(t *Tool, attempts int, err error) *ToolError {
+	var te *ToolError
+	if errors.As(err, &te) && te != nil && te.Tool == t.name {
+		return te
+	}
+	return &ToolError{Tool: t.name, Attempts: attempts, Class: Classify(err), Err: err, msg: e.red.String(err.Error())}
+}
+
+// attempt runs the body once under the tool's timeout. The body runs on its
+// own goroutine so that a body that ignores its context cannot hold the
+// call past the timeout; it is then abandoned (and counted).
+func (e *Executor) attempt(ctx context.Context, t *Tool, args []byte, env Env) (json.RawMessage, error) {
+	actx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	type outcome struct {
+		out json.RawMessage
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				done <- outcome{err: &PanicError{Tool: t.name, Value: e.red.String(fmt.Sprint(r)), Stack: e.red.Bytes(debug.Stack())}}
+			}
+		}()
+		out, err := t.invoke(actx, args, env)
+		done <- outcome{out, err}
+	}()
+	timedOut := func(err error) bool {
+		return ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) &&
+			(err == nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled))
+	}
+	select {
+	case o := <-done:
+		if o.err != nil && timedOut(o.err) {
+			return nil, &TimeoutError{Tool: t.name, After: t.timeout, Attempt: env.Attempt}
+		}
+		return o.out, o.err
+	case <-actx.Done():
+		select {
+		case o := <-done:
+			if o.err == nil || !timedOut(o.err) {
+				return o.out, o.err
+			}
+		default:
+			e.abandoned.Add(1)
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &TimeoutError{Tool: t.name, After: t.timeout, Attempt: env.Attempt}
+	}
+}
+
+// fallback runs t's fallback after err, through the whole executor path.
+func (e *Executor) fallback(ctx context.Context, c *Call, t *Tool, cause error, depth int) (Result, error) {
+	fb := t.fallback
+	why := e.red.String(cause.Error())
+	e.event(ctx, slog.LevelInfo, StatusFallback, c, c.Args, slog.String("fallback", fb.name), slog.String("cause", why))
+	fc := Call{ID: c.ID, Tool: fb.name, Args: c.Args, Scope: c.Scope, Memo: c.Memo, FallbackFor: t.name}
+	res, err := e.execute(ctx, fc, depth+1)
+	if err != nil {
+		var cr *ConfirmationRequired
+		if errors.As(err, &cr) && cr.Cause == "" {
+			cr.Cause = why
+		}
+		if Classify(err) == ClassPause {
+			return Result{}, err
+		}
+		return Result{}, errors.Join(cause, err)
+	}
+	if res.FallbackFrom == "" {
+		res.FallbackFrom, res.Cause = t.name, why
+	}
+	res.Status = StatusFallback
+	return res, nil
+}

@@ -1,0 +1,46 @@
+// Package ledger records side-effecting tool calls so that each logical
+// operation happens once (DESIGN.md D11; Stripe's idempotency semantics).
+//
+// A caller derives a deterministic idempotency key for the operation (see
+// package nodes), then:
+//
+//  1. Begin records the intent under the key, with a fingerprint of the
+//     arguments (their approval.ArgsHash) and a lease. If the key is new, or
+//     its record is older than the retention, the caller holds the intent
+//     (started is true) and runs the operation.
+//  2. After the call, Complete stores the outcome: the result, or a
+//     permanent failure. A transient failure is not stored: Release clears
+//     the intent so that a retry runs again with the same key.
+//
+// Begin on a key that already has a record returns:
+//
+//   - the stored outcome (State done, started false): the caller replays it
+//     and says that the operation already happened;
+//   - a *KeyReuseError (ErrKeyReuse) when the record's tool or fingerprint
+//     differs: the same key was used for a different operation;
+//   - an *InProgressError (ErrInProgress) while another holder's lease is
+//     live: a concurrent duplicate (retry later, or wait);
+//   - an *OutcomeUnknownError (ErrOutcomeUnknown) when the holder's lease
+//     expired with no outcome: the process crashed between the effect and
+//     its record, or lost the ledger. The operation must not run again until
+//     someone decides: Resolve records the outcome found downstream, Forget
+//     drops the record (the operation may run again), or a Begin with
+//     TakeOver set (after a reconcile found no effect) takes the intent
+//     over.
+//
+// Records expire Retention (default 24 h) after they were created: Begin
+// treats an expired done record as absent, and Prune deletes them. Pending
+// records are never pruned, so an unknown outcome cannot be forgotten by
+// the clock.
+//
+// ClaimMessage claims a redelivered message ID once; a second claim is
+// ErrDuplicateMessage. IDs compare as exact bytes.
+//
+// Two implementations ship: NewMemory, and NewSQL over a *sql.DB (the
+// database file of the checkpoints; this package imports no driver). Both
+// are safe for concurrent use; the SQL one also across processes.
+//
+// Nothing secret is stored: a record holds the key, the tool name, the
+// argument fingerprint (a hash, never the arguments), and the outcome the
+// caller passes, which package nodes redacts first.
+package ledger

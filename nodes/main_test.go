@@ -1,0 +1,15 @@
+package nodes_test
+
+import (
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(crashHelperEnv) != "" {
+		os.Exit(crashHelperMain())
+	}
+	goleak.VerifyTestMain(m)
+}

@@ -1,0 +1,240 @@
+package nodes
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Redacted replaces secret values wherever lockstep shows text.
+const Redacted = "[REDACTED]"
+
+// Secret is a credential handed to a tool body. It prints, logs and
+// encodes as [REDACTED]; only Reveal returns the value, for the API call
+// that needs it.
+type Secret struct{ value string }
+
+// Reveal returns the credential's value.
+func (s Secret) Reveal() string { return s.value }
+
+// String returns [REDACTED].
+func (s Secret) String() string { return Redacted }
+
+// GoString returns [REDACTED].
+func (s Secret) GoString() string { return Redacted }
+
+// Format writes [REDACTED] for every verb.
+func (s Secret) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(Redacted)) }
+
+// LogValue implements slog.LogValuer: [REDACTED].
+func (s Secret) LogValue() slog.Value { return slog.StringValue(Redacted) }
+
+// MarshalJSON encodes "[REDACTED]".
+func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(Redacted) }
+
+// SecretProvider supplies credentials by name at call time (a vault, the
+// environment, a config file). It is called for each call of a tool that
+// declared the name; it must be safe for concurrent use.
+type SecretProvider interface {
+	Secret(ctx context.Context, name string) (string, error)
+}
+
+// StaticSecrets is a SecretProvider over a fixed map (for tests and simple
+// deployments).
+type StaticSecrets map[string]string
+
+// Secret returns the value of name, or an error when the map has none.
+func (s StaticSecrets) Secret(_ context.Context, name string) (string, error) {
+	v, ok := s[name]
+	if !ok {
+		return "", fmt.Errorf("no secret named %q", name)
+	}
+	return v, nil
+}
+
+// SecretFunc adapts a function to SecretProvider.
+type SecretFunc func(ctx context.Context, name string) (string, error)
+
+// Secret calls f.
+func (f SecretFunc) Secret(ctx context.Context, name string) (string, error) { return f(ctx, name) }
+
+// Env is what the runtime hands a tool body besides its arguments.
+type Env struct {
+	// Thread is the thread (or Call.Scope) the call runs in.
+	Thread string
+	// CallID is the model's tool-call ID.
+	CallID string
+	// Attempt counts attempts of this call, from 1.
+	Attempt int
+
+	tool    string
+	key     string
+	secrets map[string]Secret
+}
+
+// IdempotencyKey returns the call's idempotency key: the same on every
+// attempt and every repeat of the logical operation. Send it to the
+// downstream API (an Idempotency-Key header) so that it dedupes too. It is
+// "" for reads and when the executor has no ledger.
+func (e Env) IdempotencyKey() string { return e.key }
+
+// Secret returns the declared secret name. It returns a *SecretError for a
+// name the tool did not declare.
+func (e Env) Secret(name string) (Secret, error) {
+	s, ok := e.secrets[name]
+	if !ok {
+		return Secret{}, &SecretError{Tool: e.tool, Name: name, Reason: "not declared with nodes.Secrets when the tool was registered"}
+	}
+	return s, nil
+}
+
+// minRedact is the shortest value the redactor replaces: shorter ones
+// would shred ordinary text.
+const minRedact = 4
+
+// redactor replaces every known secret value, in its common encodings, with
+// [REDACTED]. It only grows.
+type redactor struct {
+	mu     sync.RWMutex
+	values map[string]bool
+	rep    *strings.Replacer
+}
+
+func newRedactor() *redactor { return &redactor{values: map[string]bool{}} }
+
+// add learns a secret value.
+func (r *redactor) add(v string) {
+	if len(v) < minRedact {
+		return
+	}
+	r.mu.RLock()
+	known := r.values[v]
+	r.mu.RUnlock()
+	if known {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.values[v] = true
+	var forms []string
+	for v := range r.values {
+		js, _ := json.Marshal(v)
+		b := []byte(v)
+		forms = append(forms, v, string(js[1:len(js)-1]), url.QueryEscape(v), url.PathEscape(v),
+			base64.StdEncoding.EncodeToString(b), base64.URLEncoding.EncodeToString(b),
+			base64.RawStdEncoding.EncodeToString(b), base64.RawURLEncoding.EncodeToString(b),
+			hex.EncodeToString(b))
+	}
+	// Longest first, so that a form containing another is replaced whole.
+	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) })
+	forms = slices.Compact(forms)
+	pairs := make([]string, 0, 2*len(forms))
+	for _, f := range forms {
+		pairs = append(pairs, f, Redacted)
+	}
+	r.rep = strings.NewReplacer(pairs...)
+}
+
+// String redacts s.
+func (r *redactor) String(s string) string {
+	r.mu.RLock()
+	rep := r.rep
+	r.mu.RUnlock()
+	if rep == nil {
+		return s
+	}
+	return rep.Replace(s)
+}
+
+// Bytes redacts b, returning b itself when nothing changed.
+func (r *redactor) Bytes(b []byte) []byte {
+	r.mu.RLock()
+	rep := r.rep
+	r.mu.RUnlock()
+	if rep == nil || b == nil {
+		return b
+	}
+	s := rep.Replace(string(b))
+	if s == string(b) {
+		return b
+	}
+	return []byte(s)
+}
+
+// contains reports whether s holds a known secret value.
+func (r *redactor) contains(s string) bool { return r.String(s) != s }
+
+// secretTemplate matches template references to secrets: {{secrets.X}},
+// {{ secret.x }}, ${{ secrets.X }}.
+var secretTemplate = regexp.MustCompile(`(?i)\{\{\s*secrets?\s*\.`)
+
+// looksLikeSecretRef reports whether s references a secret: a template, or
+// $NAME, ${NAME}, %NAME% or env:NAME for a declared secret name (letter
+// case ignored).
+func looksLikeSecretRef(s string, names map[string]bool) bool {
+	if secretTemplate.MatchString(s) {
+		return true
+	}
+	if len(names) == 0 {
+		return false
+	}
+	lower := strings.ToLower(s)
+	for name := range names {
+		for _, ref := range [...]string{"$" + name, "${" + name + "}", "%" + name + "%", "env:" + name} {
+			i := strings.Index(lower, ref)
+			if i < 0 {
+				continue
+			}
+			end := i + len(ref)
+			if end == len(lower) || !isIdent(lower[end]) || strings.HasSuffix(ref, "}") || strings.HasSuffix(ref, "%") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func isIdent(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+}
+
+// findSecretRef walks decoded JSON and returns the path of the first string
+// (key or value) that references a secret or holds a known secret value.
+func findSecretRef(v any, path string, names map[string]bool, red *redactor) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		if looksLikeSecretRef(x, names) || red.contains(x) {
+			return path, true
+		}
+	case []any:
+		for i, e := range x {
+			if p, ok := findSecretRef(e, fmt.Sprintf("%s[%d]", path, i), names, red); ok {
+				return p, true
+			}
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			p := path + "." + k
+			if looksLikeSecretRef(k, names) || red.contains(k) {
+				return p, true
+			}
+			if p, ok := findSecretRef(x[k], p, names, red); ok {
+				return p, true
+			}
+		}
+	}
+	return "", false
+}

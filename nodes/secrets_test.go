@@ -1,0 +1,385 @@
+package nodes_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	_ "github.com/mattn/go-sqlite3"
+
+	"github.com/lockstepgo/lockstep/approval"
+	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/nodes"
+	"github.com/lockstepgo/lockstep/nodes/ledger"
+)
+
+func TestSecretPrintsRedacted(t *testing.T) {
+	var got nodes.Secret
+	ex, _ := nodes.NewExecutor([]*nodes.Tool{mustTool(t)(nodes.NewTool("use", "Use a secret.", func(ctx context.Context, _ Empty, env nodes.Env) (string, error) {
+		s, err := env.Secret("TOKEN")
+		got = s
+		return "", err
+	}, nodes.Idempotent(), nodes.Secrets("TOKEN")))}, nodes.WithSecrets(nodes.StaticSecrets{"TOKEN": "hunter2-secret"}))
+	if _, err := ex.Execute(context.Background(), nodes.Call{Tool: "use", Scope: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if got.Reveal() != "hunter2-secret" {
+		t.Fatalf("Reveal = %q", got.Reveal())
+	}
+	var buf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("x", "secret", got)
+	j, _ := json.Marshal(map[string]any{"s": got})
+	for _, s := range []string{fmt.Sprint(got), fmt.Sprintf("%v %+v %#v %s %q %x", got, got, got, got, got, got), buf.String(), string(j)} {
+		if strings.Contains(s, "hunter2") || !strings.Contains(s, nodes.Redacted) {
+			t.Errorf("leak or no redaction: %s", s)
+		}
+	}
+}
+
+func TestSecretErrors(t *testing.T) {
+	ctx := context.Background()
+	undeclared := mustTool(t)(nodes.NewTool("sneaky", "Asks for an undeclared secret.", func(ctx context.Context, _ Empty, env nodes.Env) (string, error) {
+		_, err := env.Secret("OTHER")
+		return "", err
+	}, nodes.Idempotent(), nodes.Secrets("TOKEN")))
+	provider := nodes.SecretFunc(func(ctx context.Context, name string) (string, error) {
+		if name == "TOKEN" {
+			return "tok-123456", nil
+		}
+		return "", errors.New("vault said: value was sk-leaky-value")
+	})
+	needsMissing := mustTool(t)(nodes.NewTool("broken", "Needs a missing secret.", func(ctx context.Context, _ Empty, env nodes.Env) (string, error) {
+		return "", nil
+	}, nodes.Idempotent(), nodes.Secrets("MISSING")))
+	ex, err := nodes.NewExecutor([]*nodes.Tool{undeclared, needsMissing}, nodes.WithSecrets(provider))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ex.Execute(ctx, nodes.Call{Tool: "sneaky", Scope: "t"})
+	var se *nodes.SecretError
+	if !errors.As(err, &se) || se.Name != "OTHER" {
+		t.Errorf("undeclared secret: %v", err)
+	}
+	_, err = ex.Execute(ctx, nodes.Call{Tool: "broken", Scope: "t"})
+	if !errors.Is(err, nodes.ErrSecret) || strings.Contains(fmt.Sprintf("%v %+v", err, err), "leaky") {
+		t.Errorf("provider failure: %v", err)
+	}
+	if _, err := nodes.NewExecutor([]*nodes.Tool{needsMissing}); !errors.Is(err, nodes.ErrInvalidConfig) {
+		t.Errorf("secrets without a provider: %v", err)
+	}
+}
+
+type HeaderArgs struct {
+	URL    string            `json:"url"`
+	Header map[string]string `json:"header,omitempty"`
+}
+
+// TestSecretReferences (R46): model arguments that reference a secret are
+// refused in strict mode; nothing is ever expanded.
+func TestSecretReferences(t *testing.T) {
+	var seen []string
+	var mu sync.Mutex
+	fetch := mustTool(t)(nodes.NewTool("fetch", "Fetch a URL.", func(ctx context.Context, a HeaderArgs, env nodes.Env) (string, error) {
+		mu.Lock()
+		seen = append(seen, a.Header["h"])
+		mu.Unlock()
+		return "ok", nil
+	}, nodes.Idempotent(), nodes.NoMemo(), nodes.Secrets("API_KEY")))
+	secrets := nodes.StaticSecrets{"API_KEY": "sk-real-value-123"}
+	strict, _ := nodes.NewExecutor([]*nodes.Tool{fetch}, nodes.WithSecrets(secrets))
+	lenient, _ := nodes.NewExecutor([]*nodes.Tool{fetch}, nodes.WithSecrets(secrets), nodes.WithStrictSecrets(false))
+	args := func(h string) json.RawMessage {
+		b, _ := json.Marshal(HeaderArgs{URL: "https://x", Header: map[string]string{"h": h}})
+		return b
+	}
+	// Teach the redactor the value (a first legitimate call).
+	if _, err := strict.Execute(context.Background(), nodes.Call{Tool: "fetch", Args: args("plain"), Scope: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		h   string
+		bad bool
+	}{
+		{"{{secrets.API_KEY}}", true},
+		{"{{ secret.anything }}", true},
+		{"Bearer ${{ secrets.OTHER }}", true},
+		{"$API_KEY", true},
+		{"${API_KEY}", true},
+		{"Bearer $api_key", true},
+		{"env:API_KEY", true},
+		{"%API_KEY%", true},
+		{"sk-real-value-123", true},
+		{"$100 refund", false},
+		{"API_KEY rotation is due", false},
+		{"environment: prod", false},
+		{"$API_KEYS_LIST", false},
+	} {
+		_, err := strict.Execute(context.Background(), nodes.Call{Tool: "fetch", Args: args(tc.h), Scope: "t"})
+		var sr *nodes.SecretReferenceError
+		if bad := errors.As(err, &sr); bad != tc.bad {
+			t.Errorf("%q: %v, want refused=%v", tc.h, err, tc.bad)
+		} else if bad && sr.Path != "$.header.h" {
+			t.Errorf("%q: path %s", tc.h, sr.Path)
+		}
+		if _, err := lenient.Execute(context.Background(), nodes.Call{Tool: "fetch", Args: args(tc.h), Scope: "t"}); err != nil {
+			t.Errorf("lenient %q: %v", tc.h, err)
+		}
+	}
+	// The lenient executor passed every reference through literally.
+	found := map[string]bool{}
+	for _, s := range seen {
+		found[s] = true
+	}
+	for _, ref := range []string{"{{secrets.API_KEY}}", "$API_KEY", "${API_KEY}", "env:API_KEY"} {
+		if !found[ref] {
+			t.Errorf("reference %q did not reach the lenient tool literally (expanded?)", ref)
+		}
+	}
+}
+
+// recordingSaver keeps the JSON of every request a saver receives.
+type recordingSaver struct {
+	checkpoint.Saver
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *recordingSaver) Put(ctx context.Context, req checkpoint.PutRequest) error {
+	s.record(req)
+	return s.Saver.Put(ctx, req)
+}
+
+func (s *recordingSaver) PutWrites(ctx context.Context, req checkpoint.WritesRequest) error {
+	s.record(req)
+	return s.Saver.PutWrites(ctx, req)
+}
+
+func (s *recordingSaver) record(v any) {
+	b, _ := json.Marshal(v)
+	s.mu.Lock()
+	s.buf.Write(b)
+	s.buf.WriteByte('\n')
+	s.mu.Unlock()
+}
+
+func (s *recordingSaver) bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.buf.Bytes())
+}
+
+// canaryForms lists the spellings of the canary a scanner looks for: raw,
+// base64 (four alphabets), hex, URL-escaped, and every 12-byte window.
+func canaryForms(c string) []string {
+	b := []byte(c)
+	forms := []string{c, base64.StdEncoding.EncodeToString(b), base64.URLEncoding.EncodeToString(b),
+		base64.RawStdEncoding.EncodeToString(b), base64.RawURLEncoding.EncodeToString(b), hex.EncodeToString(b), url.QueryEscape(c)}
+	for i := 0; i+12 <= len(c); i++ {
+		forms = append(forms, c[i:i+12])
+	}
+	return forms
+}
+
+func scan(t *testing.T, where string, data []byte, forms []string) {
+	t.Helper()
+	for _, f := range forms {
+		if i := bytes.Index(data, []byte(f)); i >= 0 {
+			lo, hi := max(0, i-60), min(len(data), i+len(f)+60)
+			t.Errorf("canary form %q found in %s: …%s…", f, where, data[lo:hi])
+			return
+		}
+	}
+}
+
+type APIArgs struct {
+	Path string `json:"path"`
+}
+
+// TestSecretCanary (R45): a random canary credential is used by tools that
+// echo it in errors, results and panics; afterwards no spelling of it is in
+// the logs, error strings, tool results, memo, ledger rows (database and
+// WAL bytes), checkpoints or approval requests. The tools did receive it.
+func TestSecretCanary(t *testing.T) {
+	ctx := context.Background()
+	var rb [16]byte
+	if _, err := rand.Read(rb[:]); err != nil {
+		t.Fatal(err)
+	}
+	canary := "sk_live_CANARY_" + hex.EncodeToString(rb[:])
+	forms := canaryForms(canary)
+	var received sync.Map
+
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "agent.db")
+	db, err := sql.Open("sqlite3", "file:"+dbPath+"?_journal_mode=WAL&_busy_timeout=5000&_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	led, err := ledger.NewSQL(ctx, db, ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := func(env nodes.Env, tool string) string {
+		s, err := env.Secret("API_KEY")
+		if err != nil {
+			t.Error(err)
+		}
+		received.Store(tool, s.Reveal() == canary)
+		return s.Reveal()
+	}
+	callAPI := mustTool(t)(nodes.NewTool("call_api", "Call the partner API. Returns its answer.",
+		func(ctx context.Context, a APIArgs, env nodes.Env) (map[string]string, error) {
+			tok := token(env, "call_api")
+			if env.Attempt == 1 {
+				return nil, &nodes.HTTPError{Status: 503, Err: fmt.Errorf("GET https://user:%s@api.example/v1%s?token=%s: unavailable", tok, a.Path, url.QueryEscape(tok))}
+			}
+			return map[string]string{"echo": "Bearer " + tok, "basic": base64.StdEncoding.EncodeToString([]byte(tok))}, nil
+		}, nodes.Secrets("API_KEY")))
+	lookup := mustTool(t)(nodes.NewTool("lookup", "Look a record up.",
+		func(ctx context.Context, a APIArgs, env nodes.Env) (string, error) {
+			return "record for " + a.Path + " via " + hex.EncodeToString([]byte(token(env, "lookup"))), nil
+		}, nodes.Idempotent(), nodes.Secrets("API_KEY")))
+	crash := mustTool(t)(nodes.NewTool("crashy", "Crash.",
+		func(ctx context.Context, a APIArgs, env nodes.Env) (string, error) {
+			panic("auth failed for key " + token(env, "crashy"))
+		}, nodes.Idempotent(), nodes.NoMemo(), nodes.Secrets("API_KEY")))
+	payout := mustTool(t)(nodes.NewTool("payout", "Pay a partner.",
+		func(ctx context.Context, a APIArgs, env nodes.Env) (string, error) {
+			return "paid with " + token(env, "payout"), nil
+		}, nodes.Destructive(approval.RiskHigh), nodes.Secrets("API_KEY")))
+	var logs logBuffer
+	ex, err := nodes.NewExecutor([]*nodes.Tool{callAPI, lookup, crash, payout},
+		nodes.WithSecrets(nodes.StaticSecrets{"API_KEY": canary}), nodes.WithLedger(led), nodes.WithLogger(logs.Logger()), nodes.WithClock(newFakeClock()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn, err := nodes.ToolNode(ex, nodes.WithReviewContext(func(ctx context.Context, c nodes.ToolCall, msgs []nodes.Message) (json.RawMessage, error) {
+		// An application bug: the reviewer context quotes the credential.
+		return json.Marshal(map[string]string{"partner": "acme", "auth": "Bearer " + canary})
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saver := &recordingSaver{Saver: checkpoint.NewMemorySaver(nil)}
+	model := scriptedModel(turns(
+		nodes.Message{Content: "Calling the partner.", ToolCalls: []nodes.ToolCall{
+			call("a", "call_api", `{"path":"/orders"}`),
+			call("b", "lookup", `{"path":"/r/1"}`),
+			call("c", "crashy", `{"path":"/x"}`),
+			call("d", "call_api", `{"path":"{{secrets.API_KEY}}"}`),
+		}},
+		nodes.Message{Content: "Paying.", ToolCalls: []nodes.ToolCall{call("e", "payout", `{"path":"/acme"}`)}},
+		nodes.Message{Content: "Done."},
+	))
+	g := graph.New[nodes.AgentState]().
+		AddNode("model", model).AddNode("tools", tn).
+		AddEdge(graph.START, "model").
+		AddConditionalEdges("model", func(ctx context.Context, s nodes.AgentState) ([]string, error) {
+			if len(nodes.LastToolCalls(s.Messages)) > 0 {
+				return []string{"tools"}, nil
+			}
+			return []string{graph.END}, nil
+		}, "tools", graph.END).
+		AddEdge("tools", "model")
+	r, err := g.Compile(graph.WithSaver(saver), graph.WithLogger(logs.Logger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Invoke(ctx, "th", userSays("pay acme"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != graph.StatusWaiting {
+		t.Fatalf("status %s", res.Status)
+	}
+	req, _, _ := approval.ParseRequest(res.Interrupts[0].Value)
+	reqJSON, _ := json.Marshal(req)
+	res, err = r.Resume(ctx, "th", graph.Command[nodes.AgentState]{Resume: approve(req)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != graph.StatusDone {
+		t.Fatalf("status %s", res.Status)
+	}
+	// The errors a caller sees directly.
+	var errs []string
+	for _, c := range []nodes.Call{
+		{Tool: "crashy", Args: json.RawMessage(`{"path":"/y"}`), Scope: "direct"},
+		{Tool: "call_api", Args: json.RawMessage(`{"path":"/z"}`), Scope: "direct"},
+	} {
+		ex2, _ := nodes.NewExecutor([]*nodes.Tool{callAPI, crash}, nodes.WithSecrets(nodes.StaticSecrets{"API_KEY": canary}), nodes.WithLedger(led), nodes.WithClock(newFakeClock()))
+		c2 := c
+		_, err := ex2.Execute(ctx, c2)
+		if c.Tool == "crashy" && err == nil {
+			t.Fatal("crashy did not fail")
+		}
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%v\n%+v\n%#v", err, err, err.Error()))
+			var pe *nodes.PanicError
+			if errors.As(err, &pe) {
+				errs = append(errs, pe.Value, string(pe.Stack))
+			}
+		}
+	}
+	for tool := range map[string]bool{"call_api": true, "lookup": true, "crashy": true, "payout": true} {
+		if ok, _ := received.Load(tool); ok != true {
+			t.Errorf("tool %s did not receive the credential", tool)
+		}
+	}
+	state, _ := json.Marshal(res.Values)
+	dbBytes, _ := os.ReadFile(dbPath)
+	walBytes, _ := os.ReadFile(dbPath + "-wal")
+	var rows bytes.Buffer
+	qr, err := db.QueryContext(ctx, `SELECT key, tool, args_hash, state, coalesce(result, ''), coalesce(failure, ''), owner FROM lockstep_ledger`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for qr.Next() {
+		var a, b, c, d, e, f, g string
+		if err := qr.Scan(&a, &b, &c, &d, &e, &f, &g); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintln(&rows, a, b, c, d, e, f, g)
+		n++
+	}
+	qr.Close()
+	if n < 2 {
+		t.Errorf("only %d ledger rows; the scenario did not run", n)
+	}
+	scan(t, "logs", []byte(logs.String()), forms)
+	scan(t, "errors", []byte(strings.Join(errs, "\n")), forms)
+	scan(t, "final state (messages and memo)", state, forms)
+	scan(t, "checkpoints and pending writes", saver.bytes(), forms)
+	scan(t, "approval request", reqJSON, forms)
+	scan(t, "ledger rows", rows.Bytes(), forms)
+	scan(t, "database file", dbBytes, forms)
+	scan(t, "WAL file", walBytes, forms)
+	db.Close()
+	dbBytes, _ = os.ReadFile(dbPath)
+	scan(t, "database file after close", dbBytes, forms)
+	// And the scenario really did what it claims: redactions happened.
+	for _, want := range []string{nodes.Redacted, "secret", "panicked"} {
+		if !strings.Contains(string(state)+logs.String(), want) {
+			t.Errorf("expected %q somewhere in the state or logs", want)
+		}
+	}
+	if !strings.Contains(string(reqJSON), `Bearer [REDACTED]`) {
+		t.Errorf("reviewer context not redacted: %s", reqJSON)
+	}
+}

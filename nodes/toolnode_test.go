@@ -1,0 +1,414 @@
+package nodes_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/lockstepgo/lockstep/approval"
+	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/interrupt"
+	"github.com/lockstepgo/lockstep/nodes"
+)
+
+type RefundArgs struct {
+	OrderID string `json:"order_id"`
+	Amount  int    `json:"amount" jsonschema:"minimum=1"`
+}
+
+type Refund struct {
+	OrderID string `json:"order_id"`
+	Amount  int    `json:"amount"`
+}
+
+// refunds is a fake payment service.
+type refunds struct{ calls counter }
+
+func (r *refunds) tool(t testing.TB, opts ...nodes.ToolOption) *nodes.Tool {
+	return mustTool(t)(nodes.NewTool("refund",
+		"Refund an order. Call it when the customer is owed money back. Returns the refund.",
+		func(ctx context.Context, a RefundArgs, env nodes.Env) (Refund, error) {
+			r.calls.inc("refund")
+			r.calls.inc(a.OrderID)
+			return Refund(a), nil
+		}, append([]nodes.ToolOption{nodes.Destructive(approval.RiskMedium)}, opts...)...))
+}
+
+// bigRefund gates refunds above 100 with its own rule.
+func bigRefund(tool string, args json.RawMessage) string {
+	var a RefundArgs
+	if tool == "refund" && json.Unmarshal(args, &a) == nil && a.Amount > 100 {
+		return "refund_over_100"
+	}
+	return ""
+}
+
+type nodeHarness struct {
+	r     *graph.Runnable[nodes.AgentState]
+	saver *checkpoint.MemorySaver
+	clk   *fakeClock
+	logs  *logBuffer
+	ex    *nodes.Executor
+}
+
+func newHarness(t *testing.T, tools []*nodes.Tool, script func(int, []nodes.Message) nodes.Message, exOpts []nodes.ExecutorOption, nodeOpts ...nodes.ToolNodeOption) *nodeHarness {
+	t.Helper()
+	h := &nodeHarness{clk: newFakeClock(), logs: &logBuffer{}}
+	exOpts = append([]nodes.ExecutorOption{nodes.WithLogger(h.logs.Logger()), nodes.WithLedger(newMemLedger(t, h.clk.Now)), nodes.WithClock(h.clk)}, exOpts...)
+	ex, err := nodes.NewExecutor(tools, exOpts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ex = ex
+	tn, err := nodes.ToolNode(ex, append([]nodes.ToolNodeOption{nodes.WithNodeClock(h.clk.Now)}, nodeOpts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.saver = checkpoint.NewMemorySaver(h.clk.Now)
+	h.r = agentGraph(t, scriptedModel(script), tn, h.saver)
+	return h
+}
+
+func (h *nodeHarness) request(t *testing.T, res graph.Result[nodes.AgentState]) approval.Request {
+	t.Helper()
+	if res.Status != graph.StatusWaiting || len(res.Interrupts) != 1 {
+		t.Fatalf("status %s with %d interrupts; want waiting on one", res.Status, len(res.Interrupts))
+	}
+	req, ok, err := approval.ParseRequest(res.Interrupts[0].Value)
+	if err != nil || !ok {
+		t.Fatalf("not an approval request: %v", err)
+	}
+	return req
+}
+
+func (h *nodeHarness) resume(t *testing.T, d approval.Decision) graph.Result[nodes.AgentState] {
+	t.Helper()
+	res, err := h.r.Resume(context.Background(), "th", graph.Command[nodes.AgentState]{Resume: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// answerThenDone makes a model that calls tools once, then answers.
+func answerThenDone(calls ...nodes.ToolCall) func(int, []nodes.Message) nodes.Message {
+	return turns(nodes.Message{Content: "I will do it.", ToolCalls: calls}, nodes.Message{Content: "Done."})
+}
+
+func TestToolNodeRejectAndExpire(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		decision approval.Decision
+		status   nodes.Status
+		note     string
+	}{
+		{"rejected", approval.Decision{Outcome: approval.Rejected, Reviewer: "bob", Note: "customer already refunded"}, nodes.StatusRejected, nodes.NoteRejected},
+		{"expired", approval.Decision{Outcome: approval.Expired, Reviewer: "system:expiry"}, nodes.StatusExpired, nodes.NoteExpired},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rf := &refunds{}
+			h := newHarness(t, []*nodes.Tool{rf.tool(t)}, answerThenDone(call("r1", "refund", `{"order_id":"O-1","amount":30}`)), nil)
+			res, err := h.r.Invoke(context.Background(), "th", userSays("refund O-1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := h.request(t, res)
+			tc.decision.ArgsHash = req.ArgsHash
+			res = h.resume(t, tc.decision)
+			if res.Status != graph.StatusDone || rf.calls.get("refund") != 0 {
+				t.Fatalf("status %s, %d refunds; want done and none", res.Status, rf.calls.get("refund"))
+			}
+			got := observation(t, toolMessages(res.Values.Messages)[0])
+			want := nodes.Observation{Status: tc.status, Note: tc.note, ReviewerNote: tc.decision.Note}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("observation (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff([]string{"refund:blocked", "refund:" + string(tc.status)}, h.logs.Statuses()); d != "" {
+				t.Errorf("decisions (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestToolNodeApprovalLate: an approval decided at or after the request's
+// deadline counts as an expiry.
+func TestToolNodeApprovalLate(t *testing.T) {
+	rf := &refunds{}
+	h := newHarness(t, []*nodes.Tool{rf.tool(t)}, answerThenDone(call("r1", "refund", `{"order_id":"O-1","amount":30}`)), nil,
+		nodes.WithApprovalRules(approval.Rules{TTL: time.Hour}))
+	res, err := h.r.Invoke(context.Background(), "th", userSays("refund"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := h.request(t, res)
+	if !req.ExpiresAt.Equal(req.CreatedAt.Add(time.Hour)) {
+		t.Fatalf("ExpiresAt %v, CreatedAt %v", req.ExpiresAt, req.CreatedAt)
+	}
+	d := approve(req)
+	d.DecidedAt = req.ExpiresAt
+	res = h.resume(t, d)
+	if rf.calls.get("refund") != 0 || observation(t, toolMessages(res.Values.Messages)[0]).Status != nodes.StatusExpired {
+		t.Errorf("late approval ran the refund (%d) or was not an expiry", rf.calls.get("refund"))
+	}
+}
+
+// TestToolNodeApprovalBoundToArgs: a decision for other arguments is
+// refused; the tool does not run.
+func TestToolNodeApprovalBoundToArgs(t *testing.T) {
+	rf := &refunds{}
+	h := newHarness(t, []*nodes.Tool{rf.tool(t)}, answerThenDone(call("r1", "refund", `{"order_id":"O-1","amount":30}`)), nil)
+	res, err := h.r.Invoke(context.Background(), "th", userSays("refund"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.request(t, res)
+	res = h.resume(t, approval.Decision{Outcome: approval.Approved, Reviewer: "alice", ArgsHash: argsHash(t, "refund", `{"order_id":"O-1","amount":3000}`)})
+	if rf.calls.get("refund") != 0 {
+		t.Fatalf("refund ran with a mismatched approval")
+	}
+	if o := observation(t, toolMessages(res.Values.Messages)[0]); o.Status != nodes.StatusBlocked || o.Note != nodes.NoteMismatch {
+		t.Errorf("observation %+v", o)
+	}
+}
+
+// TestToolNodeEdit: an edit is validated against the schema and gated
+// again; an edit the rules gate differently is asked again; what runs is
+// exactly the last approved arguments.
+func TestToolNodeEdit(t *testing.T) {
+	rules := approval.Rules{MinRisk: approval.RiskMedium, ArgRules: []approval.ArgRule{bigRefund}}
+	t.Run("same rule runs the edit", func(t *testing.T) {
+		rf := &refunds{}
+		h := newHarness(t, []*nodes.Tool{rf.tool(t)}, answerThenDone(call("r1", "refund", `{"order_id":"O-1","amount":30}`)), []nodes.ExecutorOption{nodes.WithPolicy(nodes.FromRules(rules))})
+		res, err := h.r.Invoke(context.Background(), "th", userSays("refund"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.request(t, res)
+		edited := `{"amount":20,"order_id":"O-1"}`
+		res = h.resume(t, approval.Decision{Outcome: approval.Edited, Reviewer: "alice", Args: json.RawMessage(edited), ArgsHash: argsHash(t, "refund", edited)})
+		if res.Status != graph.StatusDone || rf.calls.get("O-1") != 1 {
+			t.Fatalf("status %s, %d refunds", res.Status, rf.calls.get("O-1"))
+		}
+		o := observation(t, toolMessages(res.Values.Messages)[0])
+		if string(o.Result) != `{"order_id":"O-1","amount":20}` {
+			t.Errorf("result %s, want the edited refund of 20", o.Result)
+		}
+	})
+	t.Run("edit gated by another rule is asked again", func(t *testing.T) {
+		rf := &refunds{}
+		h := newHarness(t, []*nodes.Tool{rf.tool(t)}, answerThenDone(call("r1", "refund", `{"order_id":"O-1","amount":30}`)), []nodes.ExecutorOption{nodes.WithPolicy(nodes.FromRules(rules))})
+		res, err := h.r.Invoke(context.Background(), "th", userSays("refund"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := h.request(t, res)
+		if first.Rule != "risk:medium" {
+			t.Fatalf("first rule %q", first.Rule)
+		}
+		edited := `{"order_id":"O-1","amount":500}`
+		res = h.resume(t, approval.Decision{Outcome: approval.Edited, Reviewer: "alice", Args: json.RawMessage(edited), ArgsHash: argsHash(t, "refund", edited)})
+		second := h.request(t, res)
+		if second.Rule != "refund_over_100" || string(second.Args) != `{"amount":500,"order_id":"O-1"}` || rf.calls.get("refund") != 0 {
+			t.Fatalf("second request %+v; %d refunds", second, rf.calls.get("refund"))
+		}
+		res = h.resume(t, approve(second))
+		if res.Status != graph.StatusDone || rf.calls.get("O-1") != 1 {
+			t.Fatalf("status %s, %d refunds", res.Status, rf.calls.get("O-1"))
+		}
+		if m := toolMessages(res.Values.Messages)[0].Meta; m.Asked != 2 || m.Approval != "approved" {
+			t.Errorf("meta %+v", m)
+		}
+	})
+	t.Run("invalid edit is refused", func(t *testing.T) {
+		rf := &refunds{}
+		h := newHarness(t, []*nodes.Tool{rf.tool(t)}, answerThenDone(call("r1", "refund", `{"order_id":"O-1","amount":30}`)), nil)
+		res, err := h.r.Invoke(context.Background(), "th", userSays("refund"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.request(t, res)
+		edited := `{"order_id":"O-1","amount":-5}`
+		res = h.resume(t, approval.Decision{Outcome: approval.Edited, Reviewer: "alice", Args: json.RawMessage(edited), ArgsHash: argsHash(t, "refund", edited)})
+		o := observation(t, toolMessages(res.Values.Messages)[0])
+		if rf.calls.get("refund") != 0 || o.Status != nodes.StatusFailed || o.Error == "" {
+			t.Errorf("invalid edit: %d refunds, observation %+v", rf.calls.get("refund"), o)
+		}
+	})
+}
+
+// TestToolNodeAskOneAtATime: two gated calls and a read in one message: the
+// read runs at once; the gated calls are asked in call order, one per
+// pause; finished calls never run again on resume.
+func TestToolNodeAskOneAtATime(t *testing.T) {
+	rf := &refunds{}
+	d := &desk{}
+	h := newHarness(t, []*nodes.Tool{rf.tool(t), d.searchTool(t)}, answerThenDone(
+		call("a", "refund", `{"order_id":"O-1","amount":10}`),
+		call("b", "search_tickets", `{"query":"refund"}`),
+		call("c", "refund", `{"order_id":"O-2","amount":20}`),
+	), nil)
+	res, err := h.r.Invoke(context.Background(), "th", userSays("refund both"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := h.request(t, res)
+	if first.CallID != "a" || d.calls.get("search_tickets") != 1 {
+		t.Fatalf("first request for %q; %d searches", first.CallID, d.calls.get("search_tickets"))
+	}
+	res = h.resume(t, approve(first))
+	second := h.request(t, res)
+	if second.CallID != "c" || rf.calls.get("O-1") != 1 || rf.calls.get("O-2") != 0 {
+		t.Fatalf("second request for %q; refunds O-1 %d, O-2 %d", second.CallID, rf.calls.get("O-1"), rf.calls.get("O-2"))
+	}
+	res = h.resume(t, approve(second))
+	if res.Status != graph.StatusDone {
+		t.Fatalf("status %s", res.Status)
+	}
+	if rf.calls.get("O-1") != 1 || rf.calls.get("O-2") != 1 || d.calls.get("search_tickets") != 1 {
+		t.Errorf("refunds O-1 %d, O-2 %d, searches %d; want 1 each", rf.calls.get("O-1"), rf.calls.get("O-2"), d.calls.get("search_tickets"))
+	}
+	var ids []string
+	for _, m := range toolMessages(res.Values.Messages) {
+		ids = append(ids, m.ToolCallID)
+	}
+	if d := cmp.Diff([]string{"a", "b", "c"}, ids); d != "" {
+		t.Errorf("tool messages out of call order (-want +got):\n%s", d)
+	}
+}
+
+// TestToolNodeAskLimit: the model asks for the same rejected call again
+// and again; past the limit it is told to stop asking, without a request.
+func TestToolNodeAskLimit(t *testing.T) {
+	rf := &refunds{}
+	again := nodes.Message{Content: "Trying again.", ToolCalls: []nodes.ToolCall{call("x", "refund", `{"order_id":"O-1","amount":10}`)}}
+	script := func(n int, msgs []nodes.Message) nodes.Message {
+		if n < 3 {
+			m := again
+			m.ToolCalls = []nodes.ToolCall{call(string(rune('x'+n)), "refund", `{"amount":10,"order_id":"O-1"}`)}
+			return m
+		}
+		return nodes.Message{Content: "I need a human."}
+	}
+	h := newHarness(t, []*nodes.Tool{rf.tool(t)}, script, nil, nodes.WithMaxApprovalRequests(2))
+	res, err := h.r.Invoke(context.Background(), "th", userSays("refund O-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		req := h.request(t, res)
+		res = h.resume(t, approval.Decision{Outcome: approval.Rejected, Reviewer: "bob", ArgsHash: req.ArgsHash})
+	}
+	if res.Status != graph.StatusDone {
+		t.Fatalf("third ask was not refused: status %s", res.Status)
+	}
+	tm := toolMessages(res.Values.Messages)
+	if o := observation(t, tm[2]); o.Status != nodes.StatusBlocked || o.Note != nodes.NoteStopAsking {
+		t.Errorf("third result %+v", o)
+	}
+	if rf.calls.get("refund") != 0 {
+		t.Error("refund ran")
+	}
+}
+
+// TestToolNodeCustomState runs the tool node on a user's own state type.
+func TestToolNodeCustomState(t *testing.T) {
+	type Chat struct {
+		History []nodes.Message            `lockstep:"append"`
+		Cache   map[string]nodes.MemoEntry `lockstep:"merge"`
+		Turns   int
+	}
+	d := &desk{}
+	ex, err := nodes.NewExecutor([]*nodes.Tool{d.searchTool(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn, err := nodes.NewToolNode(ex, nodes.StateAccess[Chat]{
+		Messages: func(c Chat) []nodes.Message { return c.History },
+		Memo:     func(c Chat) map[string]nodes.MemoEntry { return c.Cache },
+		Update: func(msgs []nodes.Message, memo map[string]nodes.MemoEntry) graph.Update[Chat] {
+			return graph.Set(Chat{History: msgs, Cache: memo}, "History", "Cache")
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := graph.New[Chat]().AddNode("tools", tn).AddEdge(graph.START, "tools").AddEdge("tools", graph.END)
+	r, err := g.Compile(graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := Chat{History: []nodes.Message{{Role: nodes.RoleAssistant, ToolCalls: []nodes.ToolCall{call("1", "search_tickets", `{"query":"vpn"}`), call("2", "search_tickets", `{"query":"vpn"}`)}}}}
+	res, err := r.Invoke(context.Background(), "t", graph.Set(in, "History"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Values.History) != 3 || len(res.Values.Cache) != 1 || d.calls.get("search_tickets") != 1 {
+		t.Errorf("history %d, cache %d, searches %d; want 3, 1, 1", len(res.Values.History), len(res.Values.Cache), d.calls.get("search_tickets"))
+	}
+}
+
+func TestNewToolNodeInvalid(t *testing.T) {
+	ex, _ := nodes.NewExecutor(nil)
+	for _, f := range []func() error{
+		func() error { _, err := nodes.ToolNode(nil); return err },
+		func() error { _, err := nodes.NewToolNode(ex, nodes.StateAccess[nodes.AgentState]{}); return err },
+		func() error { _, err := nodes.ToolNode(ex, nodes.WithMaxApprovalRequests(0)); return err },
+		func() error { _, err := nodes.ToolNode(ex, nodes.WithParallelism(0)); return err },
+	} {
+		if err := f(); !errors.Is(err, nodes.ErrInvalidConfig) {
+			t.Errorf("got %v, want ErrInvalidConfig", err)
+		}
+	}
+}
+
+// TestToolNodeNoCalls: a last message without tool calls writes nothing.
+func TestToolNodeNoCalls(t *testing.T) {
+	ex, _ := nodes.NewExecutor(nil)
+	tn, _ := nodes.ToolNode(ex)
+	u, err := tn(context.Background(), nodes.AgentState{Messages: []nodes.Message{{Role: nodes.RoleUser, Content: "hi"}}})
+	if err != nil || !u.IsZero() {
+		t.Errorf("update %+v, %v", u, err)
+	}
+}
+
+// TestToolNodeBodyInterruptResumes: a tool body that asks a question pauses
+// the node; the answer reaches it on resume, and the call is not retried
+// meanwhile.
+func TestToolNodeBodyInterruptResumes(t *testing.T) {
+	var runs atomic.Int32
+	type Q struct {
+		Question string `json:"question"`
+	}
+	ask := mustTool(t)(nodes.NewTool("ask_user", "Ask the user a question and return the answer.",
+		func(ctx context.Context, q Q, env nodes.Env) (string, error) {
+			runs.Add(1)
+			return interrupt.Ask[string](ctx, q.Question)
+		}, nodes.Idempotent(), nodes.Retry(nodes.RetryPolicy{MaxAttempts: 5})))
+	h := newHarness(t, []*nodes.Tool{ask}, answerThenDone(call("q", "ask_user", `{"question":"which order?"}`)), nil)
+	res, err := h.r.Invoke(context.Background(), "th", userSays("help"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != graph.StatusWaiting || runs.Load() != 1 {
+		t.Fatalf("status %s after %d runs; want waiting after 1", res.Status, runs.Load())
+	}
+	res = h.resume2(t, "O-7")
+	if o := observation(t, toolMessages(res.Values.Messages)[0]); string(o.Result) != `"O-7"` {
+		t.Errorf("observation %+v", o)
+	}
+}
+
+func (h *nodeHarness) resume2(t *testing.T, v any) graph.Result[nodes.AgentState] {
+	t.Helper()
+	res, err := h.r.Resume(context.Background(), "th", graph.Command[nodes.AgentState]{Resume: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
