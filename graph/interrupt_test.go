@@ -578,3 +578,52 @@ func TestResumeWithUpdateAndGoto(t *testing.T) {
 		t.Errorf("log (-want +got):\n%s; X=%q", diff, res.Values.X)
 	}
 }
+
+// AskKey lets one node raise several interrupts at once, from several
+// goroutines; each is answered by ID and the node completes when all are.
+func TestAskKeyRaisesSeveral(t *testing.T) {
+	ctx := context.Background()
+	c := newCounter()
+	g := graph.New[State]().
+		AddNode("review", func(ctx context.Context, s State) (graph.Update[State], error) {
+			c.inc("review")
+			keys := []string{"refund", "email", "close"}
+			answers := make([]string, len(keys))
+			errs := make([]error, len(keys))
+			var wg sync.WaitGroup
+			for i, k := range keys {
+				wg.Go(func() { answers[i], errs[i] = interrupt.AskKey[string](ctx, k, "ok to "+k+"?") })
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				return graph.Update[State]{}, err
+			}
+			return graph.Set(State{Log: answers}, "Log"), nil
+		}).AddEdge(graph.START, "review")
+	r := mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+	res, err := r.Invoke(ctx, "t", graph.Update[State]{})
+	if err != nil || res.Status != graph.StatusWaiting || len(res.Interrupts) != 3 {
+		t.Fatalf("Invoke = %v %d interrupts, %v; want waiting with 3", res.Status, len(res.Interrupts), err)
+	}
+	byQ := map[string]string{}
+	for _, in := range res.Interrupts {
+		var q string
+		in.Decode(&q)
+		byQ[q] = in.ID
+	}
+	// Answer two; the node pauses again on the third only.
+	res, err = r.Resume(ctx, "t", graph.Command[State]{ResumeByID: map[string]any{byQ["ok to refund?"]: "R", byQ["ok to close?"]: "C"}})
+	if err != nil || res.Status != graph.StatusWaiting || len(res.Interrupts) != 1 || res.Interrupts[0].ID != byQ["ok to email?"] {
+		t.Fatalf("after two answers: %+v, %v", res.Interrupts, err)
+	}
+	res, err = r.Resume(ctx, "t", graph.Command[State]{Resume: "E"})
+	if err != nil || res.Status != graph.StatusDone {
+		t.Fatalf("final: %v, %v", res.Status, err)
+	}
+	if diff := cmp.Diff([]string{"R", "E", "C"}, res.Values.Log); diff != "" {
+		t.Errorf("answers (-want +got):\n%s", diff)
+	}
+	if c.get("review") != 3 {
+		t.Errorf("review ran %d times, want 3", c.get("review"))
+	}
+}

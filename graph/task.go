@@ -208,6 +208,21 @@ func (s *scratch) Answer(q json.RawMessage) (json.RawMessage, string, bool) {
 	return nil, id, false
 }
 
+// AnswerKey implements interrupt.Resumer. Every unanswered keyed call is
+// recorded, so a node can pause with several interrupts at once.
+func (s *scratch) AnswerKey(key string, q json.RawMessage) (json.RawMessage, string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := interrupt.KeyID(s.info.TaskID, key)
+	if a, ok := s.answers[id]; ok {
+		return a, id, true
+	}
+	if !slices.ContainsFunc(s.raised, func(in interrupt.Interrupt) bool { return in.ID == id }) {
+		s.raised = append(s.raised, interrupt.Interrupt{ID: id, Value: q})
+	}
+	return nil, id, false
+}
+
 func (s *scratch) reset() {
 	s.mu.Lock()
 	s.asked, s.raised = 0, nil

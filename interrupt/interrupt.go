@@ -128,8 +128,20 @@ func ID(taskID string, index int) string {
 	return hex.EncodeToString(h.Sum(sum[:0])[:16])
 }
 
-// Resumer answers the Ask calls of one task. Runtimes implement it and
-// install it with NewContext; application code does not need it.
+// KeyID returns the interrupt ID of the AskKey call with key in task
+// taskID: the first 16 bytes of SHA-256 over the task ID and the key, in
+// lowercase hex. Positional and keyed IDs never collide.
+func KeyID(taskID, key string) string {
+	h := sha256.New()
+	h.Write([]byte(taskID))
+	h.Write([]byte{1}) // positional IDs use 0 here
+	h.Write([]byte(key))
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])[:16])
+}
+
+// Resumer answers the Ask and AskKey calls of one task. Runtimes implement
+// it and install it with NewContext; application code does not need it.
 type Resumer interface {
 	// Answer is called once per Ask call, in call order. It returns the
 	// saved answer for this call, if there is one, and the interrupt ID of
@@ -137,6 +149,9 @@ type Resumer interface {
 	// raised question, so that a node that swallows the pause is still
 	// treated as paused.
 	Answer(question json.RawMessage) (answer json.RawMessage, id string, answered bool)
+	// AnswerKey is Answer for an AskKey call: the call is identified by
+	// key, not by position, and every unanswered call is recorded.
+	AnswerKey(key string, question json.RawMessage) (answer json.RawMessage, id string, answered bool)
 }
 
 type resumerKey struct{}
@@ -150,6 +165,37 @@ func NewContext(ctx context.Context, r Resumer) context.Context {
 func FromContext(ctx context.Context) (Resumer, bool) {
 	r, ok := ctx.Value(resumerKey{}).(Resumer)
 	return r, ok
+}
+
+// AskKey is Ask for a call identified by key (unique within the node)
+// rather than by its position: its interrupt ID is KeyID(task, key). Calls
+// may come in any order and from several goroutines, and a node may raise
+// several keyed interrupts before it returns, each answered by its ID; the
+// run pauses with all of them. It returns what Ask returns.
+func AskKey[T any](ctx context.Context, key string, question any) (T, error) {
+	var zero T
+	r, ok := FromContext(ctx)
+	if !ok {
+		return zero, ErrNoRuntime
+	}
+	q, err := Marshal(question)
+	if err != nil {
+		return zero, err
+	}
+	answer, id, answered := r.AnswerKey(key, q)
+	return decodeAnswer[T](answer, id, answered, q)
+}
+
+func decodeAnswer[T any](answer json.RawMessage, id string, answered bool, q json.RawMessage) (T, error) {
+	var zero T
+	if !answered {
+		return zero, &Error{Interrupt: Interrupt{ID: id, Value: q}}
+	}
+	var v T
+	if err := json.Unmarshal(answer, &v); err != nil {
+		return zero, &AnswerError{ID: id, Err: err}
+	}
+	return v, nil
 }
 
 // Ask pauses the run with question until a human answers. It returns the
@@ -171,12 +217,5 @@ func Ask[T any](ctx context.Context, question any) (T, error) {
 		return zero, err
 	}
 	answer, id, answered := r.Answer(q)
-	if !answered {
-		return zero, &Error{Interrupt: Interrupt{ID: id, Value: q}}
-	}
-	var v T
-	if err := json.Unmarshal(answer, &v); err != nil {
-		return zero, &AnswerError{ID: id, Err: err}
-	}
-	return v, nil
+	return decodeAnswer[T](answer, id, answered, q)
 }

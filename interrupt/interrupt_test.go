@@ -1,0 +1,198 @@
+package interrupt_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/lockstepgo/lockstep/interrupt"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeResumer answers from a map keyed by interrupt ID and records raises.
+type fakeResumer struct {
+	task    string
+	next    int
+	answers map[string]json.RawMessage
+	raised  []interrupt.Interrupt
+}
+
+func (f *fakeResumer) Answer(q json.RawMessage) (json.RawMessage, string, bool) {
+	id := interrupt.ID(f.task, f.next)
+	f.next++
+	return f.lookup(id, q)
+}
+
+func (f *fakeResumer) AnswerKey(key string, q json.RawMessage) (json.RawMessage, string, bool) {
+	return f.lookup(interrupt.KeyID(f.task, key), q)
+}
+
+func (f *fakeResumer) lookup(id string, q json.RawMessage) (json.RawMessage, string, bool) {
+	if a, ok := f.answers[id]; ok {
+		return a, id, true
+	}
+	f.raised = append(f.raised, interrupt.Interrupt{ID: id, Value: q})
+	return nil, id, false
+}
+
+func TestAskOutsideRuntime(t *testing.T) {
+	if _, err := interrupt.Ask[string](context.Background(), "q"); !errors.Is(err, interrupt.ErrNoRuntime) {
+		t.Errorf("Ask error = %v, want ErrNoRuntime", err)
+	}
+	if _, err := interrupt.AskKey[string](context.Background(), "k", "q"); !errors.Is(err, interrupt.ErrNoRuntime) {
+		t.Errorf("AskKey error = %v, want ErrNoRuntime", err)
+	}
+}
+
+type panicky struct{}
+
+func (panicky) MarshalJSON() ([]byte, error) { panic("no") }
+
+type badJSON struct{}
+
+func (badJSON) MarshalJSON() ([]byte, error) { return []byte("{not json"), nil }
+
+func TestNonSerialisableValues(t *testing.T) {
+	ctx := interrupt.NewContext(context.Background(), &fakeResumer{task: "t"})
+	for name, v := range map[string]any{
+		"NaN":               math.NaN(),
+		"channel":           make(chan int),
+		"func":              func() {},
+		"panicking marshal": panicky{},
+		"invalid JSON":      badJSON{},
+		"nested infinity":   map[string]any{"x": []float64{math.Inf(1)}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := interrupt.Ask[string](ctx, v)
+			var ve *interrupt.ValueError
+			if !errors.Is(err, interrupt.ErrNotSerializable) || !errors.As(err, &ve) || interrupt.Is(err) {
+				t.Errorf("Ask(%s) error = %v, want a *ValueError that is not a pause", name, err)
+			}
+		})
+	}
+}
+
+func TestIDs(t *testing.T) {
+	seen := map[string]string{}
+	add := func(label, id string) {
+		if len(id) != 32 {
+			t.Errorf("%s: ID %q is not 32 hex characters", label, id)
+		}
+		if prev, dup := seen[id]; dup {
+			t.Errorf("%s and %s share ID %s", label, prev, id)
+		}
+		seen[id] = label
+	}
+	for _, task := range []string{"task-a", "task-b"} {
+		for i := -1; i < 3; i++ {
+			add(fmt.Sprintf("%s/%d", task, i), interrupt.ID(task, i))
+		}
+		for _, k := range []string{"0", "1", "call_1", ""} {
+			add(fmt.Sprintf("%s/key %q", task, k), interrupt.KeyID(task, k))
+		}
+	}
+	if interrupt.ID("task-a", 1) != interrupt.ID("task-a", 1) || interrupt.KeyID("task-a", "k") != interrupt.KeyID("task-a", "k") {
+		t.Error("IDs are not stable")
+	}
+}
+
+func TestAskAnswersAndPauses(t *testing.T) {
+	r := &fakeResumer{task: "t", answers: map[string]json.RawMessage{interrupt.ID("t", 0): json.RawMessage(`{"ok":true}`)}}
+	ctx := interrupt.NewContext(context.Background(), r)
+	type answer struct{ OK bool }
+	got, err := interrupt.Ask[answer](ctx, "first?")
+	if err != nil || !got.OK {
+		t.Fatalf("first Ask = %+v, %v", got, err)
+	}
+	_, err = interrupt.Ask[answer](ctx, "second?")
+	var ie *interrupt.Error
+	if !errors.As(fmt.Errorf("wrapped twice: %w", fmt.Errorf("once: %w", err)), &ie) || !interrupt.Is(err) {
+		t.Fatalf("second Ask error = %v, want an *interrupt.Error", err)
+	}
+	want := interrupt.Interrupt{ID: interrupt.ID("t", 1), Value: json.RawMessage(`"second?"`)}
+	if diff := cmp.Diff(want, ie.Interrupt); diff != "" {
+		t.Errorf("interrupt (-want +got):\n%s", diff)
+	}
+	// An answer of the wrong shape is an *AnswerError, not a pause.
+	r.answers[interrupt.ID("t", 2)] = json.RawMessage(`"not an object"`)
+	_, err = interrupt.Ask[answer](ctx, "third?")
+	var ae *interrupt.AnswerError
+	if !errors.As(err, &ae) || interrupt.Is(err) {
+		t.Errorf("third Ask error = %v, want an *AnswerError", err)
+	}
+	var ni error = fmt.Errorf("ctx: %w", &interrupt.NodeInterrupt{Value: "x"})
+	if !interrupt.Is(ni) {
+		t.Error("Is does not see a wrapped NodeInterrupt")
+	}
+	if interrupt.Is(errors.New("plain")) || interrupt.Is(nil) {
+		t.Error("Is reports a plain error as a pause")
+	}
+}
+
+// Error messages name the interrupt, never its value.
+func TestMessagesHideValues(t *testing.T) {
+	e := &interrupt.Error{Interrupt: interrupt.Interrupt{ID: "abc", Value: json.RawMessage(`"card 4242"`)}}
+	n := &interrupt.NodeInterrupt{Value: "card 4242"}
+	for _, msg := range []string{e.Error(), n.Error()} {
+		if json.Valid([]byte(msg)) || len(msg) == 0 || contains(msg, "4242") {
+			t.Errorf("message %q leaks the value", msg)
+		}
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// FuzzInterruptValue: any value that Marshal accepts round-trips through
+// an interrupt unchanged, and anything it refuses is a *ValueError.
+func FuzzInterruptValue(f *testing.F) {
+	for _, s := range []string{`"text"`, `{"a":[1,2,{"b":null}]}`, `1e308`, `"\u2028"`, `[]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, doc string) {
+		var v any
+		if json.Unmarshal([]byte(doc), &v) != nil {
+			return
+		}
+		b, err := interrupt.Marshal(v)
+		if err != nil {
+			var ve *interrupt.ValueError
+			if !errors.As(err, &ve) {
+				t.Fatalf("Marshal error %v is not a *ValueError", err)
+			}
+			return
+		}
+		in := interrupt.Interrupt{ID: "x", Value: b}
+		var back any
+		if err := in.Decode(&back); err != nil {
+			t.Fatalf("Decode: %v", err)
+		}
+		b2, _ := json.Marshal(back)
+		if string(b) != string(b2) {
+			t.Fatalf("round trip changed the value: %s -> %s", b, b2)
+		}
+	})
+}
+
+// A node asks for an answer; the runtime (here a fake) answers it on resume.
+func ExampleAsk() {
+	resumer := &fakeResumer{task: "task-1"}
+	ctx := interrupt.NewContext(context.Background(), resumer)
+	_, err := interrupt.Ask[bool](ctx, "ship order 7?")
+	var pause *interrupt.Error
+	fmt.Println(errors.As(err, &pause), string(pause.Interrupt.Value))
+
+	// On resume the runtime has the answer for that interrupt ID.
+	resumer.next, resumer.answers = 0, map[string]json.RawMessage{pause.Interrupt.ID: json.RawMessage("true")}
+	ok, err := interrupt.Ask[bool](ctx, "ship order 7?")
+	fmt.Println(ok, err)
+	// Output:
+	// true "ship order 7?"
+	// true <nil>
+}
