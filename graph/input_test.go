@@ -93,3 +93,37 @@ func TestHookPoints(t *testing.T) {
 		t.Errorf("hook points (-want +got):\n%s", diff)
 	}
 }
+
+// Strings that JSON cannot carry unchanged are refused, not silently
+// replaced (RELIABILITY R20); a real U+FFFD and a literal backslash-u
+// sequence are fine.
+func TestInvalidUTF8IsRefused(t *testing.T) {
+	write := func(v string) graph.NodeFunc[State] {
+		return func(ctx context.Context, s State) (graph.Update[State], error) {
+			return graph.Set(State{X: v}, "X"), nil
+		}
+	}
+	for _, tc := range []struct {
+		name, value string
+		ok          bool
+	}{
+		{"invalid byte", "caf\xe9", false},
+		{"replacement char", "caf\ufffd", true},
+		{"literal escape text", `a\ufffd b`, true},
+		{"escaped backslash then invalid", "\\\xff", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := graph.New[State]().AddNode("w", write(tc.value)).AddEdge(graph.START, "w")
+			res, err := mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil))).Invoke(context.Background(), "t", graph.Update[State]{})
+			if tc.ok {
+				if err != nil || res.Values.X != tc.value {
+					t.Errorf("got %q, %v; want %q", res.Values.X, err, tc.value)
+				}
+				return
+			}
+			if !errors.Is(err, graph.ErrNotSerializable) {
+				t.Errorf("error = %v, want ErrNotSerializable", err)
+			}
+		})
+	}
+}

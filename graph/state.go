@@ -1,7 +1,9 @@
 package graph
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 )
@@ -243,10 +245,36 @@ func encodeValue(v reflect.Value, what string, limit int) (json.RawMessage, erro
 	if err != nil {
 		return nil, &EncodeError{What: what, Err: err}
 	}
+	if hasReplacedUTF8(b) {
+		return nil, &EncodeError{What: what, Err: errInvalidUTF8}
+	}
 	if limit > 0 && len(b) > limit {
 		return nil, &SizeError{What: what, Size: len(b), Limit: limit}
 	}
 	return b, nil
+}
+
+var errInvalidUTF8 = errors.New("a string is not valid UTF-8 (JSON would silently replace its bytes)")
+
+// hasReplacedUTF8 reports whether encoding/json replaced invalid UTF-8 while
+// encoding: it writes a valid U+FFFD as raw bytes but a replaced byte as the
+// escape \ufffd, which otherwise appears only after an escaped backslash.
+func hasReplacedUTF8(b []byte) bool {
+	for i := bytes.Index(b, []byte(`\ufffd`)); i >= 0; {
+		slashes := 0
+		for j := i - 1; j >= 0 && b[j] == '\\'; j-- {
+			slashes++
+		}
+		if slashes%2 == 0 {
+			return true
+		}
+		next := bytes.Index(b[i+1:], []byte(`\ufffd`))
+		if next < 0 {
+			return false
+		}
+		i += 1 + next
+	}
+	return false
 }
 
 func safeMarshal(x any) (b []byte, err error) {
