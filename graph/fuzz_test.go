@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/interrupt"
 )
 
 // FuzzStepMerge drives a fan-out of parallel writers through the reducers
@@ -104,6 +105,78 @@ func FuzzStepMerge(f *testing.F) {
 					t.Fatalf("channel %s blob is not JSON: %s", ch, b.Data)
 				}
 			}
+		}
+	})
+}
+
+// FuzzResumeCommand sends arbitrary resume commands to a thread waiting on
+// two interrupts: a command either resumes (answering only pending IDs) or
+// fails with a typed error, and a failed command writes nothing.
+func FuzzResumeCommand(f *testing.F) {
+	f.Add("", "", "x", false, uint8(0))
+	f.Add("p", "", `{"a":1}`, true, uint8(1))
+	f.Add("", "q", "null", false, uint8(3))
+	f.Add("zz", "p", "\xff", true, uint8(2))
+	f.Fuzz(func(t *testing.T, id1, id2, value string, plain bool, which uint8) {
+		ctx := context.Background()
+		saver := checkpoint.NewMemorySaver(nil)
+		ask := func(name string) graph.NodeFunc[State] {
+			return func(ctx context.Context, s State) (graph.Update[State], error) {
+				v, err := interrupt.Ask[any](ctx, name+"?")
+				if err != nil {
+					return graph.Update[State]{}, err
+				}
+				b, _ := json.Marshal(v)
+				return graph.Set(State{Log: []string{name + ":" + string(b)}}, "Log"), nil
+			}
+		}
+		g := graph.New[State]().AddNode("p", ask("p")).AddNode("q", ask("q")).
+			AddEdge(graph.START, "p").AddEdge(graph.START, "q")
+		r, err := g.Compile(graph.WithSaver(saver))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := r.Invoke(ctx, "t", graph.Update[State]{})
+		if err != nil || len(res.Interrupts) != 2 {
+			t.Fatalf("setup: %v %v", res.Status, err)
+		}
+		real := map[string]string{"p": res.Interrupts[0].ID, "q": res.Interrupts[1].ID}
+		pick := func(s string) string {
+			if id, ok := real[s]; ok {
+				return id
+			}
+			return s
+		}
+		var cmd graph.Command[State]
+		var v any = value
+		if json.Valid([]byte(value)) {
+			_ = json.Unmarshal([]byte(value), &v)
+		}
+		switch {
+		case plain:
+			cmd.Resume = v
+		case which%4 == 0:
+			cmd.ResumeByID = map[string]any{pick(id1): v}
+		case which%4 == 1:
+			cmd.ResumeByID = map[string]any{pick(id1): v, pick(id2): v}
+		case which%4 == 2:
+			cmd.Resume, cmd.ResumeByID = v, map[string]any{pick(id1): v}
+		}
+		before, _ := saver.List(ctx, "t", checkpoint.ListOptions{})
+		_, err = r.Resume(ctx, "t", cmd)
+		if err == nil {
+			return
+		}
+		typed := errors.Is(err, graph.ErrAmbiguousResume) || errors.Is(err, graph.ErrUnknownInterrupt) ||
+			errors.Is(err, graph.ErrAlreadyAnswered) || errors.Is(err, graph.ErrInvalidInput) ||
+			errors.Is(err, graph.ErrNothingToResume) || errors.Is(err, graph.ErrNotSerializable) ||
+			errors.Is(err, interrupt.ErrNotSerializable)
+		if !typed {
+			t.Fatalf("untyped error: %v", err)
+		}
+		after, _ := saver.List(ctx, "t", checkpoint.ListOptions{})
+		if diff := cmp.Diff(before, after); diff != "" {
+			t.Fatalf("a refused command changed the thread (-before +after):\n%s", diff)
 		}
 	})
 }
