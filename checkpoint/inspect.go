@@ -12,13 +12,14 @@ import (
 	"strings"
 )
 
-// TaskID derives the ID of a task from the checkpoint its step starts from,
-// the namespace, the step, the node, the task's path ("pull" or
+// TaskID derives the ID of a task from its thread, the checkpoint its step
+// starts from, the namespace, the step, the node, the task's path ("pull" or
 // "push:<n>") and its sorted trigger channels. The same pending task always
-// gets the same ID, which is how saved writes find their task again.
-func TaskID(checkpointID, ns string, step int, node, path string, triggers []string) string {
+// gets the same ID, which is how saved writes find their task again; tasks
+// of different threads never share one, even when checkpoint IDs repeat.
+func TaskID(thread, checkpointID, ns string, step int, node, path string, triggers []string) string {
 	h := sha256.New()
-	for _, s := range []string{checkpointID, ns, strconv.Itoa(step), node, path} {
+	for _, s := range []string{thread, checkpointID, ns, strconv.Itoa(step), node, path} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
@@ -210,7 +211,7 @@ func Inspect(tp *Tuple, latest bool) (*Inspection, error) {
 	}
 	step := cp.Metadata.Step + 1
 	if start {
-		in.Tasks = append(in.Tasks, InspectedTask{Name: "__start__", Path: "pull", ID: TaskID(cp.ID, tp.NS, step, "__start__", "pull", []string{ChannelStart})})
+		in.Tasks = append(in.Tasks, InspectedTask{Name: "__start__", Path: "pull", ID: TaskID(tp.Thread, cp.ID, tp.NS, step, "__start__", "pull", []string{ChannelStart})})
 	}
 	nodes := make([]string, 0, len(triggers))
 	for n := range triggers {
@@ -220,11 +221,11 @@ func Inspect(tp *Tuple, latest bool) (*Inspection, error) {
 	for _, n := range nodes {
 		trig := triggers[n]
 		slices.Sort(trig)
-		in.Tasks = append(in.Tasks, InspectedTask{Name: n, Path: "pull", ID: TaskID(cp.ID, tp.NS, step, n, "pull", trig)})
+		in.Tasks = append(in.Tasks, InspectedTask{Name: n, Path: "pull", ID: TaskID(tp.Thread, cp.ID, tp.NS, step, n, "pull", trig)})
 	}
 	for i, s := range sends {
 		path := "push:" + strconv.Itoa(i)
-		in.Tasks = append(in.Tasks, InspectedTask{Name: s.Node, Path: path, ID: TaskID(cp.ID, tp.NS, step, s.Node, path, []string{ChannelSends})})
+		in.Tasks = append(in.Tasks, InspectedTask{Name: s.Node, Path: path, ID: TaskID(tp.Thread, cp.ID, tp.NS, step, s.Node, path, []string{ChannelSends})})
 	}
 	byID := map[string]*InspectedTask{}
 	for i := range in.Tasks {

@@ -17,6 +17,7 @@ import (
 // A frame is immutable once built, except that ownership of the spare
 // capacity of append fields moves from a frame to the frame derived from it.
 type frame[S any] struct {
+	thread    string
 	id        string
 	parentID  string
 	createdAt time.Time
@@ -62,6 +63,7 @@ func newFrame[S any]() *frame[S] {
 // empty, and versions is shared until the copy changes it.
 func (f *frame[S]) derive(own bool) *frame[S] {
 	n := &frame[S]{
+		thread:         f.thread,
 		id:             f.id,
 		parentID:       f.parentID,
 		createdAt:      f.createdAt,
@@ -243,6 +245,7 @@ func (d *decoder[S]) field(cpID string, fl *field, version string, blobs []check
 func (d *decoder[S]) frame(tp *checkpoint.Tuple, base *frame[S], own bool) (*frame[S], error) {
 	cp := &tp.Checkpoint
 	f := newFrame[S]()
+	f.thread = d.thread
 	f.id, f.parentID, f.createdAt, f.meta, f.mark = cp.ID, cp.ParentID, cp.CreatedAt, cp.Metadata, cp.Mark
 	f.versions = maps.Clone(cp.Versions)
 	if f.versions == nil {

@@ -279,6 +279,7 @@ func (ru *run[S]) startInput(ctx context.Context, input Update[S]) error {
 	var f *frame[S]
 	if head == nil {
 		f = newFrame[S]()
+		f.thread = ru.thread
 	} else {
 		f = head.derive(true)
 		r.consume(f, r.plan(head, ru.ns, prevStep+1))

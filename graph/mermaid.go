@@ -38,6 +38,13 @@ func (r *Runnable[S]) Mermaid() string {
 			add(edge{s, j.to, false})
 		}
 	}
+	// A node with no outgoing edge finishes its branch: LangGraph draws it
+	// with an edge to END.
+	for _, n := range r.nodeNames {
+		if len(r.edgesFrom[n]) == 0 && len(r.joinsFrom[n]) == 0 && len(r.routers[n]) == 0 {
+			add(edge{n, END, false})
+		}
+	}
 	for from, rs := range r.routers {
 		for _, rt := range rs {
 			dests := rt.dests

@@ -269,6 +269,7 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 	}
 	if fresh {
 		f, tp = newFrame[S](), &checkpoint.Tuple{Thread: thread}
+		f.thread = thread
 		f.meta.Step = -1
 	}
 	fork := opts.CheckpointID != ""
@@ -345,7 +346,7 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 			return zero, &UnknownNodeError{Name: asNode, From: "UpdateOptions.AsNode"}
 		}
 		t := &task[S]{name: asNode, push: -1}
-		t.id = checkpoint.TaskID(f.id, "", ru.step, "update:"+asNode, "pull", nil)
+		t.id = checkpoint.TaskID(thread, f.id, "", ru.step, "update:"+asNode, "pull", nil)
 		if t.writes, err = r.resolve(ctx, t, u, f, false); err != nil {
 			return zero, err
 		}

@@ -107,7 +107,7 @@ func (r *Runnable[S]) plan(f *frame[S], ns string, step int) []*task[S] {
 		tasks = append(tasks, &task[S]{name: s.Node, push: i, triggers: []string{checkpoint.ChannelSends}, input: r.view(s.Arg)})
 	}
 	for _, t := range tasks {
-		t.id = checkpoint.TaskID(f.id, ns, step, t.name, t.path(), t.triggers)
+		t.id = checkpoint.TaskID(f.thread, f.id, ns, step, t.name, t.path(), t.triggers)
 	}
 	return tasks
 }
