@@ -57,6 +57,42 @@ type Request struct {
 	Schema    json.RawMessage `json:"schema,omitempty"` // the tool's argument schema, to validate edits
 	CreatedAt time.Time       `json:"created_at"`
 	ExpiresAt time.Time       `json:"expires_at"` // expired when now >= ExpiresAt
+	// Kind says what the reviewer is asked (see Kind; empty means
+	// KindGate, as in requests written before kinds existed).
+	Kind Kind `json:"kind,omitempty"`
+	// FallbackFor names the tool whose failure led to this call when the
+	// call is that tool's fallback (Kind is KindFallback, or
+	// KindOutcomeUnknown for a fallback whose outcome is unknown).
+	FallbackFor string `json:"fallback_for,omitempty"`
+}
+
+// Kind is what an approval request asks the reviewer.
+type Kind string
+
+// Request kinds.
+const (
+	// KindGate: the call the model made needs a human (its tool's risk or
+	// an argument rule gates it). Approve to run it as shown.
+	KindGate Kind = "gate"
+	// KindFallback: the model's call to FallbackFor failed, and its
+	// declared fallback Tool, which is gated itself, would run instead
+	// with the same arguments. Approve to run the fallback.
+	KindFallback Kind = "fallback"
+	// KindOutcomeUnknown: an earlier attempt of this exact write may have
+	// taken effect and its outcome is unknown (the process died between
+	// the call and recording its result). Approve only after checking
+	// downstream that it did not happen: the call then runs again with the
+	// same idempotency key. Such a request cannot be edited.
+	KindOutcomeUnknown Kind = "outcome_unknown"
+)
+
+// Valid reports whether k is a known kind or empty (KindGate).
+func (k Kind) Valid() bool {
+	switch k {
+	case "", KindGate, KindFallback, KindOutcomeUnknown:
+		return true
+	}
+	return false
 }
 
 // Expired reports whether the request has expired at now (now >= ExpiresAt).
@@ -209,8 +245,10 @@ const (
 )
 
 // Validate checks that r can be decided: its type, a tool name, arguments
-// that are JSON and match ArgsHash, a known risk tier, and an expiry that
-// is after CreatedAt by at most MaxTTL. The tool node calls it before it
+// that are JSON and match ArgsHash, a known risk tier, a known kind (a
+// KindFallback request names the tool it stands in for, and only fallback
+// and outcome-unknown requests do), and an expiry that is after CreatedAt
+// by at most MaxTTL. The tool node calls it before it
 // pauses, so a request that nobody could decide is never raised. It returns
 // an *Error matching ErrInvalidRequest or ErrInvalidExpiry.
 func (r Request) Validate() error {
@@ -230,6 +268,14 @@ func (r Request) validate(id string) *Error {
 		return newError(id, ErrInvalidRequest, "tool name of %d bytes", len(r.Tool))
 	case !r.Risk.Valid():
 		return newError(id, ErrInvalidRequest, "unknown risk tier %s", quoteShort(string(r.Risk)))
+	case !r.Kind.Valid():
+		return newError(id, ErrInvalidRequest, "unknown kind %s", quoteShort(string(r.Kind)))
+	case r.Kind == KindFallback && r.FallbackFor == "":
+		return newError(id, ErrInvalidRequest, "a fallback request does not name the tool it stands in for")
+	case r.FallbackFor != "" && r.Kind != KindFallback && r.Kind != KindOutcomeUnknown:
+		return newError(id, ErrInvalidRequest, "fallback_for is set on a request of kind %s", quoteShort(string(r.Kind)))
+	case len(r.FallbackFor) > maxToolBytes:
+		return newError(id, ErrInvalidRequest, "fallback_for of %d bytes", len(r.FallbackFor))
 	}
 	h, err := ArgsHash(r.Tool, r.Args)
 	if err != nil {

@@ -317,6 +317,13 @@ func TestValidateRequest(t *testing.T) {
 		{"expiry at creation", func(r *approval.Request) { r.ExpiresAt = r.CreatedAt }, approval.ErrInvalidExpiry},
 		{"expiry in 9999", func(r *approval.Request) { r.ExpiresAt = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC) }, approval.ErrInvalidExpiry},
 		{"just under MaxTTL", func(r *approval.Request) { r.ExpiresAt = r.CreatedAt.Add(approval.MaxTTL) }, nil},
+		{"kind gate", func(r *approval.Request) { r.Kind = approval.KindGate }, nil},
+		{"kind fallback", func(r *approval.Request) { r.Kind, r.FallbackFor = approval.KindFallback, "create_issue" }, nil},
+		{"kind outcome unknown of a fallback", func(r *approval.Request) { r.Kind, r.FallbackFor = approval.KindOutcomeUnknown, "create_issue" }, nil},
+		{"unknown kind", func(r *approval.Request) { r.Kind = "Gate" }, approval.ErrInvalidRequest},
+		{"fallback without fallback_for", func(r *approval.Request) { r.Kind = approval.KindFallback }, approval.ErrInvalidRequest},
+		{"fallback_for on a gate", func(r *approval.Request) { r.Kind, r.FallbackFor = approval.KindGate, "create_issue" }, approval.ErrInvalidRequest},
+		{"fallback_for without a kind", func(r *approval.Request) { r.FallbackFor = "create_issue" }, approval.ErrInvalidRequest},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

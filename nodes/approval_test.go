@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/lockstepgo/lockstep/approval"
@@ -65,5 +66,87 @@ func TestApprovalStoreRoundTrip(t *testing.T) {
 	}
 	if rf.calls.get("refund") != 1 {
 		t.Errorf("%d refunds", rf.calls.get("refund"))
+	}
+}
+
+// TestApprovalStoreTwoAtOnce: two gated refunds of one message show in the
+// inbox together; each reviewer decision is resumed by the worker on its
+// own (the thread keeps waiting on the other); each refund is paid once
+// and each audit trail holds its own execution.
+func TestApprovalStoreTwoAtOnce(t *testing.T) {
+	ctx := context.Background()
+	rf := &refunds{}
+	clk := newFakeClock()
+	store := approval.NewMemoryStore(clk.Now)
+	h := newHarness(t, []*nodes.Tool{rf.tool(t)}, answerThenDone(
+		call("r1", "refund", `{"order_id":"O-1","amount":40}`),
+		call("r2", "refund", `{"order_id":"O-2","amount":15}`),
+	), nil, nodes.WithOutcomeRecorder(store))
+	res, err := h.r.Invoke(ctx, "th", userSays("refund both orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != graph.StatusWaiting || len(res.Interrupts) != 2 {
+		t.Fatalf("status %s with %d interrupts; want waiting on 2", res.Status, len(res.Interrupts))
+	}
+	inbox := approval.NewInbox(h.saver, store, clk.Now)
+	page, err := inbox.List(ctx, approval.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{} // call ID → approval ID
+	for _, it := range page.Items {
+		ids[it.Request.CallID] = it.ID
+	}
+	if len(page.Items) != 2 || ids["r1"] == "" || ids["r2"] == "" {
+		t.Fatalf("inbox lists %d approvals (%v); want both at once", len(page.Items), ids)
+	}
+	worker := approval.NewWorker(store, approval.ResumeGraph(h.r), approval.WorkerOptions{Now: clk.Now})
+
+	if _, err := inbox.Approve(ctx, ids["r2"], "alice", "ok"); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := worker.RunOnce(ctx); err != nil || rep.Resumed != 1 {
+		t.Fatalf("worker: %+v, %v", rep, err)
+	}
+	snap, err := h.r.GetState(ctx, "th")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Status != graph.StatusWaiting || len(snap.Interrupts) != 1 || snap.Interrupts[0].ID != ids["r1"] {
+		t.Fatalf("after one decision: status %s, interrupts %+v; want waiting on %s", snap.Status, snap.Interrupts, ids["r1"])
+	}
+	if rf.calls.get("O-2") != 1 || rf.calls.get("O-1") != 0 {
+		t.Fatalf("after one decision: refunds O-1 %d, O-2 %d", rf.calls.get("O-1"), rf.calls.get("O-2"))
+	}
+	if page, _ := inbox.List(ctx, approval.Filter{}); len(page.Items) != 1 || page.Items[0].ID != ids["r1"] {
+		t.Errorf("inbox after one decision: %+v", page.Items)
+	}
+
+	if _, err := inbox.Approve(ctx, ids["r1"], "bob", "ok"); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := worker.RunOnce(ctx); err != nil || rep.Resumed != 1 {
+		t.Fatalf("worker: %+v, %v", rep, err)
+	}
+	snap, err = h.r.GetState(ctx, "th")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Status != graph.StatusDone || rf.calls.get("O-1") != 1 || rf.calls.get("O-2") != 1 || rf.calls.get("refund") != 2 {
+		t.Fatalf("status %s, refunds O-1 %d, O-2 %d", snap.Status, rf.calls.get("O-1"), rf.calls.get("O-2"))
+	}
+	for call, order := range map[string]string{"r1": "O-1", "r2": "O-2"} {
+		trail, err := store.Audit(ctx, ids[call])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if trail.Execution == nil || !strings.Contains(string(trail.Execution.Result), order) {
+			t.Errorf("audit of %s: execution %+v", call, trail.Execution)
+		}
+	}
+	// Nothing is left to resume, and a late answer to a decided request is refused.
+	if rep, err := worker.RunOnce(ctx); err != nil || rep.Resumed != 0 {
+		t.Errorf("third pass: %+v, %v", rep, err)
 	}
 }

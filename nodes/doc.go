@@ -1,6 +1,7 @@
 // Package nodes holds lockstep's prebuilt graph nodes: the safe tool
-// executor and the tool node that runs a model's tool calls with it (the
-// LLM node comes later).
+// executor, the tool node that runs a model's tool calls with it, the
+// model node that asks the model for its next message, and the prebuilt
+// agent that loops between them.
 //
 // # Tools
 //
@@ -110,11 +111,53 @@
 // one tool Message per call, whose content is an Observation: the result,
 // or what went wrong and what to do next. A blocked call becomes an
 // approval.Request (tool, canonical arguments, hash, the model's rationale,
-// reviewer context, risk, rule, owner, schema, created and expires times)
-// raised with interrupt.Ask[approval.Decision]; several are asked one at a
-// time in call order. On resume an approval runs exactly the approved
-// arguments once; an edit is validated and gated again (and asked again if
-// another rule gates it); a rejection or expiry becomes a result telling
-// the model not to retry. Past WithMaxApprovalRequests requests for the
-// same call in one turn, the model is told to stop asking.
+// reviewer context, risk, rule, owner, schema, kind, created and expires
+// times) raised with interrupt.AskKey[approval.Decision] keyed by the call,
+// so every gated call of the message is asked at once: a reviewer sees all
+// the pending approvals of the turn, the run waits on all of them, and
+// each is decided and resumed on its own, by its interrupt ID (the
+// approval ID). The request's Kind says what is asked: approval.KindGate
+// (the model's call), approval.KindFallback (a gated fallback after its
+// tool failed; FallbackFor names the tool) or approval.KindOutcomeUnknown
+// (run a write again whose earlier outcome is unknown). On resume an
+// approval runs exactly the approved arguments once; a decision recorded
+// for another request (its ID differs) is refused (*DecisionIDError); an
+// edit is validated and gated again (and asked again if another rule
+// gates it); a rejection or expiry becomes a result telling the model not
+// to retry. Past WithMaxApprovalRequests requests for the same call in one
+// turn, the model is told to stop asking. Tool bodies that ask a human
+// use Ask, keyed by their call, so that parallel calls can ask at once.
+//
+// # Models and the model node
+//
+// Model is lockstep's own one-method interface to a chat model:
+// Generate(ctx, messages, tools) returns the next assistant message (text
+// and tool calls). FromLangchaingo adapts any langchaingo llms.Model (the
+// OpenAI-compatible client, Anthropic, Ollama, ...): it binds the tools as
+// langchaingo function tools from their JSON Schemas and maps messages
+// both ways (assistant tool calls as llms.ToolCall parts, tool results as
+// llms.ToolCallResponse parts); this package is the only one of lockstep
+// that imports langchaingo, in that one file. Package nodes/scripted is a
+// Model that answers from a script, for offline runs, examples and tests.
+//
+// ModelNode (or NewModelNode with StateAccess) calls the model with the
+// conversation, after an optional system prompt, and the tools it may use,
+// and appends the answer as one assistant message (an append field). A
+// model error, an empty answer or a tool call without a tool name fails
+// the node with a *ModelError naming it (ErrModel, ErrEmptyAnswer,
+// ErrMalformedAnswer); the model never silently answers nothing. Tool calls
+// without an ID get a deterministic one; their arguments go to the
+// executor as sent, so a malformed argument is a tool result the model
+// can correct.
+//
+// # The agent
+//
+// NewAgent (or NewAgentFor, over a state of your own) builds the prebuilt
+// agent graph: model ↔ tools, going to the tool node when the last
+// assistant message has tool calls and ending when it has none. The tools
+// are scoped per agent: the model is offered its executor's tools and the
+// tool node runs calls through that executor only. AgentOptions passes
+// the system prompt and the tool node's options (approval rules, reviewer
+// context, audit) through, and sets the recursion limit to 2×MaxTurns,
+// what MaxTurns model calls of one run take. Compile it with a saver.
 package nodes

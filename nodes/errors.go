@@ -26,9 +26,14 @@ var (
 	ErrSecretReference = errors.New("nodes: arguments reference a secret")
 	// ErrConfirmationRequired matches *ConfirmationRequired.
 	ErrConfirmationRequired = errors.New("nodes: confirmation required")
-	// ErrApprovalMismatch: the decision covers other arguments (or another
-	// tool) than the call. Matches *ApprovalMismatchError.
+	// ErrApprovalMismatch: the decision does not cover the call: it covers
+	// other arguments (or another tool), or it answers another request.
+	// Matches *ApprovalMismatchError and *DecisionIDError.
 	ErrApprovalMismatch = errors.New("nodes: approval does not match the call")
+	// ErrWrongDecision: the decision answers another approval request (its
+	// ID is not the interrupt ID of the call's request). Matches
+	// *DecisionIDError.
+	ErrWrongDecision = errors.New("nodes: decision answers another approval request")
 	// ErrRejected: a human rejected the call. Matches *DecisionError.
 	ErrRejected = errors.New("nodes: call rejected by a human")
 	// ErrExpired: nobody decided in time; an expiry is a rejection.
@@ -165,6 +170,31 @@ func (e *ApprovalMismatchError) Is(target error) bool { return target == ErrAppr
 
 // RetryClass implements Classifier: ClassPermanent.
 func (e *ApprovalMismatchError) RetryClass() Class { return ClassPermanent }
+
+// DecisionIDError reports a decision whose ID (the approval ID it was
+// recorded for) is not the interrupt ID of the request it answers, so it
+// does not cover the call: the tool is not run and the model gets a
+// blocked result. It matches ErrWrongDecision and ErrApprovalMismatch.
+type DecisionIDError struct {
+	Tool   string
+	CallID string // the model's tool-call ID
+	Want   string // the interrupt ID of the call's request
+	Got    string // the decision's ID
+}
+
+// Error describes the failure, naming the tool and both IDs.
+func (e *DecisionIDError) Error() string {
+	return fmt.Sprintf("nodes: tool %q: call %s: the decision answers approval %s, not this call's %s; not run", e.Tool, quote(e.CallID), quote(e.Got), e.Want)
+}
+
+// Is makes errors.Is(err, ErrWrongDecision) and
+// errors.Is(err, ErrApprovalMismatch) true.
+func (e *DecisionIDError) Is(target error) bool {
+	return target == ErrWrongDecision || target == ErrApprovalMismatch
+}
+
+// RetryClass implements Classifier: ClassPermanent.
+func (e *DecisionIDError) RetryClass() Class { return ClassPermanent }
 
 // DecisionError reports a call a human rejected, or whose request expired.
 // It matches ErrRejected or ErrExpired.

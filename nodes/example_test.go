@@ -11,6 +11,7 @@ import (
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/nodes"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
+	"github.com/lockstepgo/lockstep/nodes/scripted"
 )
 
 // A write tool with the five parts: name, description, argument schema (from
@@ -152,4 +153,56 @@ func ExampleClassify() {
 	// permanent
 	// unclassified
 	// transient
+}
+
+// An agent on a scripted model: the model searches, then asks to close the
+// ticket; the close waits for a human; approved, it runs once and the model
+// answers. The same code runs with a real model (FromLangchaingo).
+func ExampleNewAgent() {
+	type Query struct {
+		Q string `json:"q"`
+	}
+	type Close struct {
+		ID string `json:"id"`
+	}
+	closes := 0
+	search, _ := nodes.NewTool("search_tickets", "Search tickets by words in their titles. Returns their IDs.",
+		func(ctx context.Context, a Query, env nodes.Env) ([]string, error) { return []string{"TKT-3"}, nil }, nodes.Idempotent())
+	closeTicket, _ := nodes.NewTool("close_ticket", "Close a ticket by ID. Returns its status.",
+		func(ctx context.Context, a Close, env nodes.Env) (string, error) {
+			closes++
+			return a.ID + " closed", nil
+		},
+		nodes.Destructive(approval.RiskHigh))
+	ex, _ := nodes.NewExecutor([]*nodes.Tool{search, closeTicket})
+
+	model := scripted.New(
+		scripted.CallTools("Let me find it.", scripted.Call("c1", "search_tickets", `{"q":"login"}`)),
+		scripted.CallTools("TKT-3 is the login ticket; closing it.", scripted.Call("c2", "close_ticket", `{"id":"TKT-3"}`)),
+		scripted.Say("TKT-3 is closed."),
+	)
+	agent, _ := nodes.NewAgent(model, ex, nodes.AgentOptions{System: "You are a support agent."})
+	r, _ := agent.Compile(graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+	ctx := context.Background()
+
+	res, _ := r.Invoke(ctx, "t1", graph.Set(nodes.AgentState{Messages: []nodes.Message{{Role: nodes.RoleUser, Content: "find the login ticket and close it"}}}, "Messages"))
+	req, _, _ := approval.ParseRequest(res.Interrupts[0].Value)
+	fmt.Println(res.Status, res.Next, req.Kind, req.Tool, string(req.Args))
+
+	res, _ = r.Resume(ctx, "t1", graph.Command[nodes.AgentState]{ResumeByID: map[string]any{
+		res.Interrupts[0].ID: approval.Decision{Outcome: approval.Approved, Reviewer: "alice", ArgsHash: req.ArgsHash},
+	}})
+	for _, m := range res.Values.Messages {
+		fmt.Println(m.Role, m.Content)
+	}
+	fmt.Println(res.Status, "closes:", closes, "model calls:", len(model.Calls()))
+	// Output:
+	// waiting [tools] gate close_ticket {"id":"TKT-3"}
+	// user find the login ticket and close it
+	// assistant Let me find it.
+	// tool {"status":"executed","result":["TKT-3"]}
+	// assistant TKT-3 is the login ticket; closing it.
+	// tool {"status":"executed","result":"TKT-3 closed"}
+	// assistant TKT-3 is closed.
+	// done closes: 1 model calls: 3
 }

@@ -114,7 +114,7 @@ func TestFallbackGated(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := h.request(t, res)
-	if req.Tool != "page_oncall" || runs.get("page") != 0 {
+	if req.Tool != "page_oncall" || req.Kind != approval.KindFallback || req.FallbackFor != "create_issue" || len(req.Context) != 0 || runs.get("page") != 0 {
 		t.Fatalf("request %+v", req)
 	}
 	res = h.resume(t, approve(req))

@@ -6,9 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"unicode/utf8"
 
+	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/internal/canon"
 	"github.com/lockstepgo/lockstep/nodes"
+	"github.com/lockstepgo/lockstep/nodes/scripted"
 )
 
 // FuzzCanonicalArgs: arguments the executor accepts hash to one memo key
@@ -153,6 +157,87 @@ func FuzzToolNameGate(f *testing.F) {
 		}
 		if runs.get("all") != 0 {
 			t.Fatalf("the destructive tool ran for name %q", name)
+		}
+	})
+}
+
+// FuzzModelToolCallArgs: whatever arguments text the model sends with a
+// tool call (a JSON string, valid or not), the agent neither fails nor
+// panics: the call becomes a tool result the model reads (executed, or
+// failed with an error and a note saying what to do), the model sees its
+// call as it sent it (empty arguments as "{}"), and a write only runs with
+// arguments its schema accepts. Bytes that are not UTF-8 text fail the
+// model node with ErrMalformedAnswer.
+func FuzzModelToolCallArgs(f *testing.F) {
+	for _, s := range []string{`{"ticket_id":"TKT-3"}`, `{"query":"login"}`, ``, `{}`, `{"query":`, `[1]`, `null`, `"{\"query\":\"x\"}"`,
+		`{"query":"a","query":"b"}`, `{"ticket_id":"TKT-3","x":1}`, `{"query":"\u0000"}`, " {\"query\" : \"x\" } ", `{"query":"{{secrets.TOKEN}}"}`} {
+		f.Add("close_ticket", s)
+		f.Add("search_tickets", s)
+	}
+	f.Fuzz(func(t *testing.T, tool, args string) {
+		if tool == "" {
+			return // a nameless call is a model error, tested elsewhere
+		}
+		d := &desk{}
+		ex, err := nodes.NewExecutor([]*nodes.Tool{d.searchTool(t, nodes.NoMemo()), d.closeTool(t)}, nodes.WithPolicy(nodes.AlwaysApprove()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := scripted.New(scripted.CallTools("", scripted.Call("c", tool, args)), scripted.Say("ok"))
+		a, err := nodes.NewAgent(m, ex, nodes.AgentOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := a.Compile(graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := r.Invoke(context.Background(), "t", graph.Set(nodes.AgentState{Messages: []nodes.Message{{Role: nodes.RoleUser, Content: "go"}}}, "Messages"))
+		if !utf8.ValidString(tool) || !utf8.ValidString(args) {
+			// Not text a model can send: the model node refuses it, loudly.
+			if !errors.Is(err, nodes.ErrMalformedAnswer) || d.calls.get("close_ticket")+d.calls.get("search_tickets") != 0 {
+				t.Fatalf("%q(%q): %v", tool, args, err)
+			}
+			return
+		}
+		if err != nil || res.Status != graph.StatusDone {
+			t.Fatalf("%s(%q): status %s, %v", tool, args, res.Status, err)
+		}
+		msgs := res.Values.Messages
+		if len(msgs) != 4 || msgs[2].Role != nodes.RoleTool || msgs[2].ToolCallID != "c" {
+			t.Fatalf("%s(%q): messages %+v", tool, args, msgs)
+		}
+		want := args
+		if want == "" {
+			want = "{}"
+		}
+		if got := msgs[1].ToolCalls[0].Arguments; got != want {
+			t.Fatalf("the call was stored with arguments %q, the model sent %q", got, args)
+		}
+		var o nodes.Observation
+		if err := json.Unmarshal([]byte(msgs[2].Content), &o); err != nil {
+			t.Fatalf("%s(%q): tool result %q: %v", tool, args, msgs[2].Content, err)
+		}
+		switch o.Status {
+		case nodes.StatusExecuted:
+			if tool == "close_ticket" {
+				var c Closed
+				if json.Unmarshal(o.Result, &c) != nil || len(c.ID) < 5 || c.ID[:4] != "TKT-" {
+					t.Fatalf("close_ticket ran with %q: %s", args, o.Result)
+				}
+			}
+		case nodes.StatusFailed:
+			if o.Error == "" || o.Note == "" {
+				t.Fatalf("%s(%q): failure without an error and a note: %+v", tool, args, o)
+			}
+			if d.calls.get("close_ticket")+d.calls.get("search_tickets") != 0 {
+				t.Fatalf("%s(%q) failed after running", tool, args)
+			}
+		default:
+			t.Fatalf("%s(%q): status %s", tool, args, o.Status)
+		}
+		if sent := m.Calls()[1].Messages; len(sent) != 3 || sent[1].ToolCalls[0].Arguments != want {
+			t.Fatalf("the model was sent %+v", sent)
 		}
 	})
 }

@@ -349,7 +349,7 @@ func TestToolNodeOutcomeUnknownAsksAgain(t *testing.T) {
 			t.Fatal(err)
 		}
 		req := h.request(t, res)
-		if req.Rule != nodes.RuleOutcomeUnknown || req.Risk != approval.RiskHigh || p.calls.get("charge") != 0 {
+		if req.Rule != nodes.RuleOutcomeUnknown || req.Kind != approval.KindOutcomeUnknown || req.FallbackFor != "" || req.Risk != approval.RiskHigh || p.calls.get("charge") != 0 {
 			t.Fatalf("request %+v after %d runs", req, p.calls.get("charge"))
 		}
 		d := approve(req)

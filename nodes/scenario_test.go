@@ -137,7 +137,7 @@ func TestSeedsScenario(t *testing.T) {
 		ArgsHash: argsHash(t, "close_ticket", `{"ticket_id":"TKT-3"}`), CallID: "c3",
 		Rationale: "TKT-3 is the login ticket and the user confirmed it is fixed, so I will close it.",
 		Risk:      approval.RiskHigh, Rule: nodes.RuleDestructive, Schema: ex.Tool("close_ticket").Schema(),
-		CreatedAt: clk.Now(), ExpiresAt: clk.Now().Add(24 * 60 * 60 * 1e9),
+		CreatedAt: clk.Now(), ExpiresAt: clk.Now().Add(24 * 60 * 60 * 1e9), Kind: approval.KindGate,
 	}
 	if d := cmp.Diff(wantReq, req); d != "" {
 		t.Errorf("approval request (-want +got):\n%s", d)

@@ -32,21 +32,25 @@ const (
 	NoteStopAsking = "Approval for this exact call has already been requested the maximum number of times in this turn. Stop asking: tell the user it needs a human decision and how to proceed."
 	NoteReplayed   = "This operation already happened earlier; this is its stored result. It already existed: nothing new was created now."
 	NoteMismatch   = "The approval given does not cover these exact arguments, so the call was not run."
-	NoteUnknown    = "An earlier attempt of this operation may have taken effect, and its outcome is unknown. It will not be run again until a human reconciles it. Do not retry; tell the user."
+	// NoteWrongDecision answers a call whose decision was recorded for
+	// another approval request.
+	NoteWrongDecision = "The decision given was for another approval request, so this call was not run. Do not retry it on your own; tell the user it still needs a human decision."
+	NoteUnknown       = "An earlier attempt of this operation may have taken effect, and its outcome is unknown. It will not be run again until a human reconciles it. Do not retry; tell the user."
 )
 
-// StateAccess lets the tool node work on any state type: how to read the
-// messages and the memo, and how to write the tool messages and the new
-// memo entries.
+// StateAccess lets the tool node, the model node and the agent work on
+// any state type: how to read the messages and the memo, and how to write
+// new messages and memo entries.
 type StateAccess[S any] struct {
 	// Messages returns the conversation (required).
 	Messages func(S) []Message
 	// Memo returns the thread's memo; nil means no memo.
 	Memo func(S) map[string]MemoEntry
-	// Update returns the node's update: the tool messages to append (in
-	// call order) and the memo entries to merge (nil when there are none).
+	// Update returns a node's update: the messages to append (the tool
+	// node's tool messages in call order, or the model node's assistant
+	// message) and the memo entries to merge (nil when there are none).
 	// Required.
-	Update func(toolMessages []Message, memo map[string]MemoEntry) graph.Update[S]
+	Update func(messages []Message, memo map[string]MemoEntry) graph.Update[S]
 }
 
 // AgentAccess is the StateAccess of AgentState.
@@ -130,14 +134,22 @@ type toolNode struct {
 // Reads run in parallel; writes run one after the other in call order.
 // Each call runs inside graph.Durable(ctx, "tool:"+callID, …), so calls that
 // finished are not run again when the node runs again (after a pause, a
-// failure or a crash). A call the gate blocks becomes an approval.Request
-// raised with interrupt.Ask[approval.Decision]; several gated calls of one
-// message are asked one at a time, in call order, each after the previous
-// one is answered. On resume, an approval runs exactly the approved
+// failure or a crash). Every call the gate blocks becomes an
+// approval.Request raised with interrupt.AskKey, keyed by its call ID, so
+// all the gated calls of one message are asked together: the run pauses
+// with every request of the message, and each is answered by its interrupt
+// ID (graph.Command.ResumeByID; the approval package's Worker does this),
+// in any order and at any time. An answered call is decided and run on the
+// next run of the node, while the thread keeps waiting on the others; the
+// node completes when all are answered. A decision is bound to the exact
+// call: one whose ID is set and is not its request's interrupt ID is
+// refused (*DecisionIDError), as is one for other arguments
+// (*ApprovalMismatchError). An approval runs exactly the approved
 // arguments once (through the ledger); an edit is validated and gated
-// again (asked again when a different rule gates it); a rejection or an
-// expiry becomes a tool result the model can act on. Tool bodies should not
-// call interrupt.Ask themselves when a message has several calls.
+// again (asked again, with a new interrupt, when a different rule gates
+// it); a rejection or an expiry becomes a tool result the model can act
+// on. Tool bodies that ask a human themselves should use Ask (keyed by
+// their call), so that parallel calls can ask at once.
 //
 // The node fails (returns an error) on a ledger storage failure, a
 // reviewer-context failure, or a cancelled context; tool errors become tool
@@ -246,13 +258,16 @@ func (n *toolNode) run(ctx context.Context, msgs []Message, saved map[string]Mem
 		thread = info.Thread
 	}
 	runs := make([]*callRun, len(calls))
-	seen := map[string]bool{}
+	taken := map[string]bool{}
 	for i, c := range calls {
+		// The step name is "tool:"+ID; a call without an ID, or whose name
+		// is taken (a repeated ID), gets its position appended until the
+		// name is unique in the message.
 		step := "tool:" + c.ID
-		if c.ID == "" || seen[c.ID] {
-			step = "tool:" + c.ID + "#" + strconv.Itoa(i)
+		for c.ID == "" && step == "tool:" || taken[step] {
+			step += "#" + strconv.Itoa(i)
 		}
-		seen[c.ID] = true
+		taken[step] = true
 		runs[i] = &callRun{call: c, step: step}
 	}
 
@@ -285,20 +300,15 @@ func (n *toolNode) run(ctx context.Context, msgs []Message, saved map[string]Mem
 		first(i)
 	}
 	wg.Wait()
-	var pause error
+	var pauses []error
 	for _, err := range errs {
 		switch {
 		case err == nil:
 		case interrupt.Is(err):
-			if pause == nil {
-				pause = err
-			}
+			pauses = append(pauses, err) // a tool body asked a question
 		default:
 			return nil, nil, err
 		}
-	}
-	if pause != nil {
-		return nil, nil, pause
 	}
 	if memo != nil {
 		// Entries of calls that finished in an earlier run of the node.
@@ -311,15 +321,29 @@ func (n *toolNode) run(ctx context.Context, msgs []Message, saved map[string]Mem
 		}
 	}
 
-	// Phase 2: the calls waiting for a human, one at a time in call order.
-	asks := map[string]int{}
+	// Phase 2: the calls waiting for a human, all at once. Each raises its
+	// approval request with interrupt.AskKey, keyed by its step, so the run
+	// pauses with every request of the message and each is answered by
+	// its ID. An answered call is decided (and run) in call order, whether
+	// or not its siblings are answered yet.
+	var task string
+	if info, ok := graph.TaskFrom(ctx); ok {
+		task = info.TaskID
+	}
+	sameCall := map[string]int{} // gated calls so far in this message, by arguments hash
 	for _, r := range runs {
-		if r.out.Pending != nil {
-			r.origin = r.out.Pending.ArgsHash
+		if r.out.Pending == nil {
+			continue
 		}
+		r.origin = r.out.Pending.ArgsHash
+		// Each gated call of the message counts as one request for the
+		// limit, in call order, and so does each re-ask of the call
+		// itself: the count never depends on which siblings are answered.
+		before := priorAsks(msgs, r.origin) + sameCall[r.origin]
+		sameCall[r.origin]++
 		for round := 1; r.out.Pending != nil; round++ {
 			pc := r.out.Pending
-			if priorAsks(msgs, r.origin)+asks[r.origin] >= n.maxAsks || round > 2*n.maxAsks {
+			if before+round-1 >= n.maxAsks || round > 2*n.maxAsks {
 				r.out = outcome{Done: n.message(r.call, r.origin, Observation{Status: StatusBlocked, Note: NoteStopAsking}, StatusBlocked)}
 				n.ex.event(ctx, slog.LevelInfo, StatusBlocked, &Call{ID: r.call.ID, Tool: pc.Tool, Scope: thread}, pc.Args, slog.String("reason", "approval request limit"))
 				break
@@ -331,20 +355,26 @@ func (n *toolNode) run(ctx context.Context, msgs []Message, saved map[string]Mem
 			if err := req.Validate(); err != nil {
 				return nil, nil, fmt.Errorf("nodes: tool node: approval request for call %s of %q: %w", quote(r.call.ID), pc.Tool, err)
 			}
-			dec, err := interrupt.Ask[approval.Decision](ctx, req)
+			key := approvalKey(r.step, round)
+			dec, err := interrupt.AskKey[approval.Decision](ctx, key, req)
 			if err != nil {
 				if interrupt.Is(err) {
-					return nil, nil, err
+					pauses = append(pauses, err)
+					break
 				}
 				return nil, nil, fmt.Errorf("nodes: tool node: approval answer for call %s of %q: %w", quote(r.call.ID), pc.Tool, err)
 			}
-			asks[r.origin]++
 			r.asked++
 			r.last = dec.Outcome
+			want := interrupt.KeyID(task, key)
 			out, err := graph.Durable(ctx, r.step+"/decision:"+strconv.Itoa(round), func(ctx context.Context) (outcome, error) {
-				return n.decide(ctx, thread, r.call, pc, dec, memo)
+				return n.decide(ctx, thread, r.call, pc, dec, want, memo)
 			})
 			if err != nil {
+				if interrupt.Is(err) {
+					pauses = append(pauses, err) // the approved tool's body asked a question
+					break
+				}
 				return nil, nil, err
 			}
 			if err := n.record(ctx, dec, out.Ran); err != nil {
@@ -352,6 +382,9 @@ func (n *toolNode) run(ctx context.Context, msgs []Message, saved map[string]Mem
 			}
 			r.out = out
 		}
+	}
+	if len(pauses) > 0 {
+		return nil, nil, errors.Join(pauses...)
 	}
 
 	// The tool messages, in call order, and the memo entries added.
@@ -467,9 +500,24 @@ func (n *toolNode) execute(ctx context.Context, tc ToolCall, c Call, memo *Memo,
 	return o, nil
 }
 
-// decide applies a human's decision to a waiting call.
-func (n *toolNode) decide(ctx context.Context, thread string, tc ToolCall, pc *pendingCall, dec approval.Decision, memo *Memo) (outcome, error) {
+// approvalKey is the interrupt.AskKey key of round (from 1) of the
+// approval requests of the call whose durable step is step. The round
+// comes first, so keys of different calls and rounds never meet.
+func approvalKey(step string, round int) string {
+	return "approval/" + strconv.Itoa(round) + "/" + step
+}
+
+// decide applies a human's decision to a waiting call. id is the
+// interrupt ID the decision answers ("" when unknown: no graph task).
+func (n *toolNode) decide(ctx context.Context, thread string, tc ToolCall, pc *pendingCall, dec approval.Decision, id string, memo *Memo) (outcome, error) {
 	c := Call{ID: tc.ID, Tool: pc.Tool, Args: pc.Args, Scope: thread, FallbackFor: pc.FallbackFor, Reconciled: pc.Reconcile}
+	if id != "" && dec.ID != "" && dec.ID != id {
+		// A decision recorded for another request (a reviewer's UI that
+		// mixed up two requests): it does not cover this call.
+		err := &DecisionIDError{Tool: pc.Tool, CallID: tc.ID, Want: id, Got: dec.ID}
+		n.ex.event(ctx, slog.LevelWarn, StatusBlocked, &c, pc.Args, slog.String("reason", "decision_id_mismatch"), n.ex.errAttr(err))
+		return outcome{Done: n.errorMessage(tc, c, err)}, nil
+	}
 	expires := pc.CreatedAt.Add(n.rules.TTLOrDefault())
 	if dec.Allows() && !dec.DecidedAt.IsZero() && !dec.DecidedAt.Before(expires) {
 		dec.Outcome = approval.Expired // decided at or after the deadline
@@ -552,12 +600,15 @@ func (n *toolNode) request(ctx context.Context, tc ToolCall, pc *pendingCall, ra
 	if t := n.ex.scopeTool(Call{Tool: pc.Tool, FallbackFor: pc.FallbackFor}); t != nil {
 		req.Schema = t.Schema()
 	}
-	var extra map[string]any
-	if pc.Reconcile {
-		extra = map[string]any{"lockstep": map[string]string{"question": "An earlier attempt of this call may have taken effect; its outcome is unknown. Approve to run it again (check downstream first), or reject.", "cause": pc.Cause}}
-	} else if pc.FallbackFor != "" {
-		extra = map[string]any{"lockstep": map[string]string{"fallback_for": pc.FallbackFor, "cause": pc.Cause}}
+	switch {
+	case pc.Reconcile:
+		req.Kind = approval.KindOutcomeUnknown
+	case pc.FallbackFor != "":
+		req.Kind = approval.KindFallback
+	default:
+		req.Kind = approval.KindGate
 	}
+	req.FallbackFor = pc.FallbackFor
 	if n.review != nil {
 		rc, err := n.review(ctx, tc, msgs)
 		if err != nil {
@@ -566,16 +617,6 @@ func (n *toolNode) request(ctx context.Context, tc ToolCall, pc *pendingCall, ra
 		if len(rc) > 0 {
 			req.Context = n.ex.red.Bytes(rc)
 		}
-	}
-	if extra != nil {
-		if len(req.Context) > 0 {
-			extra["application"] = req.Context
-		}
-		b, err := json.Marshal(extra)
-		if err != nil {
-			return req, err
-		}
-		req.Context = b
 	}
 	return req, nil
 }
@@ -621,6 +662,8 @@ func (n *toolNode) errorMessage(tc ToolCall, c Call, err error) *Message {
 		if de.Outcome == approval.Expired {
 			obs.Status, obs.Note = StatusExpired, NoteExpired
 		}
+	case errors.Is(err, ErrWrongDecision):
+		obs.Status, obs.Note = StatusBlocked, NoteWrongDecision
 	case errors.Is(err, ErrApprovalMismatch):
 		obs.Status, obs.Note = StatusBlocked, NoteMismatch
 	case errors.Is(err, ErrUnknownTool):
@@ -650,4 +693,27 @@ func (n *toolNode) errorMessage(tc ToolCall, c Call, err error) *Message {
 		hash, _ = approval.ArgsHash(tc.Name, json.RawMessage(tc.Arguments))
 	}
 	return n.message(tc, hash, obs, obs.Status)
+}
+
+// Ask pauses the run with question from inside a tool body, until a human
+// answers, like interrupt.AskKey: key names the question within the call
+// (env.CallID), so several calls of one message, running in parallel, can
+// ask at once, and the run pauses with all their questions and the
+// message's approval requests; each is answered by its interrupt ID. On
+// resume the body runs again and Ask returns the answer decoded into T.
+//
+// It returns the zero T and the *interrupt.Error the body must return
+// while no answer is waiting (the executor never retries it), an
+// *interrupt.ValueError when question does not encode as JSON, an
+// *interrupt.AnswerError when the answer does not decode into T, and
+// interrupt.ErrNoRuntime outside a graph run.
+func Ask[T any](ctx context.Context, env Env, key string, question any) (T, error) {
+	return interrupt.AskKey[T](ctx, bodyAskKey(env.CallID, key), question)
+}
+
+// bodyAskKey is the interrupt.AskKey key of a tool body's question: the
+// call ID is length-prefixed, so no two (call, key) pairs share a key, and
+// the "tool/" prefix keeps them apart from the node's approval keys.
+func bodyAskKey(callID, key string) string {
+	return "tool/" + strconv.Itoa(len(callID)) + "/" + callID + "/" + key
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -242,43 +244,213 @@ func TestToolNodeEdit(t *testing.T) {
 	})
 }
 
-// TestToolNodeAskOneAtATime: two gated calls and a read in one message: the
-// read runs at once; the gated calls are asked in call order, one per
-// pause; finished calls never run again on resume.
-func TestToolNodeAskOneAtATime(t *testing.T) {
+// requests returns the approval requests of a paused run by call ID, with
+// the interrupt ID each is answered by.
+func (h *nodeHarness) requests(t *testing.T, res graph.Result[nodes.AgentState]) (map[string]approval.Request, map[string]string) {
+	t.Helper()
+	if res.Status != graph.StatusWaiting {
+		t.Fatalf("status %s; want waiting", res.Status)
+	}
+	reqs, ids := map[string]approval.Request{}, map[string]string{}
+	for _, in := range res.Interrupts {
+		req, ok, err := approval.ParseRequest(in.Value)
+		if err != nil || !ok {
+			t.Fatalf("interrupt %s is not an approval request: %v", in.ID, err)
+		}
+		if _, dup := reqs[req.CallID]; dup {
+			t.Fatalf("two requests for call %q", req.CallID)
+		}
+		reqs[req.CallID], ids[req.CallID] = req, in.ID
+	}
+	return reqs, ids
+}
+
+// resumeByID answers the interrupts given by ID.
+func (h *nodeHarness) resumeByID(t *testing.T, answers map[string]any) graph.Result[nodes.AgentState] {
+	t.Helper()
+	res, err := h.r.Resume(context.Background(), "th", graph.Command[nodes.AgentState]{ResumeByID: answers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestToolNodeAsksAllAtOnce: two gated calls and a read in one message:
+// the read runs at once; both gated calls are asked together (one pause,
+// two approval interrupts, in call order); each is decided and resumed on
+// its own, by ID, the thread waiting on the other meanwhile; every side
+// effect happens exactly once and the tool messages come in call order.
+func TestToolNodeAsksAllAtOnce(t *testing.T) {
+	for _, order := range [][]string{{"a", "c"}, {"c", "a"}} {
+		t.Run("approve "+order[0]+" first", func(t *testing.T) {
+			rf := &refunds{}
+			d := &desk{}
+			h := newHarness(t, []*nodes.Tool{rf.tool(t), d.searchTool(t)}, answerThenDone(
+				call("a", "refund", `{"order_id":"O-1","amount":10}`),
+				call("b", "search_tickets", `{"query":"refund"}`),
+				call("c", "refund", `{"order_id":"O-2","amount":20}`),
+			), nil)
+			ctx := context.Background()
+			res, err := h.r.Invoke(ctx, "th", userSays("refund both"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Interrupts) != 2 {
+				t.Fatalf("%d interrupts; want 2 (both gated calls at once)", len(res.Interrupts))
+			}
+			reqs, ids := h.requests(t, res)
+			var callOrder []string
+			for _, in := range res.Interrupts {
+				r, _, _ := approval.ParseRequest(in.Value)
+				callOrder = append(callOrder, r.CallID)
+			}
+			if d := cmp.Diff([]string{"a", "c"}, callOrder); d != "" {
+				t.Errorf("interrupts out of call order (-want +got):\n%s", d)
+			}
+			if ids["a"] == ids["c"] || d.calls.get("search_tickets") != 1 || rf.calls.get("refund") != 0 {
+				t.Fatalf("IDs %v; %d searches, %d refunds; want distinct IDs, 1, 0", ids, d.calls.get("search_tickets"), rf.calls.get("refund"))
+			}
+			// A single plain answer is refused while two requests wait.
+			if _, err := h.r.Resume(ctx, "th", graph.Command[nodes.AgentState]{Resume: approve(reqs["a"])}); !errors.Is(err, graph.ErrAmbiguousResume) {
+				t.Errorf("plain Resume with two pending: %v, want ErrAmbiguousResume", err)
+			}
+
+			first, second := order[0], order[1]
+			res = h.resumeByID(t, map[string]any{ids[first]: approve(reqs[first])})
+			if res.Status != graph.StatusWaiting || len(res.Interrupts) != 1 || res.Interrupts[0].ID != ids[second] {
+				t.Fatalf("after approving %s: status %s, interrupts %+v; want waiting on %s only", first, res.Status, res.Interrupts, ids[second])
+			}
+			snap, err := h.r.GetState(ctx, "th")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if snap.Status != graph.StatusWaiting || len(snap.Interrupts) != 1 || snap.Interrupts[0].ID != ids[second] {
+				t.Errorf("snapshot: status %s, %d interrupts", snap.Status, len(snap.Interrupts))
+			}
+			orderOf := map[string]string{"a": "O-1", "c": "O-2"}
+			want := map[string]int{"O-1": 0, "O-2": 0}
+			want[orderOf[first]] = 1
+			if rf.calls.get("O-1") != want["O-1"] || rf.calls.get("O-2") != want["O-2"] {
+				t.Fatalf("after approving %s: refunds O-1 %d, O-2 %d", first, rf.calls.get("O-1"), rf.calls.get("O-2"))
+			}
+			// Answering the decided request again is refused before any node runs.
+			if _, err := h.r.Resume(ctx, "th", graph.Command[nodes.AgentState]{ResumeByID: map[string]any{ids[first]: approve(reqs[first])}}); !errors.Is(err, graph.ErrAlreadyAnswered) {
+				t.Errorf("second answer to %s: %v, want ErrAlreadyAnswered", first, err)
+			}
+
+			res = h.resumeByID(t, map[string]any{ids[second]: approve(reqs[second])})
+			if res.Status != graph.StatusDone {
+				t.Fatalf("status %s", res.Status)
+			}
+			if rf.calls.get("O-1") != 1 || rf.calls.get("O-2") != 1 || rf.calls.get("refund") != 2 || d.calls.get("search_tickets") != 1 {
+				t.Errorf("refunds O-1 %d, O-2 %d, searches %d; want 1 each", rf.calls.get("O-1"), rf.calls.get("O-2"), d.calls.get("search_tickets"))
+			}
+			var got []string
+			for _, m := range toolMessages(res.Values.Messages) {
+				got = append(got, m.ToolCallID+":"+string(m.Meta.Status)+":"+m.Meta.Approval)
+			}
+			if d := cmp.Diff([]string{"a:executed:approved", "b:executed:", "c:executed:approved"}, got); d != "" {
+				t.Errorf("tool messages (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestToolNodeDecisionID: a decision recorded for another request (its ID
+// is set and is not the interrupt ID of the call's request) is refused:
+// the tool does not run and the model gets a blocked result; the sibling
+// answered with its own ID runs; a decision without an ID is accepted.
+func TestToolNodeDecisionID(t *testing.T) {
 	rf := &refunds{}
-	d := &desk{}
-	h := newHarness(t, []*nodes.Tool{rf.tool(t), d.searchTool(t)}, answerThenDone(
+	h := newHarness(t, []*nodes.Tool{rf.tool(t)}, answerThenDone(
 		call("a", "refund", `{"order_id":"O-1","amount":10}`),
-		call("b", "search_tickets", `{"query":"refund"}`),
 		call("c", "refund", `{"order_id":"O-2","amount":20}`),
 	), nil)
 	res, err := h.r.Invoke(context.Background(), "th", userSays("refund both"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := h.request(t, res)
-	if first.CallID != "a" || d.calls.get("search_tickets") != 1 {
-		t.Fatalf("first request for %q; %d searches", first.CallID, d.calls.get("search_tickets"))
-	}
-	res = h.resume(t, approve(first))
-	second := h.request(t, res)
-	if second.CallID != "c" || rf.calls.get("O-1") != 1 || rf.calls.get("O-2") != 0 {
-		t.Fatalf("second request for %q; refunds O-1 %d, O-2 %d", second.CallID, rf.calls.get("O-1"), rf.calls.get("O-2"))
-	}
-	res = h.resume(t, approve(second))
+	reqs, ids := h.requests(t, res)
+	right := approve(reqs["a"])
+	right.ID = ids["a"]
+	wrong := approve(reqs["c"]) // the right arguments, but recorded for a's request
+	wrong.ID = ids["a"]
+	res = h.resumeByID(t, map[string]any{ids["a"]: right, ids["c"]: wrong})
 	if res.Status != graph.StatusDone {
 		t.Fatalf("status %s", res.Status)
 	}
-	if rf.calls.get("O-1") != 1 || rf.calls.get("O-2") != 1 || d.calls.get("search_tickets") != 1 {
-		t.Errorf("refunds O-1 %d, O-2 %d, searches %d; want 1 each", rf.calls.get("O-1"), rf.calls.get("O-2"), d.calls.get("search_tickets"))
+	if rf.calls.get("O-1") != 1 || rf.calls.get("O-2") != 0 {
+		t.Errorf("refunds O-1 %d, O-2 %d; want 1 and 0", rf.calls.get("O-1"), rf.calls.get("O-2"))
 	}
-	var ids []string
-	for _, m := range toolMessages(res.Values.Messages) {
-		ids = append(ids, m.ToolCallID)
+	tm := toolMessages(res.Values.Messages)
+	if o := observation(t, tm[1]); o.Status != nodes.StatusBlocked || o.Note != nodes.NoteWrongDecision || !strings.Contains(o.Error, ids["c"]) {
+		t.Errorf("refused call's observation %+v", o)
 	}
-	if d := cmp.Diff([]string{"a", "b", "c"}, ids); d != "" {
-		t.Errorf("tool messages out of call order (-want +got):\n%s", d)
+	var refused bool
+	for _, e := range h.logs.Events() {
+		refused = refused || e["reason"] == "decision_id_mismatch" && e["call_id"] == "c"
+	}
+	if !refused {
+		t.Error("no decision_id_mismatch event for call c")
+	}
+
+	err = &nodes.DecisionIDError{Tool: "refund", CallID: "c", Want: ids["c"], Got: ids["a"]}
+	var de *nodes.DecisionIDError
+	if !errors.Is(err, nodes.ErrWrongDecision) || !errors.Is(err, nodes.ErrApprovalMismatch) || !errors.As(fmt.Errorf("wrapped: %w", err), &de) || nodes.Classify(err) != nodes.ClassPermanent {
+		t.Errorf("DecisionIDError does not match its sentinels: %v", err)
+	}
+}
+
+// TestToolNodeBodiesAskByKey: tool bodies that ask with nodes.Ask, from
+// reads running in parallel, pause together with a gated call's approval
+// request; each question is answered by its ID and reaches its own body.
+func TestToolNodeBodiesAskByKey(t *testing.T) {
+	type Q struct {
+		Question string `json:"question"`
+	}
+	var runs counter
+	ask := mustTool(t)(nodes.NewTool("ask_user", "Ask the user a question and return the answer.",
+		func(ctx context.Context, q Q, env nodes.Env) (string, error) {
+			runs.inc(env.CallID)
+			return nodes.Ask[string](ctx, env, "answer", q.Question)
+		}, nodes.Idempotent()))
+	rf := &refunds{}
+	h := newHarness(t, []*nodes.Tool{ask, rf.tool(t)}, answerThenDone(
+		call("q1", "ask_user", `{"question":"which order?"}`),
+		call("q2", "ask_user", `{"question":"which amount?"}`),
+		call("r", "refund", `{"order_id":"O-1","amount":10}`),
+	), nil)
+	res, err := h.r.Invoke(context.Background(), "th", userSays("refund"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != graph.StatusWaiting || len(res.Interrupts) != 3 {
+		t.Fatalf("status %s with %d interrupts; want waiting on 3", res.Status, len(res.Interrupts))
+	}
+	answers := map[string]any{}
+	for _, in := range res.Interrupts {
+		if req, ok, _ := approval.ParseRequest(in.Value); ok {
+			answers[in.ID] = approve(req)
+			continue
+		}
+		var q string
+		if err := in.Decode(&q); err != nil {
+			t.Fatal(err)
+		}
+		answers[in.ID] = "answer to " + q
+	}
+	res = h.resumeByID(t, answers)
+	if res.Status != graph.StatusDone || rf.calls.get("refund") != 1 {
+		t.Fatalf("status %s, %d refunds", res.Status, rf.calls.get("refund"))
+	}
+	tm := toolMessages(res.Values.Messages)
+	for i, want := range []string{`"answer to which order?"`, `"answer to which amount?"`} {
+		if o := observation(t, tm[i]); string(o.Result) != want {
+			t.Errorf("call %d result %s, want %s", i, o.Result, want)
+		}
+	}
+	if runs.get("q1") != 2 || runs.get("q2") != 2 {
+		t.Errorf("bodies ran %d and %d times; want 2 each (ask, then answer)", runs.get("q1"), runs.get("q2"))
 	}
 }
 

@@ -1,0 +1,421 @@
+package nodes_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/tmc/langchaingo/llms"
+	"github.com/tmc/langchaingo/llms/openai"
+
+	"github.com/lockstepgo/lockstep/approval"
+	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/nodes"
+)
+
+// fakeLLM is a function-field fake of langchaingo's llms.Model.
+type fakeLLM struct {
+	generate func(ctx context.Context, msgs []llms.MessageContent, opts llms.CallOptions) (*llms.ContentResponse, error)
+}
+
+func (f *fakeLLM) GenerateContent(ctx context.Context, msgs []llms.MessageContent, options ...llms.CallOption) (*llms.ContentResponse, error) {
+	var o llms.CallOptions
+	for _, opt := range options {
+		opt(&o)
+	}
+	return f.generate(ctx, msgs, o)
+}
+
+func (f *fakeLLM) Call(ctx context.Context, prompt string, options ...llms.CallOption) (string, error) {
+	return llms.GenerateFromSinglePrompt(ctx, f, prompt, options...)
+}
+
+// TestFromLangchaingoRequest: the conversation and the tools as
+// langchaingo sees them.
+func TestFromLangchaingoRequest(t *testing.T) {
+	var got []llms.MessageContent
+	var opts llms.CallOptions
+	m := nodes.FromLangchaingo(&fakeLLM{generate: func(ctx context.Context, msgs []llms.MessageContent, o llms.CallOptions) (*llms.ContentResponse, error) {
+		got, opts = msgs, o
+		return &llms.ContentResponse{Choices: []*llms.ContentChoice{{Content: "ok"}}}, nil
+	}}, llms.WithTemperature(0.25))
+	schema := json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`)
+	tools := []nodes.Definition{{Name: "search_tickets", Description: "Search tickets.", Parameters: schema}, {Name: "ping", Description: "Ping."}}
+	msgs := []nodes.Message{
+		{Role: nodes.RoleSystem, Content: "Be brief."},
+		{Role: nodes.RoleUser, Content: "find the login ticket"},
+		{Role: nodes.RoleAssistant, Content: "Looking.", ToolCalls: []nodes.ToolCall{call("c1", "search_tickets", `{"query":"login"}`), call("c2", "ping", `{}`)}},
+		{Role: nodes.RoleTool, ToolCallID: "c1", Name: "search_tickets", Content: `{"status":"executed","result":["TKT-3"]}`, Meta: &nodes.ToolMeta{Tool: "search_tickets", Status: nodes.StatusExecuted}},
+		{Role: nodes.RoleTool, ToolCallID: "c2", Name: "ping", Content: `{"status":"executed","result":"pong"}`},
+		{Role: nodes.RoleAssistant, ToolCalls: []nodes.ToolCall{call("c3", "ping", `{}`)}},
+	}
+	if _, err := m.Generate(context.Background(), msgs, tools); err != nil {
+		t.Fatal(err)
+	}
+	want := []llms.MessageContent{
+		{Role: llms.ChatMessageTypeSystem, Parts: []llms.ContentPart{llms.TextContent{Text: "Be brief."}}},
+		{Role: llms.ChatMessageTypeHuman, Parts: []llms.ContentPart{llms.TextContent{Text: "find the login ticket"}}},
+		{Role: llms.ChatMessageTypeAI, Parts: []llms.ContentPart{
+			llms.TextContent{Text: "Looking."},
+			llms.ToolCall{ID: "c1", Type: "function", FunctionCall: &llms.FunctionCall{Name: "search_tickets", Arguments: `{"query":"login"}`}},
+			llms.ToolCall{ID: "c2", Type: "function", FunctionCall: &llms.FunctionCall{Name: "ping", Arguments: `{}`}},
+		}},
+		{Role: llms.ChatMessageTypeTool, Parts: []llms.ContentPart{llms.ToolCallResponse{ToolCallID: "c1", Name: "search_tickets", Content: `{"status":"executed","result":["TKT-3"]}`}}},
+		{Role: llms.ChatMessageTypeTool, Parts: []llms.ContentPart{llms.ToolCallResponse{ToolCallID: "c2", Name: "ping", Content: `{"status":"executed","result":"pong"}`}}},
+		{Role: llms.ChatMessageTypeAI, Parts: []llms.ContentPart{
+			llms.ToolCall{ID: "c3", Type: "function", FunctionCall: &llms.FunctionCall{Name: "ping", Arguments: `{}`}},
+		}},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("messages (-want +got):\n%s", d)
+	}
+	wantTools := []llms.Tool{
+		{Type: "function", Function: &llms.FunctionDefinition{Name: "search_tickets", Description: "Search tickets.", Parameters: schema}},
+		{Type: "function", Function: &llms.FunctionDefinition{Name: "ping", Description: "Ping.", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}},
+	}
+	if d := cmp.Diff(wantTools, opts.Tools); d != "" {
+		t.Errorf("tools (-want +got):\n%s", d)
+	}
+	if opts.Temperature != 0.25 {
+		t.Errorf("the adapter's call options were not passed: temperature %v", opts.Temperature)
+	}
+}
+
+// TestFromLangchaingoResponse: a response back to an assistant message,
+// and the adapter's errors.
+func TestFromLangchaingoResponse(t *testing.T) {
+	provider := errors.New("500 from the provider")
+	tests := []struct {
+		name string
+		resp *llms.ContentResponse
+		err  error
+		msgs []nodes.Message
+		want nodes.Message
+		fail error
+	}{
+		{"text", &llms.ContentResponse{Choices: []*llms.ContentChoice{{Content: "Done."}, {Content: "ignored"}}}, nil, nil,
+			nodes.Message{Role: nodes.RoleAssistant, Content: "Done."}, nil},
+		{"tool calls", &llms.ContentResponse{Choices: []*llms.ContentChoice{{
+			ToolCalls: []llms.ToolCall{
+				{ID: "call_a", Type: "function", FunctionCall: &llms.FunctionCall{Name: "search_tickets", Arguments: `{"query":"login"}`}},
+				{ID: "call_b", Type: "function", FunctionCall: &llms.FunctionCall{Name: "ping", Arguments: ``}},
+			},
+			FuncCall: &llms.FunctionCall{Name: "search_tickets", Arguments: `{"query":"login"}`},
+		}}}, nil, nil,
+			nodes.Message{Role: nodes.RoleAssistant, ToolCalls: []nodes.ToolCall{call("call_a", "search_tickets", `{"query":"login"}`), call("call_b", "ping", "")}}, nil},
+		{"legacy function call", &llms.ContentResponse{Choices: []*llms.ContentChoice{{FuncCall: &llms.FunctionCall{Name: "ping", Arguments: `{}`}}}}, nil, nil,
+			nodes.Message{Role: nodes.RoleAssistant, ToolCalls: []nodes.ToolCall{call("", "ping", `{}`)}}, nil},
+		{"client error", nil, provider, nil, nodes.Message{}, provider},
+		{"no choice", &llms.ContentResponse{}, nil, nil, nodes.Message{}, nodes.ErrEmptyAnswer},
+		{"nil response", nil, nil, nil, nodes.Message{}, nodes.ErrEmptyAnswer},
+		{"tool call without a function", &llms.ContentResponse{Choices: []*llms.ContentChoice{{ToolCalls: []llms.ToolCall{{ID: "x"}}}}}, nil, nil, nodes.Message{}, nodes.ErrMalformedAnswer},
+		{"unknown role", nil, nil, []nodes.Message{{Role: "function", Content: "x"}}, nodes.Message{}, nodes.ErrBadMessage},
+		{"tool result without a call", nil, nil, []nodes.Message{{Role: nodes.RoleTool, Content: "x"}}, nodes.Message{}, nodes.ErrBadMessage},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			called := false
+			m := nodes.FromLangchaingo(&fakeLLM{generate: func(ctx context.Context, msgs []llms.MessageContent, o llms.CallOptions) (*llms.ContentResponse, error) {
+				called = true
+				return tc.resp, tc.err
+			}})
+			msgs := tc.msgs
+			if msgs == nil {
+				msgs = []nodes.Message{{Role: nodes.RoleUser, Content: "hi"}}
+			}
+			got, err := m.Generate(context.Background(), msgs, nil)
+			if !errors.Is(err, tc.fail) || (tc.fail == nil) != (err == nil) {
+				t.Fatalf("Generate: %v, want %v", err, tc.fail)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("message (-want +got):\n%s", d)
+			}
+			if errors.Is(tc.fail, nodes.ErrBadMessage) && called {
+				t.Error("the model was called with a conversation that cannot be mapped")
+			}
+		})
+	}
+	if _, err := nodes.FromLangchaingo(nil).Generate(context.Background(), nil, nil); !errors.Is(err, nodes.ErrInvalidConfig) {
+		t.Errorf("nil model: %v", err)
+	}
+}
+
+// chatRequest is what the test server reads from POST /chat/completions.
+type chatRequest struct {
+	Model    string `json:"model"`
+	Messages []struct {
+		Role      string          `json:"role"`
+		Content   json.RawMessage `json:"content"`
+		ToolCalls []struct {
+			ID       string `json:"id"`
+			Type     string `json:"type"`
+			Function struct {
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			} `json:"function"`
+		} `json:"tool_calls"`
+		ToolCallID string `json:"tool_call_id"`
+	} `json:"messages"`
+	Tools []struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Parameters  json.RawMessage `json:"parameters"`
+		} `json:"function"`
+	} `json:"tools"`
+}
+
+// text is a message's content as text (a string, null, or text parts).
+func text(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(raw, &parts)
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+// chatServer speaks the chat-completions protocol with tool calls. Its
+// answer to a request is answers[k], k being the assistant messages in it.
+type chatServer struct {
+	t       *testing.T
+	answers []map[string]any // the "message" of each answer
+	mu      sync.Mutex
+	reqs    []chatRequest
+}
+
+func (s *chatServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/chat/completions" {
+		s.t.Errorf("%s %s, want POST /chat/completions", r.Method, r.URL.Path)
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	if got := r.Header.Get("Authorization"); got != "Bearer test" {
+		s.t.Errorf("Authorization %q", got)
+	}
+	body, err := io.ReadAll(r.Body)
+	var req chatRequest
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil {
+		s.t.Errorf("request body %s: %v", body, err)
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	s.reqs = append(s.reqs, req)
+	s.mu.Unlock()
+	k := 0
+	for _, m := range req.Messages {
+		if m.Role == "assistant" {
+			k++
+		}
+	}
+	if k >= len(s.answers) {
+		http.Error(w, `{"error":{"message":"no more answers"}}`, http.StatusInternalServerError)
+		return
+	}
+	msg := s.answers[k]
+	finish := "stop"
+	if _, ok := msg["tool_calls"]; ok {
+		finish = "tool_calls"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"id": fmt.Sprint("chatcmpl-", k), "object": "chat.completion", "created": 1767225600, "model": req.Model,
+		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}},
+		"usage":   map[string]int{"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+	})
+}
+
+func (s *chatServer) requests() []chatRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]chatRequest(nil), s.reqs...)
+}
+
+func toolCallMsg(id, name, args string) map[string]any {
+	return map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{
+		map[string]any{"id": id, "type": "function", "function": map[string]any{"name": name, "arguments": args}},
+	}}
+}
+
+// TestOpenAIRoundTrip: the agent on langchaingo's OpenAI-compatible
+// client, against a local server that speaks chat completions with tool
+// calls. The model asks for a search, the executor runs it, its result
+// goes back with its tool_call_id; the model asks to close the ticket,
+// which waits for a human; approved, it runs once, its result goes back,
+// and the model answers. The server saw the tools with their schemas on
+// every request.
+func TestOpenAIRoundTrip(t *testing.T) {
+	srv := &chatServer{t: t, answers: []map[string]any{
+		toolCallMsg("call_1", "search_tickets", `{"query":"login"}`),
+		toolCallMsg("call_2", "close_ticket", `{"ticket_id":"TKT-3"}`),
+		{"role": "assistant", "content": "TKT-3 was the login ticket; it is closed now."},
+	}}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	llm, err := openai.New(openai.WithBaseURL(hs.URL), openai.WithToken("test"), openai.WithModel("gpt-test"), openai.WithHTTPClient(hs.Client()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &desk{}
+	clk := newFakeClock()
+	ex, err := nodes.NewExecutor([]*nodes.Tool{d.searchTool(t), d.closeTool(t)}, nodes.WithLedger(newMemLedger(t, clk.Now)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := nodes.NewAgent(nodes.FromLangchaingo(llm), ex, nodes.AgentOptions{System: "You are a support agent."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := agent.Compile(graph.WithSaver(checkpoint.NewMemorySaver(clk.Now)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	res, err := r.Invoke(ctx, "th", userSays("find the login ticket and close it"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != graph.StatusWaiting || len(res.Interrupts) != 1 || d.calls.get("search_tickets") != 1 || d.calls.get("close_ticket") != 0 {
+		t.Fatalf("status %s, %d interrupts, %d searches, %d closes", res.Status, len(res.Interrupts), d.calls.get("search_tickets"), d.calls.get("close_ticket"))
+	}
+	req, _, err := approval.ParseRequest(res.Interrupts[0].Value)
+	if err != nil || req.CallID != "call_2" || string(req.Args) != `{"ticket_id":"TKT-3"}` {
+		t.Fatalf("request %+v, %v", req, err)
+	}
+	res, err = r.Resume(ctx, "th", graph.Command[nodes.AgentState]{ResumeByID: map[string]any{res.Interrupts[0].ID: approve(req)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != graph.StatusDone || d.calls.get("close_ticket:TKT-3") != 1 || d.calls.get("search_tickets") != 1 {
+		t.Fatalf("status %s, %d closes, %d searches", res.Status, d.calls.get("close_ticket"), d.calls.get("search_tickets"))
+	}
+
+	// The final state.
+	var got []string
+	for _, m := range res.Values.Messages {
+		line := string(m.Role) + ":" + m.Content
+		for _, tc := range m.ToolCalls {
+			line += " call " + tc.ID + " " + tc.Name + tc.Arguments
+		}
+		if m.ToolCallID != "" {
+			line = string(m.Role) + "[" + m.ToolCallID + "]:" + string(observation(t, m).Status)
+		}
+		got = append(got, line)
+	}
+	want := []string{
+		"user:find the login ticket and close it",
+		`assistant: call call_1 search_tickets{"query":"login"}`,
+		"tool[call_1]:executed",
+		`assistant: call call_2 close_ticket{"ticket_id":"TKT-3"}`,
+		"tool[call_2]:executed",
+		"assistant:TKT-3 was the login ticket; it is closed now.",
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("final messages (-want +got):\n%s", d)
+	}
+
+	// What the server saw.
+	reqs := srv.requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d requests, want 3", len(reqs))
+	}
+	type toolSeen struct {
+		Description string
+		Parameters  any // decoded, so that spacing and key order do not matter
+	}
+	wantTools := map[string]toolSeen{}
+	for _, def := range ex.Definitions() {
+		var p any
+		if err := json.Unmarshal(def.Parameters, &p); err != nil {
+			t.Fatal(err)
+		}
+		wantTools[def.Name] = toolSeen{def.Description, p}
+	}
+	for i, rq := range reqs {
+		if rq.Model != "gpt-test" {
+			t.Errorf("request %d: model %q", i, rq.Model)
+		}
+		sent := map[string]toolSeen{}
+		for _, tl := range rq.Tools {
+			if tl.Type != "function" {
+				t.Errorf("request %d: tool type %q", i, tl.Type)
+			}
+			var p any
+			if err := json.Unmarshal(tl.Function.Parameters, &p); err != nil {
+				t.Errorf("request %d: parameters of %s: %v", i, tl.Function.Name, err)
+			}
+			sent[tl.Function.Name] = toolSeen{tl.Function.Description, p}
+		}
+		if d := cmp.Diff(wantTools, sent); d != "" {
+			t.Errorf("request %d: tools (-want +got):\n%s", i, d)
+		}
+		if rq.Messages[0].Role != "system" || text(rq.Messages[0].Content) != "You are a support agent." {
+			t.Errorf("request %d does not start with the system prompt", i)
+		}
+	}
+	type seen struct {
+		Role, Text, Calls, ToolCallID string
+	}
+	flat := func(rq chatRequest) []seen {
+		var out []seen
+		for _, m := range rq.Messages {
+			s := seen{Role: m.Role, ToolCallID: m.ToolCallID}
+			for _, tc := range m.ToolCalls {
+				s.Calls += tc.ID + " " + tc.Type + " " + tc.Function.Name + tc.Function.Arguments + ";"
+			}
+			if m.Role != "tool" {
+				s.Text = text(m.Content)
+			} else {
+				s.Text = string(observationOf(t, text(m.Content)).Status)
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	wantLast := []seen{
+		{Role: "system", Text: "You are a support agent."},
+		{Role: "user", Text: "find the login ticket and close it"},
+		{Role: "assistant", Calls: `call_1 function search_tickets{"query":"login"};`},
+		{Role: "tool", Text: "executed", ToolCallID: "call_1"},
+		{Role: "assistant", Calls: `call_2 function close_ticket{"ticket_id":"TKT-3"};`},
+		{Role: "tool", Text: "executed", ToolCallID: "call_2"},
+	}
+	for i, n := range []int{2, 4, 6} {
+		if d := cmp.Diff(wantLast[:n], flat(reqs[i])); d != "" {
+			t.Errorf("request %d messages (-want +got):\n%s", i, d)
+		}
+	}
+	if c := text(reqs[1].Messages[3].Content); !strings.Contains(c, "TKT-3") {
+		t.Errorf("the search result sent back is %s", c)
+	}
+}
+
+func observationOf(t *testing.T, content string) nodes.Observation {
+	t.Helper()
+	var o nodes.Observation
+	if err := json.Unmarshal([]byte(content), &o); err != nil {
+		t.Fatalf("tool result %q: %v", content, err)
+	}
+	return o
+}

@@ -1,0 +1,201 @@
+package nodes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/lockstepgo/lockstep/graph"
+)
+
+// Model is the chat model an agent talks to: lockstep's own small
+// interface, so that nodes, agents and examples never depend on a client
+// library's types. FromLangchaingo adapts a langchaingo llms.Model; package
+// nodes/scripted answers from a script, offline.
+//
+// Generate returns the model's next message for the conversation, given
+// the tools it may call (their names, descriptions and JSON Schemas). The
+// returned message's Content and ToolCalls are used (its Role is taken to
+// be RoleAssistant; anything else is ignored). Generate returns an error
+// when the model could not answer; the model node turns it into a
+// *ModelError. Implementations must be safe for concurrent use, and must
+// not keep or modify messages or tools.
+type Model interface {
+	Generate(ctx context.Context, messages []Message, tools []Definition) (Message, error)
+}
+
+// ModelFunc adapts a function to Model.
+type ModelFunc func(ctx context.Context, messages []Message, tools []Definition) (Message, error)
+
+// Generate calls f.
+func (f ModelFunc) Generate(ctx context.Context, messages []Message, tools []Definition) (Message, error) {
+	return f(ctx, messages, tools)
+}
+
+// ModelNodeOption configures a model node.
+type ModelNodeOption func(*modelNode)
+
+// WithSystemPrompt sends text as a system message before the conversation
+// on every model call. It is not stored in the state.
+func WithSystemPrompt(text string) ModelNodeOption {
+	return func(n *modelNode) { n.system = text }
+}
+
+type modelNode struct {
+	model  Model
+	tools  []Definition
+	system string
+}
+
+// NewModelNode returns a graph node that sends the conversation
+// (acc.Messages, after the system prompt if one is set) and tools to m and
+// appends its answer, one assistant message, through acc.Update (with a
+// nil memo). Tool calls without an ID get one ("call_<turn>_<index>",
+// unique in the thread), and empty arguments become "{}"; the arguments
+// are otherwise passed on as the model sent them, for the executor to
+// validate (a bad argument becomes a tool result the model can fix, not a
+// node failure).
+//
+// The node fails with a *ModelError naming the node when m returns an
+// error, an answer with neither text nor tool calls (ErrEmptyAnswer), or
+// a malformed one (ErrMalformedAnswer: a tool call without a name, text
+// that is not valid UTF-8): never with a silent empty answer. NewModelNode returns an error matching ErrInvalidConfig
+// when m, acc.Messages or acc.Update is nil or two tools share a name.
+func NewModelNode[S any](m Model, tools []Definition, acc StateAccess[S], opts ...ModelNodeOption) (graph.NodeFunc[S], error) {
+	if m == nil || acc.Messages == nil || acc.Update == nil {
+		return nil, fmt.Errorf("%w: model node needs a model and StateAccess.Messages and Update", ErrInvalidConfig)
+	}
+	n := &modelNode{model: m, tools: cloneDefinitions(tools)}
+	seen := map[string]bool{}
+	for _, d := range n.tools {
+		if seen[d.Name] {
+			return nil, fmt.Errorf("%w: two tools named %q for the model", ErrInvalidConfig, d.Name)
+		}
+		seen[d.Name] = true
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(n)
+		}
+	}
+	return func(ctx context.Context, s S) (graph.Update[S], error) {
+		msg, err := n.generate(ctx, acc.Messages(s))
+		if err != nil {
+			return graph.Update[S]{}, err
+		}
+		return acc.Update([]Message{msg}, nil), nil
+	}, nil
+}
+
+// ModelNode is NewModelNode over AgentState.
+func ModelNode(m Model, tools []Definition, opts ...ModelNodeOption) (graph.NodeFunc[AgentState], error) {
+	return NewModelNode(m, tools, AgentAccess(), opts...)
+}
+
+func (n *modelNode) generate(ctx context.Context, history []Message) (Message, error) {
+	node := ""
+	if info, ok := graph.TaskFrom(ctx); ok {
+		node = info.Node
+	}
+	msgs := make([]Message, 0, len(history)+1)
+	if n.system != "" {
+		msgs = append(msgs, Message{Role: RoleSystem, Content: n.system})
+	}
+	for _, m := range history {
+		m.ToolCalls = cloneToolCalls(m.ToolCalls)
+		m.Meta = nil // for the runtime and people, never for the model
+		msgs = append(msgs, m)
+	}
+	out, err := n.model.Generate(ctx, msgs, cloneDefinitions(n.tools))
+	if err != nil {
+		return Message{}, &ModelError{Node: node, Err: err}
+	}
+	turn := 0
+	for _, m := range history {
+		if m.Role == RoleAssistant {
+			turn++
+		}
+	}
+	if !utf8.ValidString(out.Content) {
+		return Message{}, &ModelError{Node: node, Err: fmt.Errorf("%w: its text is not valid UTF-8", ErrMalformedAnswer)}
+	}
+	msg := Message{Role: RoleAssistant, Content: out.Content}
+	for i, tc := range out.ToolCalls {
+		switch {
+		case tc.Name == "":
+			return Message{}, &ModelError{Node: node, Err: fmt.Errorf("%w: tool call %d (ID %s) names no tool", ErrMalformedAnswer, i, quote(tc.ID))}
+		case !utf8.ValidString(tc.Name) || !utf8.ValidString(tc.ID) || !utf8.ValidString(tc.Arguments):
+			return Message{}, &ModelError{Node: node, Err: fmt.Errorf("%w: tool call %d (ID %s) is not valid UTF-8", ErrMalformedAnswer, i, quote(tc.ID))}
+		}
+		if tc.ID == "" {
+			tc.ID = "call_" + strconv.Itoa(turn) + "_" + strconv.Itoa(i)
+		}
+		if tc.Arguments == "" {
+			tc.Arguments = "{}"
+		}
+		msg.ToolCalls = append(msg.ToolCalls, tc)
+	}
+	if msg.Content == "" && len(msg.ToolCalls) == 0 {
+		return Message{}, &ModelError{Node: node, Err: ErrEmptyAnswer}
+	}
+	return msg, nil
+}
+
+func cloneDefinitions(ds []Definition) []Definition {
+	if ds == nil {
+		return nil
+	}
+	out := make([]Definition, len(ds))
+	for i, d := range ds {
+		d.Parameters = append([]byte(nil), d.Parameters...)
+		out[i] = d
+	}
+	return out
+}
+
+func cloneToolCalls(tcs []ToolCall) []ToolCall {
+	if tcs == nil {
+		return nil
+	}
+	return append([]ToolCall(nil), tcs...)
+}
+
+// Model node errors.
+var (
+	// ErrModel matches every *ModelError.
+	ErrModel = errors.New("nodes: model failed")
+	// ErrEmptyAnswer: the model answered with neither text nor tool
+	// calls. Matched through a *ModelError.
+	ErrEmptyAnswer = errors.New("nodes: the model's answer is empty")
+	// ErrMalformedAnswer: the model's answer cannot be used: a tool call
+	// without a tool name, or text (content, tool name, call ID or
+	// arguments) that is not valid UTF-8. Matched through a *ModelError.
+	ErrMalformedAnswer = errors.New("nodes: the model's answer is malformed")
+	// ErrBadMessage: a message of the conversation cannot be sent to the
+	// model (an unknown role, or a tool message that answers no call).
+	// Model adapters return it, wrapped.
+	ErrBadMessage = errors.New("nodes: message cannot be sent to the model")
+)
+
+// ModelError reports a model node that got no usable answer: the model's
+// error (a provider failure, a cancelled context, a scripted model's
+// *scripted.TurnError), or an answer the node refuses (ErrEmptyAnswer,
+// ErrMalformedAnswer). It names the graph node and matches ErrModel; Err is
+// kept for errors.Is and errors.As.
+type ModelError struct {
+	Node string // the graph node ("" outside a run)
+	Err  error
+}
+
+// Error names the node and the cause.
+func (e *ModelError) Error() string {
+	return fmt.Sprintf("nodes: model node %q: %v", e.Node, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *ModelError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrModel) true.
+func (e *ModelError) Is(target error) bool { return target == ErrModel }
