@@ -25,9 +25,22 @@ const (
 // from the Store. Like the Store, an Inbox is operator-side: never hand it
 // to a model or a tool. It is safe for concurrent use.
 type Inbox struct {
-	lister checkpoint.InterruptLister
-	store  Store
-	now    func() time.Time
+	lister  checkpoint.InterruptLister
+	store   Store
+	now     func() time.Time
+	threads func(thread string) bool
+}
+
+func (in *Inbox) owns(thread string) bool { return in.threads == nil || in.threads(thread) }
+
+// ForThreads returns a copy of the inbox that sees only the approvals of
+// threads for which keep returns true. Applications that share a database
+// give each inbox (and so each sweeper) the threads it owns, so that one
+// application's clock never expires another's requests.
+func (in *Inbox) ForThreads(keep func(thread string) bool) *Inbox {
+	c := *in
+	c.threads = keep
+	return &c
 }
 
 // NewInbox returns an inbox over the pending interrupts of lister (the
@@ -117,7 +130,7 @@ func (in *Inbox) List(ctx context.Context, f Filter) (Page, error) {
 			return Page{}, err
 		}
 		for _, it := range items {
-			if f.matches(it, now) {
+			if f.matches(it, now) && in.owns(it.Thread) {
 				out = append(out, it)
 			}
 		}
@@ -200,7 +213,7 @@ func (in *Inbox) find(ctx context.Context, id string) (Item, bool, error) {
 		}
 		for _, it := range items {
 			if it.ID == id {
-				return it, true, nil
+				return it, in.owns(it.Thread), nil
 			}
 		}
 		if next == "" {
@@ -305,6 +318,9 @@ func (in *Inbox) Sweep(ctx context.Context) (SweepReport, error) {
 		}
 		now := in.now()
 		for _, it := range items {
+			if !in.owns(it.Thread) {
+				continue
+			}
 			note, due := expiryNote(it, now)
 			if !due {
 				continue

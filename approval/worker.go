@@ -70,6 +70,11 @@ type WorkerOptions struct {
 	// Logger receives resume events at Debug and failures at Warn
 	// (default: discarded).
 	Logger *slog.Logger
+	// Threads, if set, limits the worker to the approvals of threads for
+	// which it returns true. Applications that share a database give each
+	// worker the threads its graph owns, so that no thread is resumed with
+	// another application's graph.
+	Threads func(thread string) bool
 }
 
 // Worker resumes the threads of decided approvals, so that the process
@@ -143,8 +148,12 @@ func (w *Worker) RunOnce(ctx context.Context) (WorkerReport, error) {
 		stopped atomic.Bool
 		seen    = map[string]bool{}
 	)
+	batch := w.o.Batch
+	if w.o.Threads != nil {
+		batch = 0 // others' approvals could fill every batch: read them all
+	}
 	for {
-		recs, err := w.store.Unresumed(ctx, w.o.Batch)
+		recs, err := w.store.Unresumed(ctx, batch)
 		if err != nil {
 			return rep, err
 		}
@@ -156,6 +165,9 @@ func (w *Worker) RunOnce(ctx context.Context) (WorkerReport, error) {
 				continue
 			}
 			seen[rec.ID] = true
+			if w.o.Threads != nil && !w.o.Threads(rec.Thread) {
+				continue
+			}
 			fresh++
 			g.Go(func() error {
 				if stopped.Load() {

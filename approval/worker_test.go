@@ -563,3 +563,48 @@ func TestResumeErrorTruncated(t *testing.T) {
 		})
 	}
 }
+
+// Applications that share a database scope their inbox and worker to the
+// threads they own: a foreign approval is not listed, swept, decided or
+// resumed with the wrong graph.
+func TestScopedInboxAndWorker(t *testing.T) {
+	ctx := context.Background()
+	clock := newClock()
+	f := newFixture(t, clock, nil)
+	store := approval.NewMemoryStore(clock.Now)
+	mine := func(thread string) bool { return strings.HasPrefix(thread, "mine-") }
+	f.start(t, "mine-1", "o-1", 40)
+	theirs := f.start(t, "theirs-1", "o-2", 40)
+	all := approval.NewInbox(f.saver, store, clock.Now)
+	scoped := all.ForThreads(mine)
+	page, err := scoped.List(ctx, approval.Filter{})
+	if err != nil || len(page.Items) != 1 || page.Items[0].Thread != "mine-1" {
+		t.Fatalf("scoped List = %+v, %v; want only mine-1", page.Items, err)
+	}
+	if _, err := scoped.Approve(ctx, theirs, "alice", ""); !errors.Is(err, approval.ErrNotFound) {
+		t.Errorf("deciding a foreign approval: %v, want ErrNotFound", err)
+	}
+	clock.Add(48 * time.Hour)
+	rep, err := scoped.Sweep(ctx)
+	if err != nil || rep.Expired != 1 {
+		t.Fatalf("scoped Sweep = %+v, %v; want 1 expired", rep, err)
+	}
+	if _, err := store.Get(ctx, theirs); !errors.Is(err, approval.ErrNotFound) {
+		t.Errorf("the scoped sweeper expired a foreign approval: %v", err)
+	}
+	// Now the foreign approval is decided too; only its own worker resumes it.
+	if _, err := all.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var resumed []string
+	w := approval.NewWorker(store, func(ctx context.Context, rec approval.Record) error {
+		resumed = append(resumed, rec.Thread)
+		return nil
+	}, approval.WorkerOptions{Now: clock.Now, Threads: mine})
+	if _, err := w.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"mine-1"}, resumed); diff != "" {
+		t.Errorf("resumed threads (-want +got):\n%s", diff)
+	}
+}
