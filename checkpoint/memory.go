@@ -659,7 +659,10 @@ func (s *MemorySaver) Prune(ctx context.Context, thread, ns string, keep int) (i
 	for _, c := range t.checkpoints {
 		hasChild[c.cp.ParentID] = true
 	}
-	kept := map[string]bool{t.head: true}
+	kept := map[string]bool{}
+	if t.head != "" { // a thread that is only claimed has no head yet
+		kept[t.head] = true
+	}
 	for i := len(t.ids) - 1; i >= 0 && len(t.ids)-i <= keep; i-- {
 		kept[t.ids[i]] = true
 	}

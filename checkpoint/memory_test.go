@@ -3,6 +3,7 @@ package checkpoint_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/checkpoint/checkpointtest"
@@ -35,4 +36,16 @@ func TestBaseSaverOnly(t *testing.T) {
 			return struct{ checkpoint.Saver }{checkpoint.NewMemorySaver(now)}
 		},
 	})
+}
+
+// Pruning a thread that was claimed but has no checkpoint yet deletes
+// nothing (it used to dereference the missing head).
+func TestMemoryPruneClaimedThread(t *testing.T) {
+	s := checkpoint.NewMemorySaver(nil)
+	if err := s.Claim(context.Background(), checkpoint.Ref{Thread: "t"}, checkpoint.Lease{Owner: "o", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Prune(context.Background(), "t", "", 1); n != 0 || err != nil {
+		t.Errorf("Prune = %d, %v; want 0, nil", n, err)
+	}
 }
