@@ -1,0 +1,400 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/lockstepgo/lockstep/checkpoint"
+)
+
+const listThreads = `SELECT thread_id, head_checkpoint_id, step, source, updated_at FROM threads
+WHERE checkpoint_ns = '' AND head_checkpoint_id IS NOT NULL
+ORDER BY updated_at DESC, thread_id LIMIT ? OFFSET ?`
+
+// Threads implements checkpoint.ThreadLister: every thread's root-namespace
+// head, most recently updated first (ties by thread ID), skipping offset
+// and returning at most limit (0 means all). It returns a *StoreError when
+// SQLite fails and a *checkpoint.CorruptError for an unreadable row.
+func (s *Saver) Threads(ctx context.Context, offset, limit int) ([]checkpoint.ThreadInfo, error) {
+	if limit <= 0 {
+		limit = -1
+	}
+	offset = max(offset, 0)
+	var out []checkpoint.ThreadInfo
+	err := s.read(ctx, opInfo{op: "threads"}, func(c *sql.Conn) error {
+		rows, err := c.QueryContext(ctx, listThreads, limit, offset)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var ti checkpoint.ThreadInfo
+			var step sql.NullInt64
+			var source, updated sql.NullString
+			if err := rows.Scan(&ti.Thread, &ti.Head, &step, &source, &updated); err != nil {
+				return err
+			}
+			ti.Step, ti.Source = int(step.Int64), checkpoint.Source(source.String)
+			if ti.UpdatedAt, err = parseTime(updated.String); err != nil {
+				return &checkpoint.CorruptError{Thread: ti.Thread, Checkpoint: ti.Head, What: "thread row", Err: err}
+			}
+			out = append(out, ti)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// interruptRows lists the writes of tasks that raised an interrupt on a
+// root-namespace head, in the order the interrupt writes were saved
+// (rowid; a replaced special write gets a new one), starting at rowid ?1,
+// for at most ?2 interrupt writes.
+const interruptRows = `WITH cand AS (
+	SELECT w.rowid AS seq, w.thread_id, w.checkpoint_id, w.task_id, w.created_at FROM writes w
+	JOIN threads t ON t.thread_id = w.thread_id AND t.checkpoint_ns = '' AND t.head_checkpoint_id = w.checkpoint_id
+	WHERE w.channel = '` + checkpoint.ChannelInterrupt + `' AND w.checkpoint_ns = '' AND w.rowid >= ?1
+	ORDER BY w.rowid LIMIT ?2
+)
+SELECT cand.seq, cand.created_at, x.checkpoint_ns, x.checkpoint_id, x.task_id, x.channel, x.value, x.node, x.path, x.crc, x.thread_id
+FROM cand JOIN writes x ON x.thread_id = cand.thread_id AND x.checkpoint_ns = '' AND x.checkpoint_id = cand.checkpoint_id AND x.task_id = cand.task_id
+ORDER BY cand.seq, x.idx`
+
+// interruptKey orders pending interrupts: save order of the interrupt
+// write, then thread, then interrupt ID.
+type interruptKey struct {
+	seq            int64
+	thread, intrID string
+}
+
+func (k interruptKey) compare(o interruptKey) int {
+	return cmp.Or(cmp.Compare(k.seq, o.seq), strings.Compare(k.thread, o.thread), strings.Compare(k.intrID, o.intrID))
+}
+
+func (k interruptKey) String() string {
+	return strconv.FormatInt(k.seq, 10) + "." + hex.EncodeToString([]byte(k.thread)) + "." + hex.EncodeToString([]byte(k.intrID))
+}
+
+func parseInterruptKey(s string) (interruptKey, bool) {
+	parts := strings.Split(s, ".")
+	if len(parts) != 3 {
+		return interruptKey{}, false
+	}
+	seq, err := strconv.ParseInt(parts[0], 10, 64)
+	if err != nil || seq < 0 {
+		return interruptKey{}, false
+	}
+	th, err1 := hex.DecodeString(parts[1])
+	id, err2 := hex.DecodeString(parts[2])
+	if err1 != nil || err2 != nil {
+		return interruptKey{}, false
+	}
+	return interruptKey{seq, string(th), string(id)}, true
+}
+
+// PendingInterrupts implements checkpoint.InterruptLister: the interrupts
+// of every thread's root-namespace head that still wait for an answer (the
+// rule of checkpoint.PendingInterrupts), oldest first, one page at a time.
+// The cursor is opaque. It orders interrupts by the rowid of their write
+// (a replaced interrupt write gets a new one), so it stays valid while the
+// database is not rebuilt with a full VACUUM; a page cursor kept across a
+// DeleteThread or Prune that removed the newest writes of the whole file
+// may skip an interrupt saved right after (SQLite may then reuse the
+// largest rowid). It returns an error wrapping checkpoint.ErrInvalid
+// for a malformed cursor, a *checkpoint.CorruptError for a write that does
+// not verify, and a *StoreError when SQLite fails.
+func (s *Saver) PendingInterrupts(ctx context.Context, q checkpoint.InterruptQuery) ([]checkpoint.PendingInterrupt, string, error) {
+	var after interruptKey
+	if q.After != "" {
+		var ok bool
+		if after, ok = parseInterruptKey(q.After); !ok {
+			return nil, "", fmt.Errorf("%w: malformed interrupt cursor %q", checkpoint.ErrInvalid, q.After)
+		}
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	type item struct {
+		key interruptKey
+		pi  checkpoint.PendingInterrupt
+	}
+	var items []item
+	err := s.read(ctx, opInfo{op: "pending interrupts"}, func(c *sql.Conn) error {
+		from := after.seq
+		batch := max(limit+1, 64)
+		for len(items) <= limit {
+			rows, err := c.QueryContext(ctx, interruptRows, from, batch)
+			if err != nil {
+				return err
+			}
+			type group struct {
+				seq          int64
+				created      string
+				thread, cpID string
+				writes       []checkpoint.PendingWrite
+			}
+			var groups []*group
+			for rows.Next() {
+				var seq int64
+				var created, thread string
+				var p pendingRow
+				var value string
+				if err := rows.Scan(&seq, &created, &p.ns, &p.checkpoint, &p.w.TaskID, &p.w.Channel, &value, &p.w.Node, &p.w.Path, &p.crc, &thread); err != nil {
+					rows.Close()
+					return err
+				}
+				p.w.Value = json.RawMessage(value)
+				if err := p.verify(thread); err != nil {
+					rows.Close()
+					return err
+				}
+				if len(groups) == 0 || groups[len(groups)-1].seq != seq {
+					groups = append(groups, &group{seq: seq, created: created, thread: thread, cpID: p.checkpoint})
+				}
+				g := groups[len(groups)-1]
+				g.writes = append(g.writes, p.w)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			for _, g := range groups {
+				at, err := parseTime(g.created)
+				if err != nil {
+					return &checkpoint.CorruptError{Thread: g.thread, Checkpoint: g.cpID, What: "interrupt write", Err: err}
+				}
+				pis := checkpoint.PendingInterrupts(g.writes)
+				slices.SortStableFunc(pis, func(a, b checkpoint.PendingInterrupt) int { return strings.Compare(a.InterruptID, b.InterruptID) })
+				for _, pi := range pis {
+					key := interruptKey{g.seq, g.thread, pi.InterruptID}
+					if q.After != "" && key.compare(after) <= 0 {
+						continue
+					}
+					pi.Thread, pi.NS, pi.CheckpointID, pi.CreatedAt = g.thread, "", g.cpID, at
+					items = append(items, item{key, pi})
+				}
+			}
+			if len(groups) < batch {
+				break
+			}
+			from = groups[len(groups)-1].seq + 1
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(items) > limit {
+		items = items[:limit]
+		next = items[limit-1].key.String()
+	}
+	out := make([]checkpoint.PendingInterrupt, len(items))
+	for i, it := range items {
+		out[i] = it.pi
+	}
+	return out, next, nil
+}
+
+// Prune implements checkpoint.Pruner: it keeps the newest keep checkpoints
+// of the thread's namespace, the head, every checkpoint with pending
+// writes that no child has committed (an interrupt waiting, a failed
+// step), and the blobs any kept checkpoint's channels need, and deletes the
+// rest in one transaction. It returns how many checkpoints were deleted, an
+// error wrapping checkpoint.ErrInvalid when keep < 1 or the thread is
+// empty, a *checkpoint.CorruptError when a kept checkpoint's chain is
+// broken (then nothing is deleted), and a *StoreError when SQLite fails.
+func (s *Saver) Prune(ctx context.Context, thread, ns string, keep int) (int, error) {
+	if err := validThread(thread); err != nil {
+		return 0, err
+	}
+	if keep < 1 {
+		return 0, fmt.Errorf("%w: prune must keep at least 1 checkpoint, got %d", checkpoint.ErrInvalid, keep)
+	}
+	deleted := 0
+	op := opInfo{op: "prune", thread: thread, ns: ns}
+	err := s.write(ctx, op, "", func(t *wtx) error {
+		row, err := t.thread(thread, ns)
+		if err != nil || !row.exists {
+			return err
+		}
+		var cps []cpRow
+		rows, err := t.s.wconn.QueryContext(t.ctx, `SELECT `+cpColumns+` FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? ORDER BY checkpoint_id`, thread, ns)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			r, err := scanCheckpoint(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			cps = append(cps, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		withWrites := map[string]bool{}
+		wrows, err := t.s.wconn.QueryContext(t.ctx, `SELECT DISTINCT checkpoint_id FROM writes WHERE thread_id = ? AND checkpoint_ns = ?`, thread, ns)
+		if err != nil {
+			return err
+		}
+		for wrows.Next() {
+			var id string
+			if err := wrows.Scan(&id); err != nil {
+				wrows.Close()
+				return err
+			}
+			withWrites[id] = true
+		}
+		wrows.Close()
+		if err := wrows.Err(); err != nil {
+			return err
+		}
+		hasChild := map[string]bool{}
+		for _, c := range cps {
+			hasChild[c.parent] = true
+		}
+		kept := map[string]bool{row.head: true}
+		for i := len(cps) - 1; i >= 0 && len(cps)-i <= keep; i-- {
+			kept[cps[i].id] = true
+		}
+		for _, c := range cps {
+			if withWrites[c.id] && !hasChild[c.id] {
+				kept[c.id] = true
+			}
+		}
+		links := map[blobKey]*blobRow{}
+		brows, err := t.s.wconn.QueryContext(t.ctx, `SELECT channel, version, base, kind FROM blobs WHERE thread_id = ? AND checkpoint_ns = ?`, thread, ns)
+		if err != nil {
+			return err
+		}
+		for brows.Next() {
+			var ch, v, base, kind string
+			if err := brows.Scan(&ch, &v, &base, &kind); err != nil {
+				brows.Close()
+				return err
+			}
+			links[blobKey{ch, v}] = &blobRow{blob: checkpoint.Blob{Version: v, Base: base, Append: kind == "append"}, kind: kind}
+		}
+		brows.Close()
+		if err := brows.Err(); err != nil {
+			return err
+		}
+		needed := map[blobKey]bool{}
+		var drop []string
+		for i := range cps {
+			c := &cps[i]
+			if !kept[c.id] {
+				drop = append(drop, c.id)
+				continue
+			}
+			cp, err := c.decode(thread)
+			if err != nil {
+				return errRollback{err}
+			}
+			for ch, v := range cp.Versions {
+				for steps := 0; ; steps++ {
+					k := blobKey{ch, v}
+					if needed[k] {
+						break
+					}
+					b := links[k]
+					if b == nil || steps > len(links) {
+						return errRollback{&checkpoint.CorruptError{Thread: thread, Checkpoint: cp.ID, What: "channel " + ch,
+							Err: fmt.Errorf("missing blob for version %s", v)}}
+					}
+					needed[k] = true
+					if !b.blob.Append || b.blob.Base == "" {
+						break
+					}
+					v = b.blob.Base
+				}
+			}
+		}
+		var dropBlobs [][2]string
+		for k := range links {
+			if !needed[k] {
+				dropBlobs = append(dropBlobs, [2]string{k.channel, k.version})
+			}
+		}
+		if len(drop) > 0 {
+			ids, err := json.Marshal(drop)
+			if err != nil {
+				return err
+			}
+			for _, table := range []string{"writes", "checkpoints"} {
+				if _, err := t.s.wconn.ExecContext(t.ctx, `DELETE FROM `+table+` WHERE thread_id = ?1 AND checkpoint_ns = ?2
+AND checkpoint_id IN (SELECT value FROM json_each(?3))`, thread, ns, string(ids)); err != nil {
+					return err
+				}
+			}
+		}
+		if len(dropBlobs) > 0 {
+			keys, err := json.Marshal(dropBlobs)
+			if err != nil {
+				return err
+			}
+			if _, err := t.s.wconn.ExecContext(t.ctx, `DELETE FROM blobs WHERE thread_id = ?1 AND checkpoint_ns = ?2
+AND (channel, version) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?3))`, thread, ns, string(keys)); err != nil {
+				return err
+			}
+		}
+		deleted = len(drop)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return deleted, nil
+}
+
+// Vacuum implements checkpoint.Vacuumer: it gives up to pages free pages
+// back to the file system (0: all of them) with PRAGMA incremental_vacuum.
+// Files created by this package use auto_vacuum=INCREMENTAL; on an older
+// file without it, Vacuum does nothing. It returns a *StoreError when
+// SQLite fails and an error wrapping checkpoint.ErrInvalid when pages < 0.
+func (s *Saver) Vacuum(ctx context.Context, pages int) error {
+	if pages < 0 {
+		return fmt.Errorf("%w: vacuum pages %d is negative", checkpoint.ErrInvalid, pages)
+	}
+	if err := s.live(); err != nil {
+		return err
+	}
+	select {
+	case s.wsem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.wsem }()
+	if err := s.live(); err != nil {
+		return err
+	}
+	op := opInfo{op: "vacuum"}
+	if _, err := s.writer(ctx); err != nil {
+		return op.storeErr(err)
+	}
+	// The pragma frees one page per step: read it to the end.
+	rows, err := s.wconn.QueryContext(ctx, "PRAGMA incremental_vacuum("+strconv.Itoa(pages)+")")
+	if err != nil {
+		return op.storeErr(err)
+	}
+	for rows.Next() {
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return op.storeErr(err)
+	}
+	return nil
+}

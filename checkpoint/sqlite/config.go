@@ -1,0 +1,165 @@
+package sqlite
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lockstepgo/lockstep/checkpoint"
+)
+
+// Synchronous is SQLite's synchronous setting in WAL mode: how often a
+// commit waits for the disk.
+type Synchronous string
+
+// The synchronous settings Open accepts.
+const (
+	// SyncFull (the default) syncs the WAL at every commit: a commit that
+	// returned survives a process crash and a power loss.
+	SyncFull Synchronous = "FULL"
+	// SyncNormal syncs only at WAL checkpoints. A commit that returned
+	// survives a process crash (SIGKILL included), but a power loss or an
+	// operating-system crash may roll back the last commits (those since
+	// the last WAL checkpoint). The database is never corrupted and the
+	// commits that survive form a prefix: the lost ones are the newest.
+	SyncNormal Synchronous = "NORMAL"
+)
+
+// Defaults applied by Open to zero Config fields.
+const (
+	DefaultBusyTimeout  = 5 * time.Second
+	DefaultMaxOpenConns = 8
+)
+
+// Config tunes Open. The zero value means the defaults.
+type Config struct {
+	// Synchronous is SyncFull (default) or SyncNormal.
+	Synchronous Synchronous
+	// BusyTimeout is how long a statement waits for a lock held by another
+	// connection or process before it fails with an error matching
+	// ErrStoreBusy (default 5s). It is applied in whole milliseconds.
+	BusyTimeout time.Duration
+	// MaxOpenConns caps the connection pool, the saver's dedicated writer
+	// connection included (default 8, at least 2). Readers and the users
+	// of DB share the rest.
+	MaxOpenConns int
+	// Now is the clock for leases and timestamps (default time.Now).
+	Now checkpoint.Clock
+	// Hook is a testing aid: when set, the saver calls it at named points
+	// of its write transactions so that a crash test can kill the process
+	// there. The points are "sqlite.put.begin" (after BEGIN IMMEDIATE),
+	// "sqlite.put.beforeCommit", "sqlite.put.afterCommit",
+	// "sqlite.writes.begin", "sqlite.writes.beforeCommit" and
+	// "sqlite.writes.afterCommit". It runs with the saver's write lock held
+	// and must not call the saver. Production code leaves it nil.
+	Hook func(point string)
+	// DriverName is a testing aid: the database/sql driver Open uses
+	// instead of go-sqlite3 ("sqlite3"). It must be a wrapper around the
+	// sqlite3 driver registered with sql.Register (the fault-injecting
+	// driver of the tests, internal/faultdb) and accept the same DSN.
+	// Production code leaves it empty.
+	DriverName string
+}
+
+// ConfigError reports an invalid Config field (or path). It matches
+// ErrInvalidConfig.
+type ConfigError struct {
+	Field  string // "Synchronous", "BusyTimeout", "MaxOpenConns" or "path"
+	Value  string
+	Reason string
+}
+
+// Error names the field, its value and what is wrong with it.
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("checkpoint/sqlite: invalid %s %s: %s", e.Field, e.Value, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrInvalidConfig) true.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// resolved is a validated Config with defaults applied.
+type resolved struct {
+	path         string
+	sync         Synchronous
+	busyMillis   int64
+	maxOpenConns int
+	now          checkpoint.Clock
+	hook         func(string)
+	driverName   string
+}
+
+const driverName = "sqlite3"
+
+// resolve validates cfg and applies defaults. It returns a *ConfigError.
+func resolve(path string, cfg Config) (*resolved, error) {
+	r := &resolved{path: path, sync: cfg.Synchronous, maxOpenConns: cfg.MaxOpenConns, now: cfg.Now, hook: cfg.Hook, driverName: cfg.DriverName}
+	switch {
+	case path == "":
+		return nil, &ConfigError{Field: "path", Value: `""`, Reason: "a database file is required"}
+	case path == ":memory:" || strings.HasPrefix(path, "file:"):
+		return nil, &ConfigError{Field: "path", Value: strconv.Quote(path), Reason: "give a file path (use checkpoint.MemorySaver for an in-memory saver)"}
+	case strings.ContainsAny(path, "?\x00"):
+		return nil, &ConfigError{Field: "path", Value: strconv.Quote(path), Reason: "must not contain '?' or NUL"}
+	}
+	switch strings.ToUpper(string(r.sync)) {
+	case "":
+		r.sync = SyncFull
+	case string(SyncFull):
+		r.sync = SyncFull
+	case string(SyncNormal):
+		r.sync = SyncNormal
+	default:
+		return nil, &ConfigError{Field: "Synchronous", Value: strconv.Quote(string(cfg.Synchronous)), Reason: `want "FULL" or "NORMAL"`}
+	}
+	bt := cfg.BusyTimeout
+	if bt == 0 {
+		bt = DefaultBusyTimeout
+	}
+	if bt < time.Millisecond || bt > time.Hour {
+		return nil, &ConfigError{Field: "BusyTimeout", Value: cfg.BusyTimeout.String(), Reason: "want between 1ms and 1h"}
+	}
+	r.busyMillis = int64((bt + time.Millisecond - 1) / time.Millisecond)
+	if r.maxOpenConns == 0 {
+		r.maxOpenConns = DefaultMaxOpenConns
+	}
+	if r.maxOpenConns < 2 || r.maxOpenConns > 1024 {
+		return nil, &ConfigError{Field: "MaxOpenConns", Value: strconv.Itoa(cfg.MaxOpenConns), Reason: "want between 2 and 1024 (one connection is the writer)"}
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if r.driverName == "" {
+		r.driverName = driverName
+	}
+	return r, nil
+}
+
+// dsn returns the data source name every pooled connection is opened with:
+// every pragma is in it, because database/sql has no per-connection setup
+// hook and a pragma run once would miss the other pooled connections.
+func (r *resolved) dsn() string {
+	v := url.Values{}
+	v.Set("_journal_mode", "WAL")
+	v.Set("_synchronous", string(r.sync))
+	v.Set("_busy_timeout", strconv.FormatInt(r.busyMillis, 10))
+	v.Set("_foreign_keys", "on")
+	v.Set("_txlock", "immediate")
+	v.Set("_stmt_cache_size", "32")
+	return r.path + "?" + v.Encode()
+}
+
+// createDSN opens a new file once, before the pool: the driver applies
+// auto_vacuum before journal_mode, and auto_vacuum can only be chosen
+// before the first page is written (WAL mode writes one). It is not in the
+// pool's DSN because setting it rewrites the header of an existing file.
+func (r *resolved) createDSN() string {
+	return r.path + "?_auto_vacuum=incremental&_journal_mode=WAL&_busy_timeout=" + strconv.FormatInt(r.busyMillis, 10)
+}
+
+// probeDSN opens a file without changing anything in it: no journal mode,
+// so a file written by a newer schema can be inspected and left alone.
+func (r *resolved) probeDSN() string {
+	return r.path + "?_busy_timeout=" + strconv.FormatInt(r.busyMillis, 10)
+}

@@ -1,0 +1,306 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+
+	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/faultdb"
+)
+
+// integrityOK runs PRAGMA integrity_check and checks that no checkpoint
+// lacks the blobs its own versions point to (no torn step).
+func integrityOK(t testing.TB, db *sql.DB) {
+	t.Helper()
+	var res string
+	if err := db.QueryRow("PRAGMA integrity_check").Scan(&res); err != nil || res != "ok" {
+		t.Fatalf("integrity_check = %q, %v", res, err)
+	}
+	var torn int
+	err := db.QueryRow(`SELECT count(*) FROM checkpoints c, json_each(c.versions) v
+		WHERE v.value = c.checkpoint_id AND NOT EXISTS (SELECT 1 FROM blobs b
+			WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = v.key AND b.version = v.value)`).Scan(&torn)
+	if err != nil || torn != 0 {
+		t.Fatalf("%d checkpoints without their blobs (%v)", torn, err)
+	}
+	var orphans int
+	err = db.QueryRow(`SELECT count(*) FROM writes w WHERE NOT EXISTS (SELECT 1 FROM checkpoints c
+		WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)`).Scan(&orphans)
+	if err != nil || orphans != 0 {
+		t.Fatalf("%d pending writes without their checkpoint (%v)", orphans, err)
+	}
+}
+
+func sqliteErr(code sqlite3.ErrNo) error { return sqlite3.Error{Code: code} }
+
+// TestFaultsOnPut (R07, R08): Begin, Exec and Commit of the checkpoint
+// transaction fail before or after the real operation with real SQLite
+// errors (IOERR, FULL, BUSY), once or persistently. Put returns a typed
+// error wrapping the driver's; it never reports a step saved that was not;
+// after a failed COMMIT the error says the outcome is unknown and Get tells
+// what happened (only a fault after a successful COMMIT leaves the
+// checkpoint); the saver keeps working once the fault is gone; the file
+// passes integrity_check with no torn step.
+func TestFaultsOnPut(t *testing.T) {
+	drv := faults(t)
+	codes := []sqlite3.ErrNo{sqlite3.ErrIoErr, sqlite3.ErrFull, sqlite3.ErrBusy}
+	type point struct {
+		op    faultdb.Op
+		match string
+	}
+	points := []point{{faultdb.OpBegin, "BEGIN IMMEDIATE"}, {faultdb.OpExec, "UPDATE threads"}, {faultdb.OpExec, "INSERT INTO checkpoints"},
+		{faultdb.OpExec, "INSERT INTO blobs"}, {faultdb.OpExec, "INSERT INTO writes"}, {faultdb.OpCommit, "COMMIT"}}
+	for _, p := range points {
+		for _, when := range []faultdb.When{faultdb.Before, faultdb.After} {
+			for _, mode := range []faultdb.Mode{faultdb.Transient, faultdb.Persistent} {
+				for _, code := range codes {
+					name := fmt.Sprintf("%s/%s/when=%d/mode=%d/%v", p.op, p.match, when, mode, code)
+					t.Run(name, func(t *testing.T) {
+						drv.Reset()
+						s := openTemp(t, Config{Synchronous: SyncNormal, DriverName: faultDriverName})
+						ctx := t.Context()
+						l := putLine(t, s, "t", 3)
+						before := l.head
+						req := l.next()
+						drv.Arm(faultdb.Fault{Op: p.op, Match: p.match, When: when, Mode: mode, Err: sqliteErr(code)})
+						err := s.Put(ctx, req)
+						if err == nil {
+							t.Fatal("Put succeeded through a fault")
+						}
+						var se *StoreError
+						var drvErr sqlite3.Error
+						if !errors.As(err, &se) || !errors.As(err, &drvErr) || drvErr.Code != code {
+							t.Fatalf("Put: %v, want a *StoreError wrapping sqlite3 code %v", err, code)
+						}
+						commitFault := p.op == faultdb.OpCommit
+						if got := errors.Is(err, ErrCommitIndeterminate); got != commitFault {
+							t.Errorf("errors.Is(ErrCommitIndeterminate) = %v, want %v", got, commitFault)
+						}
+						if got, want := errors.Is(err, ErrStoreBusy), code == sqlite3.ErrBusy; got != want {
+							t.Errorf("errors.Is(ErrStoreBusy) = %v, want %v", got, want)
+						}
+						if se.Retryable() != (code == sqlite3.ErrBusy && !commitFault) {
+							t.Errorf("Retryable() = %v", se.Retryable())
+						}
+						drv.Reset()
+						tp, err := s.Get(ctx, checkpoint.Ref{Thread: "t"}, checkpoint.GetOptions{})
+						if err != nil {
+							t.Fatal(err)
+						}
+						happened := commitFault && when == faultdb.After
+						if happened != (tp.Checkpoint.ID == req.Checkpoint.ID) {
+							t.Fatalf("head after the fault = %s; the checkpoint %s was saved: %v, want %v (before: %s)",
+								tp.Checkpoint.ID, req.Checkpoint.ID, !happened, happened, before)
+						}
+						if happened {
+							l.committed(req)
+						}
+						// The fault is gone: the saver goes on.
+						for i := 0; i < 2; i++ {
+							next := l.next()
+							if err := s.Put(ctx, next); err != nil {
+								t.Fatalf("Put after the fault: %v", err)
+							}
+							l.committed(next)
+						}
+						integrityOK(t, s.DB())
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestFaultsPersistent (R07): a persistent I/O error keeps failing every
+// write with a typed error within bounded time, the last good checkpoint
+// still loads, and nothing is reported saved.
+func TestFaultsPersistent(t *testing.T) {
+	drv := faults(t)
+	s := openTemp(t, Config{Synchronous: SyncNormal, DriverName: faultDriverName})
+	ctx := t.Context()
+	l := putLine(t, s, "t", 2)
+	drv.Arm(faultdb.Fault{Op: faultdb.OpExec, Match: "INSERT INTO checkpoints", Mode: faultdb.Persistent, Err: sqliteErr(sqlite3.ErrIoErr)})
+	for i := 0; i < 5; i++ {
+		start := time.Now()
+		err := s.Put(ctx, l.next())
+		var de sqlite3.Error
+		if !errors.As(err, &de) || de.Code != sqlite3.ErrIoErr {
+			t.Fatalf("attempt %d: %v, want IOERR", i, err)
+		}
+		if time.Since(start) > time.Second {
+			t.Fatalf("attempt %d took %v", i, time.Since(start))
+		}
+	}
+	tp, err := s.Get(ctx, checkpoint.Ref{Thread: "t"}, checkpoint.GetOptions{})
+	if err != nil || tp.Checkpoint.ID != l.head {
+		t.Fatalf("head = %v, %v; want the last good checkpoint %s", tp, err, l.head)
+	}
+	if n := len(drv.Events()); n != 5 {
+		t.Errorf("faults fired %d times, want 5", n)
+	}
+	integrityOK(t, s.DB())
+}
+
+// TestFaultsOnPutWrites (R07): the same for pending writes: a failed
+// transaction writes none of them.
+func TestFaultsOnPutWrites(t *testing.T) {
+	drv := faults(t)
+	for _, when := range []faultdb.When{faultdb.Before, faultdb.After} {
+		for _, match := range []string{"INSERT INTO writes", "COMMIT"} {
+			t.Run(fmt.Sprintf("%s/%d", match, when), func(t *testing.T) {
+				drv.Reset()
+				s := openTemp(t, Config{Synchronous: SyncNormal, DriverName: faultDriverName})
+				ctx := t.Context()
+				l := putLine(t, s, "t", 2)
+				op := faultdb.OpExec
+				if match == "COMMIT" {
+					op = faultdb.OpCommit
+				}
+				drv.Arm(faultdb.Fault{Op: op, Match: match, When: when, Err: sqliteErr(sqlite3.ErrIoErr)})
+				req := checkpoint.WritesRequest{Ref: checkpoint.Ref{Thread: "t", ID: l.head}, Lease: checkpoint.Lease{Owner: l.owner, TTL: time.Minute},
+					Tasks: []checkpoint.TaskWrites{{TaskID: "a", Writes: []checkpoint.Write{{Channel: "x", Value: []byte("1")}, {Channel: "y", Value: []byte("2")}}}}}
+				err := s.PutWrites(ctx, req)
+				if err == nil {
+					t.Fatal("PutWrites succeeded through a fault")
+				}
+				tp, gerr := s.Get(ctx, checkpoint.Ref{Thread: "t"}, checkpoint.GetOptions{})
+				if gerr != nil {
+					t.Fatal(gerr)
+				}
+				want := 0
+				if op == faultdb.OpCommit && when == faultdb.After {
+					want = 2
+					if !errors.Is(err, ErrCommitIndeterminate) {
+						t.Errorf("PutWrites: %v, want ErrCommitIndeterminate", err)
+					}
+				}
+				if len(tp.Pending) != want {
+					t.Fatalf("pending writes after the fault: %d, want %d (all or nothing)", len(tp.Pending), want)
+				}
+				// Saving again (as a retry does) stores each write once.
+				if err := s.PutWrites(ctx, req); err != nil {
+					t.Fatal(err)
+				}
+				tp, _ = s.Get(ctx, checkpoint.Ref{Thread: "t"}, checkpoint.GetOptions{})
+				if len(tp.Pending) != 2 {
+					t.Fatalf("pending writes after the retry: %d, want 2", len(tp.Pending))
+				}
+			})
+		}
+	}
+}
+
+// TestFaultsThroughTheRuntime (R07, R08): a graph run on the fault driver.
+// A COMMIT that succeeded but reported an error is resolved by the
+// runtime re-reading the head: the run completes with exactly one
+// checkpoint per step. A COMMIT that really failed stops the run with a
+// typed error; the head is the last saved step; Continue finishes with the
+// same final state as a run without faults, and no step is duplicated.
+func TestFaultsThroughTheRuntime(t *testing.T) {
+	drv := faults(t)
+	ctx := t.Context()
+	// Reference run, no faults.
+	ref := openTemp(t, Config{Synchronous: SyncNormal})
+	want, err := w1Graph(t, ref).Invoke(ctx, "t", graph.Set(w1State{}, "Count"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCount := len(listIDs(t, ref, "t"))
+	for _, when := range []faultdb.When{faultdb.After, faultdb.Before} {
+		for n := 1; n <= 12; n += 3 {
+			t.Run(fmt.Sprintf("when=%d/commit=%d", when, n), func(t *testing.T) {
+				drv.Reset()
+				s := openTemp(t, Config{Synchronous: SyncNormal, DriverName: faultDriverName})
+				r := w1Graph(t, s)
+				drv.Arm(faultdb.Fault{Op: faultdb.OpCommit, Match: "COMMIT", N: n, When: when, Err: sqliteErr(sqlite3.ErrIoErr)})
+				got, err := r.Invoke(ctx, "t", graph.Set(w1State{}, "Count"))
+				if when == faultdb.Before {
+					if !errors.Is(err, ErrCommitIndeterminate) {
+						t.Fatalf("Invoke: %v, want the commit error", err)
+					}
+					got, err = r.Continue(ctx, "t")
+					if n == 1 {
+						// The input checkpoint itself was not saved: the
+						// thread does not exist, and the run must start
+						// again (never "accepted but lost", R23).
+						if !errors.Is(err, graph.ErrThreadNotFound) {
+							t.Fatalf("Continue: %v, want ErrThreadNotFound", err)
+						}
+						got, err = r.Invoke(ctx, "t", graph.Set(w1State{}, "Count"))
+					}
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(drv.Events()) != 1 {
+					t.Fatalf("fault fired %d times", len(drv.Events()))
+				}
+				if got.Values.Count != want.Values.Count || len(got.Values.Log) != len(want.Values.Log) {
+					t.Fatalf("final state %+v, want %+v", got.Values, want.Values)
+				}
+				if n := len(listIDs(t, s, "t")); n != wantCount {
+					t.Errorf("%d checkpoints, want %d (one per step)", n, wantCount)
+				}
+				integrityOK(t, s.DB())
+			})
+		}
+	}
+}
+
+// TestStoreBusy (R10): another connection holds the write lock longer than
+// BusyTimeout: Put fails after about BusyTimeout with a *StoreError matching
+// ErrStoreBusy and Retryable, writes nothing, and succeeds once the lock is
+// released.
+func TestStoreBusy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "busy.db")
+	s := openAt(t, path, Config{Synchronous: SyncNormal, BusyTimeout: 150 * time.Millisecond})
+	ctx := t.Context()
+	l := putLine(t, s, "t", 2)
+	other, err := sql.Open("sqlite3", path+"?_busy_timeout=100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	hold, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hold.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	req := l.next()
+	start := time.Now()
+	err = s.Put(ctx, req)
+	el := time.Since(start)
+	var se *StoreError
+	if !errors.Is(err, ErrStoreBusy) || !errors.As(err, &se) || !se.Retryable() {
+		t.Fatalf("Put while locked: %v, want ErrStoreBusy", err)
+	}
+	if el < 100*time.Millisecond || el > 2*time.Second {
+		t.Errorf("Put gave up after %v, want about the 150ms busy timeout", el)
+	}
+	// A cancelled context cuts the wait short.
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	err = s.Put(cctx, req)
+	cancel()
+	if err == nil {
+		t.Fatal("Put with a cancelled context succeeded while locked")
+	}
+	hold.ExecContext(ctx, "ROLLBACK")
+	hold.Close()
+	if err := s.Put(ctx, req); err != nil {
+		t.Fatalf("retry after the lock was released: %v", err)
+	}
+	if ids := listIDs(t, s, "t"); len(ids) != 3 {
+		t.Fatalf("%d checkpoints, want 3", len(ids))
+	}
+	integrityOK(t, s.DB())
+}

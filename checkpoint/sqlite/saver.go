@@ -1,0 +1,405 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/lockstepgo/lockstep/checkpoint"
+	// The driver registers itself as "sqlite3" with database/sql; this
+	// package is the only one in the module that imports it.
+	_ "github.com/mattn/go-sqlite3"
+)
+
+// Saver is a checkpoint.Saver on one SQLite file. It implements
+// checkpoint.Saver, ThreadLister, InterruptLister, Pruner and Vacuumer. It
+// is safe for concurrent use by many goroutines, and several processes (or
+// several Savers in one process) may open the same file: writes are
+// serialised by SQLite's write lock, reads run in parallel with them.
+type Saver struct {
+	cfg *resolved
+	db  *sql.DB
+
+	closed atomic.Bool
+
+	// wsem serialises this Saver's writes on its dedicated connection
+	// (a one-slot semaphore, so that waiting honours the context).
+	wsem  chan struct{}
+	wconn *sql.Conn            // guarded by wsem
+	stmts map[string]*sql.Stmt // prepared on wconn; guarded by wsem
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var (
+	_ checkpoint.Saver           = (*Saver)(nil)
+	_ checkpoint.ThreadLister    = (*Saver)(nil)
+	_ checkpoint.InterruptLister = (*Saver)(nil)
+	_ checkpoint.Pruner          = (*Saver)(nil)
+	_ checkpoint.Vacuumer        = (*Saver)(nil)
+)
+
+// Open opens (creating it if needed) the database file at path and brings
+// its schema up to date. It fails with a *ConfigError (ErrInvalidConfig) for
+// an invalid path or Config, with a *SchemaError (ErrSchemaTooNew) when the
+// file was written by a newer schema (the file is then left byte for byte
+// as it was), and otherwise with an error wrapping the driver's error (a
+// file that is not a database, for example).
+func Open(path string, cfg Config) (*Saver, error) {
+	r, err := resolve(path, cfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	if err := probe(ctx, r); err != nil {
+		return nil, err
+	}
+	db, err := sql.Open(r.driverName, r.dsn())
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint/sqlite: open %q: %w", path, err)
+	}
+	db.SetMaxOpenConns(r.maxOpenConns)
+	db.SetMaxIdleConns(r.maxOpenConns)
+	s := &Saver{cfg: r, db: db, wsem: make(chan struct{}, 1), stmts: map[string]*sql.Stmt{}}
+	if err := s.init(ctx); err != nil {
+		s.closeConns()
+		return nil, err
+	}
+	return s, nil
+}
+
+// probe reads the schema version of an existing file through a connection
+// that sets no journal mode, so that a file too new for this code is
+// rejected before anything could write to it. A new (or empty) file is
+// created with auto_vacuum=INCREMENTAL and WAL.
+func probe(ctx context.Context, r *resolved) error {
+	st, err := os.Stat(r.path)
+	if errors.Is(err, os.ErrNotExist) || err == nil && st.Size() == 0 {
+		return create(ctx, r)
+	}
+	if err != nil {
+		return fmt.Errorf("checkpoint/sqlite: open %q: %w", r.path, err)
+	}
+	db, err := sql.Open(r.driverName, r.probeDSN())
+	if err != nil {
+		return fmt.Errorf("checkpoint/sqlite: open %q: %w", r.path, err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	var v int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return fmt.Errorf("checkpoint/sqlite: open %q: read schema version: %w", r.path, err)
+	}
+	if v > schemaVersion {
+		return &SchemaError{Path: r.path, File: v, Code: schemaVersion}
+	}
+	return nil
+}
+
+// walAutocheckpoint is the WAL size, in pages, at which the writer
+// connection copies the WAL back into the database after a commit. The
+// default (1000) makes a checkpoint (with its fsyncs) run every hundred
+// Puts or so, each rewriting mostly the same hot pages; 4000 pages (16 MiB
+// at the default page size) cuts that work by deduplicating those pages,
+// which measured ~1.5x faster Puts, while keeping the WAL far below
+// RELIABILITY.md's 64 MiB bound.
+const walAutocheckpoint = 4000
+
+// writer returns the writer connection, taking and configuring a new one
+// when there is none. The caller holds wsem.
+func (s *Saver) writer(ctx context.Context) (*sql.Conn, error) {
+	if s.wconn != nil {
+		return s.wconn, nil
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.ExecContext(ctx, "PRAGMA wal_autocheckpoint = "+strconv.Itoa(walAutocheckpoint)); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	s.wconn = conn
+	return conn, nil
+}
+
+func create(ctx context.Context, r *resolved) error {
+	db, err := sql.Open(r.driverName, r.createDSN())
+	if err != nil {
+		return fmt.Errorf("checkpoint/sqlite: create %q: %w", r.path, err)
+	}
+	defer db.Close()
+	if err := db.PingContext(ctx); err != nil {
+		return fmt.Errorf("checkpoint/sqlite: create %q: %w", r.path, err)
+	}
+	return nil
+}
+
+func (s *Saver) init(ctx context.Context) error {
+	conn, err := s.writer(ctx)
+	if err != nil {
+		return fmt.Errorf("checkpoint/sqlite: open %q: %w", s.cfg.path, err)
+	}
+	var mode string
+	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("checkpoint/sqlite: open %q: %w", s.cfg.path, err)
+	}
+	if mode != "wal" {
+		return fmt.Errorf("checkpoint/sqlite: open %q: journal mode is %q, not WAL (is the file on a network filesystem?)", s.cfg.path, mode)
+	}
+	return migrate(ctx, conn, s.cfg.path)
+}
+
+// DB returns the saver's connection pool, for packages that keep their own
+// tables in the same file. Every pooled connection has WAL, the configured
+// synchronous mode, busy_timeout and foreign keys on, and transactions
+// begun with BeginTx are BEGIN IMMEDIATE. The pool is closed by Close;
+// callers must not close it themselves.
+func (s *Saver) DB() *sql.DB { return s.db }
+
+// Path returns the database file's path.
+func (s *Saver) Path() string { return s.cfg.path }
+
+// Close waits for a write in progress, closes every connection and
+// returns the first error closing them gave. Operations after Close fail
+// with an error matching checkpoint.ErrClosed. Closing twice is not an
+// error.
+func (s *Saver) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		s.wsem <- struct{}{}
+		s.closeErr = s.closeConns()
+	})
+	return s.closeErr
+}
+
+// closeConns closes the writer's statements and connection and the pool.
+func (s *Saver) closeConns() error {
+	var errs []error
+	for k, st := range s.stmts {
+		errs = append(errs, st.Close())
+		delete(s.stmts, k)
+	}
+	if s.wconn != nil {
+		errs = append(errs, s.wconn.Close())
+		s.wconn = nil
+	}
+	errs = append(errs, s.db.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("checkpoint/sqlite: close %q: %w", s.cfg.path, err)
+	}
+	return nil
+}
+
+func (s *Saver) live() error {
+	if s.closed.Load() {
+		return fmt.Errorf("%w (%s)", checkpoint.ErrClosed, strconv.Quote(s.cfg.path))
+	}
+	return nil
+}
+
+func (s *Saver) hook(point string) {
+	if s.cfg.hook != nil {
+		s.cfg.hook(point)
+	}
+}
+
+// wtx is a write transaction on the writer connection.
+type wtx struct {
+	s   *Saver
+	ctx context.Context // not cancellable: statements inside run to the end
+}
+
+// stmt returns the statement for query, prepared once on the writer.
+func (t *wtx) stmt(query string) (*sql.Stmt, error) {
+	if st, ok := t.s.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := t.s.wconn.PrepareContext(t.ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if len(t.s.stmts) >= 256 { // bounded: drop everything and start over
+		for k, old := range t.s.stmts {
+			old.Close()
+			delete(t.s.stmts, k)
+		}
+	}
+	t.s.stmts[query] = st
+	return st, nil
+}
+
+func (t *wtx) exec(query string, args ...any) (int64, error) {
+	st, err := t.stmt(query)
+	if err != nil {
+		return 0, err
+	}
+	res, err := st.ExecContext(t.ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (t *wtx) queryRow(query string, args ...any) *sql.Row {
+	st, err := t.stmt(query)
+	if err != nil {
+		// QueryRowContext on the connection reports the same error from
+		// Scan.
+		return t.s.wconn.QueryRowContext(t.ctx, query, args...)
+	}
+	return st.QueryRowContext(t.ctx, args...)
+}
+
+// errRollback carries an error decided inside a transaction (a conflict,
+// a busy lease): the transaction is rolled back and err returned as is.
+type errRollback struct{ err error }
+
+func (e errRollback) Error() string { return e.err.Error() }
+
+// write runs fn in one BEGIN IMMEDIATE transaction on the writer
+// connection and commits it. prefix names the hook points
+// ("sqlite.put"); "" calls no hooks. Nothing is written when fn or the
+// commit fails. A failed COMMIT gives a *StoreError matching
+// ErrCommitIndeterminate.
+func (s *Saver) write(ctx context.Context, op opInfo, prefix string, fn func(t *wtx) error) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	select {
+	case s.wsem <- struct{}{}:
+	case <-ctx.Done():
+		return op.storeErr(ctx.Err())
+	}
+	defer func() { <-s.wsem }()
+	if err := s.live(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return op.storeErr(err)
+	}
+	if _, err := s.writer(ctx); err != nil {
+		return op.storeErr(err)
+	}
+	bg := context.WithoutCancel(ctx)
+	t := &wtx{s: s, ctx: bg}
+	// BEGIN waits up to busy_timeout for the write lock; the caller's
+	// context can cut that short.
+	if _, err := s.wconn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		// A failed BEGIN normally leaves no transaction, but make sure.
+		s.rollback(bg)
+		return op.storeErr(err)
+	}
+	if prefix != "" {
+		s.hook(prefix + ".begin")
+	}
+	if err := fn(t); err != nil {
+		s.rollback(bg)
+		var rb errRollback
+		if errors.As(err, &rb) {
+			return rb.err
+		}
+		return op.storeErr(err)
+	}
+	if prefix != "" {
+		s.hook(prefix + ".beforeCommit")
+	}
+	if _, err := s.wconn.ExecContext(bg, "COMMIT"); err != nil {
+		s.rollback(bg)
+		return op.commitErr(err)
+	}
+	if prefix != "" {
+		s.hook(prefix + ".afterCommit")
+	}
+	return nil
+}
+
+// rollback ends any open transaction on the writer. If that fails the
+// connection is discarded and a fresh one is taken at the next write, so a
+// transaction left open can never swallow later writes.
+func (s *Saver) rollback(ctx context.Context) {
+	if s.wconn == nil {
+		return
+	}
+	if _, err := s.wconn.ExecContext(ctx, "ROLLBACK"); err == nil || !inTransaction(s.wconn) {
+		return
+	}
+	s.dropWriter()
+}
+
+func (s *Saver) dropWriter() {
+	for k, st := range s.stmts {
+		st.Close()
+		delete(s.stmts, k)
+	}
+	// Tell database/sql the connection is bad so that it is closed rather
+	// than returned to the pool with a transaction open.
+	s.wconn.Raw(func(any) error { return driver.ErrBadConn })
+	s.wconn.Close()
+	s.wconn = nil
+}
+
+// inTransaction reports whether a transaction is open on conn (true when
+// that cannot be told, so that the caller errs on the side of discarding
+// the connection). A ROLLBACK fails harmlessly when SQLite already ended
+// the transaction itself, as it does after some I/O errors.
+func inTransaction(conn *sql.Conn) bool {
+	in := true
+	conn.Raw(func(dc any) error {
+		for range 8 {
+			switch c := dc.(type) {
+			case interface{ AutoCommit() bool }:
+				in = !c.AutoCommit()
+				return nil
+			case interface{ Raw() driver.Conn }: // a wrapping driver
+				dc = c.Raw()
+			default:
+				return nil
+			}
+		}
+		return nil
+	})
+	return in
+}
+
+// read runs fn in one read transaction on a pooled connection, so that its
+// statements see one snapshot of the database.
+func (s *Saver) read(ctx context.Context, op opInfo, fn func(c *sql.Conn) error) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		if s.closed.Load() {
+			return s.live()
+		}
+		return op.storeErr(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
+		return op.storeErr(err)
+	}
+	err = fn(conn)
+	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil && inTransaction(conn) {
+		conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	if err != nil {
+		var rb errRollback
+		if errors.As(err, &rb) {
+			return rb.err
+		}
+		var ce *checkpoint.CorruptError
+		if errors.As(err, &ce) || errors.Is(err, checkpoint.ErrNotFound) || errors.Is(err, checkpoint.ErrInvalid) {
+			return err
+		}
+		return op.storeErr(err)
+	}
+	return nil
+}
