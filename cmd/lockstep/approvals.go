@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lockstepgo/lockstep/approval"
+)
+
+// approvalsJSON is the output of approvals --json.
+type approvalsJSON struct {
+	Approvals []approvalJSON `json:"approvals"`
+	// NextCursor continues the listing (--cursor); "" after the last page.
+	NextCursor string `json:"next_cursor"`
+}
+
+// approvalJSON is one pending approval: the request and where it waits.
+type approvalJSON struct {
+	ID               string          `json:"id"`
+	Thread           string          `json:"thread"`
+	Checkpoint       string          `json:"checkpoint"`
+	Node             string          `json:"node"`
+	Tool             string          `json:"tool"`
+	Args             json.RawMessage `json:"args"`
+	ArgsHash         string          `json:"args_hash"`
+	Rationale        string          `json:"rationale"`
+	Context          json.RawMessage `json:"context"`
+	Risk             string          `json:"risk"`
+	Rule             string          `json:"rule"`
+	Owner            string          `json:"owner"`
+	Schema           json.RawMessage `json:"schema"`
+	CreatedAt        time.Time       `json:"created_at"`
+	ExpiresAt        time.Time       `json:"expires_at"`
+	AgeSeconds       int64           `json:"age_seconds"`
+	ExpiresInSeconds int64           `json:"expires_in_seconds"`
+}
+
+// durationFlag is a non-negative duration flag: a Go duration ("90s",
+// "1h30m") or a number of days ("2d").
+type durationFlag time.Duration
+
+func (d *durationFlag) String() string { return time.Duration(*d).String() }
+
+func (d *durationFlag) Set(s string) error {
+	v, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = durationFlag(v)
+	return nil
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil || days < 0 || days > 3660 {
+			return 0, fmt.Errorf("want a duration like 90s, 30m, 2h or 1d")
+		}
+		return time.Duration(days) * 24 * time.Hour, nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("want a duration like 90s, 30m, 2h or 1d")
+	}
+	return v, nil
+}
+
+func approvalsCommand(fs *flag.FlagSet) runner {
+	var f approval.Filter
+	var older, expiring durationFlag
+	fs.StringVar(&f.Tool, "tool", "", "only calls of `TOOL`")
+	fs.StringVar(&f.Owner, "owner", "", "only requests owned by `OWNER`")
+	fs.StringVar(&f.Thread, "thread", "", "only requests of `THREAD`")
+	fs.Var(&older, "older-than", "only requests created at least `DURATION` ago")
+	fs.Var(&expiring, "expiring-within", "only requests that expire within `DURATION`")
+	fs.IntVar(&f.Limit, "limit", approval.DefaultPageSize, fmt.Sprintf("show at most `N` approvals (1 to %d)", approval.MaxPageSize))
+	fs.StringVar(&f.Cursor, "cursor", "", "continue after the page that printed `CURSOR` (same filters)")
+	return func(ctx context.Context, e *env, _ []string) error {
+		if f.Limit < 1 || f.Limit > approval.MaxPageSize {
+			return usageError(fmt.Sprintf("approvals: --limit %d: want 1 to %d", f.Limit, approval.MaxPageSize), "")
+		}
+		f.MinAge, f.ExpiringWithin = time.Duration(older), time.Duration(expiring)
+		s, err := e.openSaver()
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		store, err := e.readDecisions(ctx, s)
+		if err != nil {
+			return err
+		}
+		page, err := approval.NewInbox(s, store, e.now).List(ctx, f)
+		if err != nil {
+			return err // a bad cursor is an approval.ErrInvalidFilter: a usage error
+		}
+		now := e.now()
+		out := approvalsJSON{Approvals: []approvalJSON{}, NextCursor: page.Next}
+		for _, it := range page.Items {
+			r := it.Request
+			out.Approvals = append(out.Approvals, approvalJSON{ID: it.ID, Thread: it.Thread, Checkpoint: it.Checkpoint, Node: it.Node,
+				Tool: r.Tool, Args: r.Args, ArgsHash: r.ArgsHash, Rationale: r.Rationale, Context: r.Context, Risk: string(r.Risk),
+				Rule: r.Rule, Owner: r.Owner, Schema: r.Schema, CreatedAt: r.CreatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC(),
+				AgeSeconds: int64(now.Sub(r.CreatedAt) / time.Second), ExpiresInSeconds: int64(r.ExpiresAt.Sub(now) / time.Second)})
+		}
+		if e.opts.json {
+			return e.writeJSON(out)
+		}
+		return e.printApprovals(out, f)
+	}
+}
+
+func (e *env) printApprovals(out approvalsJSON, f approval.Filter) error {
+	w := e.stdout
+	if len(out.Approvals) > 0 {
+		t := newTable(w)
+		t.row("ID", "TOOL", "THREAD", "ARGS", "RATIONALE", "RISK", "OWNER", "AGE", "EXPIRES IN")
+		for _, a := range out.Approvals {
+			owner := a.Owner
+			if owner == "" {
+				owner = "-"
+			}
+			t.row(a.ID, a.Tool, a.Thread, preview(a.Args, previewArgs), truncate(clean(a.Rationale), previewRationale),
+				a.Risk, owner, formatAge(time.Duration(a.AgeSeconds)*time.Second), formatAge(time.Duration(a.ExpiresInSeconds)*time.Second))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	} else if out.NextCursor == "" {
+		msg := "no pending approvals"
+		if f.Cursor != "" {
+			msg = "no more pending approvals"
+		}
+		if _, err := fmt.Fprintln(w, msg); err != nil {
+			return err
+		}
+	}
+	if out.NextCursor != "" {
+		if _, err := fmt.Fprintf(w, "next page: lockstep approvals%s --cursor %s\n", clean(filterArgs(f)), out.NextCursor); err != nil {
+			return err
+		}
+	}
+	if len(out.Approvals) > 0 {
+		_, err := fmt.Fprintln(w, "decide with: lockstep approve ID --reviewer NAME [--note TEXT] [--args JSON], or lockstep reject ID --reviewer NAME [--note TEXT]")
+		return err
+	}
+	return nil
+}
+
+// filterArgs writes the flags that select f's approvals (not the cursor),
+// for the command that shows the next page.
+func filterArgs(f approval.Filter) string {
+	var b strings.Builder
+	for _, p := range []struct{ flag, value string }{{"tool", f.Tool}, {"owner", f.Owner}, {"thread", f.Thread}} {
+		if p.value != "" {
+			fmt.Fprintf(&b, " --%s %s", p.flag, shellArg(p.value))
+		}
+	}
+	if f.MinAge > 0 {
+		fmt.Fprintf(&b, " --older-than %s", f.MinAge)
+	}
+	if f.ExpiringWithin > 0 {
+		fmt.Fprintf(&b, " --expiring-within %s", f.ExpiringWithin)
+	}
+	if f.Limit != approval.DefaultPageSize {
+		fmt.Fprintf(&b, " --limit %d", f.Limit)
+	}
+	return b.String()
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	"github.com/lockstepgo/lockstep/approval"
+	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
+)
+
+// sqliteMagic starts every SQLite database file.
+const sqliteMagic = "SQLite format 3\x00"
+
+// openSaver opens the database named by --db. It never creates a file: a
+// missing, empty or non-SQLite file is a failure that says what to do.
+// The caller closes the saver.
+func (e *env) openSaver() (*sqlite.Saver, error) {
+	path := e.opts.db
+	noDB := func(msg string, err error) error {
+		return &failure{code: exitInternal, kind: kindNoDatabase, msg: msg,
+			hint: "run an example first or pass --db PATH", err: err}
+	}
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, noDB("no database at "+path, err)
+	case err != nil:
+		return nil, noDB(fmt.Sprintf("cannot read %s: %v", path, err), err)
+	case st.IsDir():
+		return nil, noDB(path+" is a directory, not a database file", nil)
+	case st.Size() == 0:
+		return nil, noDB(path+" is empty, not a lockstep database", nil)
+	}
+	if ok, err := isSQLite(path); err != nil {
+		return nil, noDB(fmt.Sprintf("cannot read %s: %v", path, err), err)
+	} else if !ok {
+		return nil, noDB(path+" is not a SQLite database", nil)
+	}
+	s, err := sqlite.Open(path, sqlite.Config{})
+	if err != nil {
+		return nil, &failure{code: exitInternal, kind: kindInternal, msg: fmt.Sprintf("cannot open %s: %v", path, err),
+			hint: "check that --db names a lockstep database and that this lockstep is as new as the program that wrote it", err: err}
+	}
+	return s, nil
+}
+
+// isSQLite reports whether the file at path starts with SQLite's header.
+func isSQLite(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	head := make([]byte, len(sqliteMagic))
+	if _, err := io.ReadFull(f, head); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return false, nil
+		}
+		return false, err
+	}
+	return string(head) == sqliteMagic, nil
+}
+
+// readDecisions returns the approval decisions of the database for
+// reading: the SQL store when its tables exist, and otherwise an empty
+// store, so that reading never creates the approval tables.
+func (e *env) readDecisions(ctx context.Context, s *sqlite.Saver) (approval.Store, error) {
+	var n int
+	err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'approval_schema'`).Scan(&n)
+	if err != nil {
+		return nil, fmt.Errorf("read the approval tables of %s: %w", e.opts.db, err)
+	}
+	if n == 0 {
+		return approval.NewMemoryStore(e.now), nil
+	}
+	return e.writeDecisions(ctx, s)
+}
+
+// writeDecisions opens the approval decision store in the database,
+// creating its tables if needed.
+func (e *env) writeDecisions(ctx context.Context, s *sqlite.Saver) (approval.Store, error) {
+	st, err := approval.OpenSQLStore(ctx, s.DB(), e.now)
+	if err != nil {
+		return nil, fmt.Errorf("open the approval decisions of %s: %w", e.opts.db, err)
+	}
+	return st, nil
+}

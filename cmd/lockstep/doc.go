@@ -1,0 +1,117 @@
+// Command lockstep inspects the paused work in a lockstep database and
+// records approval decisions. Operators use it to see which threads are
+// done, waiting, failed or pending and why; reviewers use it to list the
+// pending approvals of all threads and to approve, edit or reject them.
+//
+// It works on any lockstep database without the application's graph code:
+// states and statuses are read from the stored checkpoints with
+// checkpoint.Inspect, approvals with approval.Inbox.
+//
+// Usage:
+//
+//	lockstep [--db PATH] [--json] COMMAND [ARGS]
+//
+// --db names the SQLite file (default ./lockstep.db). lockstep never
+// creates it: a missing, empty or non-SQLite file is an error that says
+// what to do. --json prints one JSON document (stable field names, times
+// in RFC 3339 UTC) instead of a table. Both global flags may also follow
+// the command, and a command's flags may follow its arguments.
+//
+// # Commands
+//
+//	lockstep threads [--limit N]
+//
+// Lists threads, most recently updated first (50 by default, --limit 0 for
+// all): thread, status (done, waiting, failed or pending), step, next
+// tasks, head checkpoint and the age of the last update.
+//
+//	THREAD    STATUS   STEP  NEXT     HEAD                                  UPDATED
+//	deploy-1  waiting  1     deploy   019cadf4-6140-7e32-8b80-3fc3cd0be08e  3m12s ago
+//	import-9  failed   1     import   019cade2-11c0-7eb5-b34b-c0e7a77c0fa5  3m12s ago
+//	refund-7  waiting  1     execute  019cadcf-c240-741c-b58e-420e99b86efc  3m13s ago
+//
+//	lockstep state THREAD [--checkpoint ID]
+//
+// Shows a thread at its head (or at an older checkpoint): status, next
+// tasks, each task with its interrupts (ID and value preview; approval
+// requests with tool, arguments, owner and expiry) or its error, the
+// breakpoint that holds it if any, the state values as JSON, and what to do
+// next in one line.
+//
+//	thread      refund-7
+//	status      waiting
+//	checkpoint  019cadcf-c240-741c-b58e-420e99b86efc (head)
+//	step        1 (loop), created 2026-03-02T09:10:00Z, 50m00s ago
+//	next        execute
+//
+//	TASK       NODE     STATUS   DETAIL
+//	499def6f…  execute  waiting  approval 550f87fc…: refund {"amount":40,"order":"A-7"} for payments (expires in 10m00s)
+//
+//	values
+//	{ … }
+//
+//	next step: waiting for approval 550f87fc…: run `lockstep approve 550f87fc… --reviewer NAME` or `lockstep reject …`
+//
+//	lockstep history THREAD [--limit N] [--before ID] [--values]
+//
+// Lists a thread's checkpoints, newest first (50 by default): ID, step,
+// source, the tasks of the step that followed, and creation time; with
+// --values, the state at each. --before ID continues with older ones.
+//
+//	lockstep approvals [--tool T] [--owner O] [--thread T] [--older-than D] [--expiring-within D] [--limit N] [--cursor C]
+//
+// Lists the pending approval requests of all threads, oldest first: ID,
+// tool, thread, arguments, rationale, risk, owner, age and time to expiry.
+// Expired requests are not listed (they can no longer be approved; the
+// expiry sweeper rejects them). Durations are Go durations or days (90s,
+// 30m, 2h, 1d). A page holds 50 by default (at most 500); the next page's
+// --cursor is printed below the table (next_cursor in JSON).
+//
+//	lockstep approve ID --reviewer NAME [--note TEXT] [--args JSON]
+//	lockstep reject ID --reviewer NAME [--note TEXT]
+//
+// Record a decision on a pending approval with approval.Inbox: the
+// reviewer's name, the note (which reaches the model), and for an edit
+// (approve --args) the arguments to run instead, validated against the
+// JSON Schema stored in the request. The first decision wins: a later one
+// is refused with exit code 4 and told who won and what they decided.
+// Refused decisions write nothing. These commands do not resume the
+// thread: a process running approval.Worker with the graph
+// (approval.ResumeGraph) resumes it with the recorded decision.
+//
+//	approval 550f87fc… approved by alice at 2026-03-02T10:00:00Z (tool refund, thread refund-7)
+//	note: lost parcels are refunded
+//	next step: thread "refund-7" is not resumed by this command: a process running approval.Worker …
+//
+//	lockstep graph [NAME]
+//
+// Prints the Mermaid flowchart of a registered example graph (without a
+// name, lists them). It does not read the database.
+//
+//	lockstep help [COMMAND]
+//
+// Prints the usage, or a command's flags.
+//
+// # Exit codes
+//
+//	0  ok
+//	1  internal or database error (no database file at --db, unreadable data)
+//	2  usage error: unknown command, bad flags or arguments, malformed --args JSON
+//	3  not found: unknown thread, checkpoint, approval or example graph
+//	4  refused: already decided, expired, invalid decision or edited arguments
+//
+// A failure prints one line on stderr, "lockstep: what went wrong: what to
+// do". With --json it also prints a JSON document on stdout:
+// {"error": {"exit_code", "kind", "message", "hint", "winner"}}, where kind
+// is usage, no_database, not_found, already_decided, expired,
+// invalid_decision, invalid_args, invalid_request or internal, and winner
+// is the decision that won when kind is already_decided.
+//
+// # Safety
+//
+// Reading commands change nothing in the database (they do not even create
+// the approval tables). Values are printed as stored; the runtime never
+// stores secrets. Tables escape control characters and invisible
+// direction marks in stored text, so that text a model wrote cannot drive
+// the terminal; JSON output escapes them too.
+package main

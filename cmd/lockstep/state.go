@@ -1,0 +1,353 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lockstepgo/lockstep/approval"
+	"github.com/lockstepgo/lockstep/checkpoint"
+)
+
+// stateJSON is the output of state --json.
+type stateJSON struct {
+	Thread     string    `json:"thread"`
+	Checkpoint string    `json:"checkpoint"`
+	Parent     string    `json:"parent"`
+	Head       bool      `json:"head"` // the checkpoint is the thread's head
+	Step       int       `json:"step"`
+	Source     string    `json:"source"`
+	CreatedAt  time.Time `json:"created_at"`
+	// Status is done, waiting (an interrupt or a breakpoint holds the
+	// thread), failed (a task's error) or pending (next tasks, nothing
+	// holding them: a crash or a stop between steps).
+	Status     string                     `json:"status"`
+	Next       []string                   `json:"next"`
+	Tasks      []taskJSON                 `json:"tasks"`
+	Breakpoint *checkpoint.Breakpoint     `json:"breakpoint"`
+	Interrupts []interruptJSON            `json:"interrupts"` // pending ones
+	Values     map[string]json.RawMessage `json:"values"`
+	// Hint says what to do next, in one line.
+	Hint string `json:"hint"`
+}
+
+// taskJSON is a task of the step that follows the checkpoint.
+type taskJSON struct {
+	ID         string                     `json:"id"`
+	Node       string                     `json:"node"`
+	Path       string                     `json:"path"`
+	Status     string                     `json:"status"` // done, waiting, failed, pending
+	Error      *checkpoint.TaskError      `json:"error"`
+	Interrupts []interruptJSON            `json:"interrupts"`
+	Result     map[string]json.RawMessage `json:"result"` // field writes once done
+}
+
+// interruptJSON is an interrupt raised by a task.
+type interruptJSON struct {
+	ID       string          `json:"id"`
+	TaskID   string          `json:"task_id"`
+	Node     string          `json:"node"`
+	Value    json.RawMessage `json:"value"`
+	Answered bool            `json:"answered"`
+	// Approval is set when the value is an approval request.
+	Approval *approvalStatus `json:"approval,omitempty"`
+}
+
+// approvalStatus is where an approval request stands.
+type approvalStatus struct {
+	Tool      string             `json:"tool"`
+	Owner     string             `json:"owner"`
+	ExpiresAt time.Time          `json:"expires_at"`
+	Expired   bool               `json:"expired"`
+	Decision  *approval.Decision `json:"decision"` // nil until decided
+}
+
+func stateCommand(fs *flag.FlagSet) runner {
+	at := fs.String("checkpoint", "", "show checkpoint `ID` instead of the thread's head")
+	return func(ctx context.Context, e *env, args []string) error {
+		thread := args[0]
+		s, err := e.openSaver()
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		head, err := s.Get(ctx, checkpoint.Ref{Thread: thread}, checkpoint.GetOptions{})
+		if errors.Is(err, checkpoint.ErrNotFound) {
+			return notFound(fmt.Sprintf("no thread %s in %s", quote(thread), e.opts.db), "run `lockstep threads` to list the threads", err)
+		}
+		if err != nil {
+			return fmt.Errorf("read thread %s: %w", quote(thread), err)
+		}
+		tp := head
+		if *at != "" && *at != head.Checkpoint.ID {
+			tp, err = s.Get(ctx, checkpoint.Ref{Thread: thread, ID: *at}, checkpoint.GetOptions{})
+			if errors.Is(err, checkpoint.ErrNotFound) {
+				return notFound(fmt.Sprintf("thread %s has no checkpoint %s", quote(thread), quote(*at)),
+					"run `lockstep history "+shellArg(thread)+"` to list its checkpoints", err)
+			}
+			if err != nil {
+				return fmt.Errorf("read thread %s at %s: %w", quote(thread), quote(*at), err)
+			}
+		}
+		latest := tp.Checkpoint.ID == head.Checkpoint.ID
+		in, err := checkpoint.Inspect(tp, latest)
+		if err != nil {
+			return err
+		}
+		store, err := e.readDecisions(ctx, s)
+		if err != nil {
+			return err
+		}
+		out, err := buildState(ctx, tp, in, latest, store, e.now())
+		if err != nil {
+			return err
+		}
+		out.Hint = stateHint(out, head.Checkpoint.ID)
+		if e.opts.json {
+			return e.writeJSON(out)
+		}
+		return e.printState(out)
+	}
+}
+
+// buildState assembles the output of state from an inspection, looking up
+// the decisions of pending approval requests in store.
+func buildState(ctx context.Context, tp *checkpoint.Tuple, in *checkpoint.Inspection, latest bool, store approval.Store, now time.Time) (*stateJSON, error) {
+	cp := tp.Checkpoint
+	out := &stateJSON{Thread: tp.Thread, Checkpoint: cp.ID, Parent: cp.ParentID, Head: latest, Step: cp.Metadata.Step,
+		Source: string(cp.Metadata.Source), CreatedAt: cp.CreatedAt.UTC(), Status: in.Status, Next: nonNil(in.Next),
+		Tasks: []taskJSON{}, Breakpoint: in.Breakpoint, Interrupts: []interruptJSON{}, Values: in.Values}
+	pending := map[string]bool{}
+	for _, p := range in.Interrupts {
+		pending[p.ID] = true
+	}
+	for i := range in.Tasks {
+		t := &in.Tasks[i]
+		tj := taskJSON{ID: t.ID, Node: t.Name, Path: t.Path, Status: taskStatus(t), Error: t.Error,
+			Interrupts: []interruptJSON{}, Result: t.Result}
+		for _, it := range t.Interrupts {
+			_, answered := t.Answered[it.ID]
+			ij := interruptJSON{ID: it.ID, TaskID: t.ID, Node: t.Name, Value: it.Value, Answered: answered}
+			if pending[it.ID] {
+				st, err := approvalOf(ctx, store, it, now)
+				if err != nil {
+					return nil, err
+				}
+				ij.Approval = st
+				out.Interrupts = append(out.Interrupts, ij)
+			}
+			tj.Interrupts = append(tj.Interrupts, ij)
+		}
+		out.Tasks = append(out.Tasks, tj)
+	}
+	return out, nil
+}
+
+// approvalOf returns where the approval request in it stands, or nil when
+// it is not an approval request.
+func approvalOf(ctx context.Context, store approval.Store, it checkpoint.Interrupt, now time.Time) (*approvalStatus, error) {
+	req, ok, perr := approval.ParseRequest(it.Value)
+	if !ok || perr != nil {
+		return nil, nil
+	}
+	st := &approvalStatus{Tool: req.Tool, Owner: req.Owner, ExpiresAt: req.ExpiresAt.UTC(), Expired: req.Expired(now)}
+	rec, err := store.Get(ctx, it.ID)
+	switch {
+	case err == nil:
+		st.Decision = &rec.Decision
+	case !errors.Is(err, approval.ErrNotFound):
+		return nil, fmt.Errorf("read the decision of approval %s: %w", it.ID, err)
+	}
+	return st, nil
+}
+
+func taskStatus(t *checkpoint.InspectedTask) string {
+	switch {
+	case t.Done():
+		return "done"
+	case len(t.Pending()) > 0:
+		return "waiting"
+	case t.Error != nil:
+		return "failed"
+	}
+	return "pending"
+}
+
+// stateHint says in one line what to do next about the thread.
+func stateHint(st *stateJSON, head string) string {
+	if !st.Head {
+		return fmt.Sprintf("this is an older checkpoint; the head is %s: run `lockstep state %s` for the thread as it is now", head, shellArg(st.Thread))
+	}
+	switch st.Status {
+	case "done":
+		return "done: nothing to do"
+	case "failed":
+		for _, t := range st.Tasks {
+			if t.Status == "failed" {
+				return fmt.Sprintf("failed in node %s: fix the cause, then the application continues the thread with Runnable.Continue (only unfinished tasks run again)", t.Node)
+			}
+		}
+	case "pending":
+		return "pending: the run stopped between steps (a crash or a cancelled run); the application continues it with Runnable.Continue"
+	case "waiting":
+		return waitingHint(st)
+	}
+	return st.Status
+}
+
+func waitingHint(st *stateJSON) string {
+	var open, decided, expired, other []interruptJSON
+	for _, in := range st.Interrupts {
+		a := in.Approval
+		switch {
+		case a == nil:
+			other = append(other, in)
+		case a.Decision != nil:
+			decided = append(decided, in)
+		case a.Expired:
+			expired = append(expired, in)
+		default:
+			open = append(open, in)
+		}
+	}
+	switch {
+	case len(open) == 1:
+		id := open[0].ID
+		return fmt.Sprintf("waiting for approval %s: run `lockstep approve %s --reviewer NAME` or `lockstep reject %s --reviewer NAME`", id, id, id)
+	case len(open) > 1:
+		return fmt.Sprintf("waiting for %d approvals: run `lockstep approve ID --reviewer NAME` or `lockstep reject ID --reviewer NAME` for each ID above", len(open))
+	case len(decided) > 0:
+		d := decided[0].Approval.Decision
+		return fmt.Sprintf("approval %s was %s by %s: a process running approval.Worker resumes the thread with the decision", decided[0].ID, d.Outcome, quote(d.Reviewer))
+	case len(expired) > 0:
+		return fmt.Sprintf("approval %s expired at %s: the expiry sweeper (approval.Inbox.Sweep) rejects it, then approval.Worker resumes the thread",
+			expired[0].ID, formatTime(expired[0].Approval.ExpiresAt))
+	case len(other) > 0:
+		return fmt.Sprintf("waiting on interrupt %s in node %s: the application answers it with Runnable.Resume (Command.ResumeByID for several)", other[0].ID, other[0].Node)
+	case st.Breakpoint != nil:
+		return fmt.Sprintf("stopped at the breakpoint %s %s: review the state, then the application continues the thread with Runnable.Continue (after Runnable.UpdateState to change it)",
+			st.Breakpoint.When, strings.Join(st.Breakpoint.Nodes, ","))
+	}
+	return "waiting"
+}
+
+func (e *env) printState(st *stateJSON) error {
+	now := e.now()
+	w := e.stdout
+	head := ""
+	if st.Head {
+		head = " (head)"
+	}
+	kv := newTable(w)
+	kv.row("thread", st.Thread)
+	if st.Head {
+		kv.row("status", st.Status)
+	} else {
+		kv.row("status", st.Status+" at this checkpoint (not the head)")
+	}
+	kv.row("checkpoint", st.Checkpoint+head)
+	kv.row("step", fmt.Sprintf("%d (%s), created %s, %s ago", st.Step, st.Source, formatTime(st.CreatedAt), formatAge(now.Sub(st.CreatedAt))))
+	kv.row("next", list(st.Next, 1<<10))
+	if bp := st.Breakpoint; bp != nil {
+		kv.row("breakpoint", bp.When+" "+strings.Join(bp.Nodes, ","))
+	}
+	if err := kv.flush(); err != nil {
+		return err
+	}
+	if len(st.Tasks) > 0 {
+		io.WriteString(w, "\n")
+		t := newTable(w)
+		t.row("TASK", "NODE", "STATUS", "DETAIL")
+		for _, tk := range st.Tasks {
+			for i, d := range taskDetails(tk, st.Breakpoint, now) {
+				if i == 0 {
+					t.row(truncate(tk.ID, shortTaskID+1), tk.Node, tk.Status, d)
+				} else {
+					t.row("", "", "", d)
+				}
+			}
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	values, err := indentJSON(st.Values)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "\nvalues\n%s\n\nnext step: %s\n", cleanLines(values), clean(st.Hint))
+	return err
+}
+
+// taskDetails are the lines of the DETAIL column of a task.
+func taskDetails(t taskJSON, bp *checkpoint.Breakpoint, now time.Time) []string {
+	var out []string
+	if t.Error != nil {
+		msg := t.Error.Message
+		if informativeType(t.Error.Type) {
+			msg += " (" + t.Error.Type + ")"
+		}
+		out = append(out, "error: "+truncate(clean(msg), previewError))
+	}
+	for _, in := range t.Interrupts {
+		switch {
+		case in.Answered:
+			out = append(out, "answered interrupt "+in.ID)
+		case in.Approval != nil:
+			a := in.Approval
+			req, _, _ := approval.ParseRequest(in.Value)
+			s := fmt.Sprintf("approval %s: %s %s", in.ID, a.Tool, preview(req.Args, previewArgs))
+			if a.Owner != "" {
+				s += " for " + a.Owner
+			}
+			switch {
+			case a.Decision != nil:
+				s += fmt.Sprintf(" (%s by %s)", a.Decision.Outcome, a.Decision.Reviewer)
+			case a.Expired:
+				s += " (expired)"
+			default:
+				s += " (expires in " + formatAge(a.ExpiresAt.Sub(now)) + ")"
+			}
+			out = append(out, s)
+		default:
+			out = append(out, fmt.Sprintf("interrupt %s: %s", in.ID, preview(in.Value, previewValue)))
+		}
+	}
+	if t.Status == "done" {
+		fields := make([]string, 0, len(t.Result))
+		for f := range t.Result {
+			fields = append(fields, f)
+		}
+		slices.Sort(fields)
+		d := "done"
+		if len(fields) > 0 {
+			d = "wrote " + strings.Join(fields, ", ")
+		}
+		out = append(out, d)
+	}
+	if len(out) == 0 {
+		if bp != nil && bp.When == "before" && slices.Contains(bp.Nodes, t.Node) {
+			out = append(out, "held by the breakpoint before "+t.Node)
+		} else {
+			out = append(out, "not run yet")
+		}
+	}
+	return out
+}
+
+// informativeType reports whether a failed task's error type tells an
+// operator more than its message: not for the standard library's plain
+// and wrapping errors.
+func informativeType(typ string) bool {
+	switch typ {
+	case "", "*errors.errorString", "*fmt.wrapError", "*fmt.wrapErrors", "*errors.joinError":
+		return false
+	}
+	return true
+}
