@@ -1,0 +1,174 @@
+package demo_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+
+	"github.com/lockstepgo/lockstep/approval"
+	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
+	"github.com/lockstepgo/lockstep/examples/escalation/escalate"
+	"github.com/lockstepgo/lockstep/examples/hotelbooking/booking"
+	"github.com/lockstepgo/lockstep/examples/internal/demo"
+	"github.com/lockstepgo/lockstep/examples/refund/refunds"
+	"github.com/lockstepgo/lockstep/examples/support/helpdesk"
+	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/nodes"
+	"github.com/lockstepgo/lockstep/nodes/scripted"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestBranch: the prefix first, then the branch of the last tool
+// result's status; an uncovered status fails loudly.
+func TestBranch(t *testing.T) {
+	m := demo.Branch([]scripted.Turn{scripted.Say("first")}, map[nodes.Status][]scripted.Turn{
+		nodes.StatusExecuted: {scripted.Say("done")},
+		nodes.StatusRejected: {scripted.Say("not done")},
+	})
+	ctx := context.Background()
+	ask := func(msgs ...nodes.Message) (string, error) {
+		out, err := m.Generate(ctx, msgs, nil)
+		return out.Content, err
+	}
+	user := nodes.Message{Role: nodes.RoleUser, Content: "go"}
+	asst := nodes.Message{Role: nodes.RoleAssistant, Content: "first", ToolCalls: []nodes.ToolCall{{ID: "c", Name: "x", Arguments: "{}"}}}
+	tool := func(st nodes.Status) nodes.Message {
+		return nodes.Message{Role: nodes.RoleTool, ToolCallID: "c", Content: `{"status":"` + string(st) + `"}`}
+	}
+	var got []string
+	for _, msgs := range [][]nodes.Message{{user}, {user, asst, tool(nodes.StatusExecuted)}, {user, asst, tool(nodes.StatusRejected)}} {
+		s, err := ask(msgs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, s)
+	}
+	if d := cmp.Diff([]string{"first", "done", "not done"}, got); d != "" {
+		t.Errorf("answers (-want +got):\n%s", d)
+	}
+	if _, err := ask(user, asst, tool(nodes.StatusExpired)); !errors.Is(err, demo.ErrNoScript) {
+		t.Errorf("uncovered status: %v, want ErrNoScript", err)
+	}
+	if _, err := (demo.Scripts{}).Generate(ctx, []nodes.Message{user}, nil); !errors.Is(err, demo.ErrNoScript) {
+		t.Errorf("Scripts outside a run: %v, want ErrNoScript", err)
+	}
+}
+
+// TestClock: Advance moves the clock forward only.
+func TestClock(t *testing.T) {
+	base := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	c := demo.NewClock(func() time.Time { return base })
+	c.Advance(time.Hour)
+	c.Advance(-3 * time.Hour)
+	if got := c.Now(); !got.Equal(base.Add(time.Hour)) {
+		t.Errorf("Now = %v, want %v", got, base.Add(time.Hour))
+	}
+}
+
+// TestExamplesShareOneFile runs the four examples on one database file,
+// as their defaults do (./lockstep.db). Each example's sweeper and worker
+// keep to its own threads: the refund example moves its clock three hours
+// ahead and sweeps, and runs its worker while the hotel example's
+// approval, which expires within those three hours, is decided but not
+// resumed; the hotel approval stays the hotel's, and the hotel example
+// resumes it with its own graph.
+func TestExamplesShareOneFile(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "lockstep.db")
+	var out bytes.Buffer
+	// The hotel's request was made 22h ago: it expires in 2h (real time).
+	ago := func() time.Time { return time.Now().Add(-22 * time.Hour) }
+	hc, err := booking.Run(ctx, booking.Config{DB: db, Out: &out, Now: ago})
+	if err != nil {
+		t.Fatalf("hotelbooking: %v\n%s", err, out.String())
+	}
+	if hc.Bookings != 1 {
+		t.Fatalf("hotelbooking: %d bookings, want 1", hc.Bookings)
+	}
+	s, err := sqlite.Open(db, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	store, err := approval.OpenSQLStore(ctx, s.DB(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inbox := approval.NewInbox(s, store, nil)
+	page, err := inbox.List(ctx, approval.Filter{Thread: booking.ThreadApproval})
+	if err != nil || len(page.Items) != 1 {
+		t.Fatalf("hotel approval: %+v, %v", page.Items, err)
+	}
+	hotelID := page.Items[0].ID
+
+	// The refund example's clock jump and sweep leave the hotel approval
+	// pending.
+	rc, err := refunds.Run(ctx, refunds.Config{DB: db, Out: &out})
+	if err != nil {
+		t.Fatalf("refund: %v\n%s", err, out.String())
+	}
+	if rc.Expired != 1 {
+		t.Errorf("refund: the sweeper expired %d requests, want 1 (its own)", rc.Expired)
+	}
+	if _, err := inbox.Get(ctx, hotelID); err != nil {
+		t.Fatalf("after the refund example, the hotel approval is not pending: %v", err)
+	}
+
+	// Decided, not resumed: the other examples' workers leave it alone.
+	if _, err := inbox.Approve(ctx, hotelID, "you", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := refunds.Run(ctx, refunds.Config{DB: db, Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := helpdesk.Run(ctx, helpdesk.Config{DB: db, Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := escalate.Run(ctx, escalate.Config{DB: db, Out: &out}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := store.Get(ctx, hotelID)
+	if err != nil || !rec.Resume.At.IsZero() || rec.Resume.Attempts != 0 {
+		t.Fatalf("another example's worker touched the hotel approval: %+v, %v", rec.Resume, err)
+	}
+	in, err := demo.Inspect(ctx, s, booking.ThreadApproval)
+	if err != nil || in.Status != string(graph.StatusWaiting) {
+		t.Fatalf("hotel thread: %v, %v; want waiting", in, err)
+	}
+
+	hc, err = booking.Run(ctx, booking.Config{DB: db, Out: &out, Resume: true})
+	if err != nil {
+		t.Fatalf("hotelbooking --resume: %v\n%s", err, out.String())
+	}
+	if d := cmp.Diff(booking.Counts{Bookings: 2, Booked: 1, Resumed: 1}, hc); d != "" {
+		t.Errorf("hotelbooking --resume (-want +got):\n%s", d)
+	}
+	threads, err := s.Threads(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := map[string]string{}
+	for _, ti := range threads {
+		in, err := demo.Inspect(ctx, s, ti.Thread)
+		if err != nil {
+			t.Fatal(err)
+		}
+		status[ti.Thread] = in.Status
+	}
+	want := map[string]string{
+		booking.ThreadCompliance: "done", booking.ThreadApproval: "done",
+		helpdesk.Thread:    "done",
+		refunds.ThreadPaid: "done", refunds.ThreadExpired: "done",
+		escalate.ThreadSlow: "done", escalate.ThreadOutage: "done",
+	}
+	if d := cmp.Diff(want, status); d != "" {
+		t.Errorf("threads (-want +got):\n%s", d)
+	}
+}

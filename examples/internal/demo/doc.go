@@ -1,0 +1,21 @@
+// Package demo holds what the lockstep examples share but is not part of
+// their stories:
+//
+//   - [Scripts] answers each thread from its own scripted model, so one
+//     compiled graph serves every thread of an example (and the approval
+//     worker can resume any of them);
+//   - [Branch] is a scripted model whose last turns depend on how the last
+//     tool call ended (executed, rejected, expired...), so an offline
+//     script still tells the truth whatever a reviewer decides;
+//   - [DecisionLog] records the executor's "tool decision" events
+//     (executed, cache_hit, blocked, replayed, retry, fallback...) for the
+//     narrative and the tests;
+//   - [Clock] is a clock that a program can move forward (to expire an
+//     approval request without waiting for it);
+//   - [Interrupts] and [Decisions] keep an example's approval inbox,
+//     sweeper and worker to its own threads, so that several examples can
+//     share one database file without resuming each other's threads.
+//
+// Nothing here is needed by an application built on lockstep; it exists so
+// that the examples run offline, deterministically and side by side.
+package demo

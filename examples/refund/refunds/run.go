@@ -1,0 +1,308 @@
+package refunds
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/lockstepgo/lockstep/approval"
+	"github.com/lockstepgo/lockstep/examples/internal/demo"
+	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/nodes"
+)
+
+// The two reviewers of the payments team, who click at the same moment.
+const (
+	ReviewerA = "Alice Moreau"
+	ReviewerB = "Bilal Haddad"
+)
+
+// Counts is what a run did. Payments is read from refund_payments, so it
+// counts every run in every process; the others count this run only.
+type Counts struct {
+	Payments int // rows in refund_payments after the run
+	Paid     int // refunds this run paid
+	Decided  int // reviewers' decisions recorded (race winners)
+	Lost     int // reviewers' clicks refused because someone decided first
+	Expired  int // requests the expiry sweeper rejected
+	Resumed  int // threads the approval worker resumed
+	Restarts int // simulated crashes and restarts
+}
+
+// Run plays the example on cfg.DB and tells what happens on cfg.Out:
+//
+//  1. Thread ThreadPaid: Mia Chen asks for a refund; the agent looks the
+//     order up and asks to refund it, with its rationale; the request
+//     waits for the payments team, with the customer, the order and her
+//     history for context. ReviewerA and ReviewerB approve it at the same
+//     moment (two goroutines): one decision is recorded, the other
+//     reviewer is told who won. The process then dies before any worker
+//     resumed the thread; a new process opens the file, and its worker
+//     resumes the thread with the recorded decision: paid once. A second
+//     worker pass finds nothing to do.
+//  2. Thread ThreadExpired: Leo Park's request waits and nobody decides.
+//     The clock moves past the request's expiry, the sweeper rejects it
+//     as expired, the worker resumes the thread, and the agent tells Leo
+//     his refund was not approved in time and what happens next.
+//
+// A thread that already finished is not run again: a second run pays
+// nothing.
+func Run(ctx context.Context, cfg Config) (_ Counts, err error) {
+	out := cfg.Out
+	if out == nil {
+		out = io.Discard
+	}
+	if cfg.DB == "" {
+		cfg.DB = DefaultDB
+	}
+	p := demo.NewPrinter(out)
+	var c Counts
+	a, err := Open(ctx, cfg)
+	if err != nil {
+		return c, err
+	}
+	defer func() {
+		if a != nil {
+			err = errors.Join(err, a.Close())
+		}
+	}()
+	before, err := a.Shop.Payments(ctx)
+	if err != nil {
+		return c, err
+	}
+	p.Printf("lockstep refund desk on %s (offline: a scripted model and a fake shop in tables shop_orders and refund_payments)\n", cfg.DB)
+	if a, err = paidStory(ctx, a, cfg, p, &c); err != nil {
+		return c, err
+	}
+	if err := expiryStory(ctx, a, p, &c); err != nil {
+		return c, err
+	}
+	after, err := a.Shop.Payments(ctx)
+	if err != nil {
+		return c, err
+	}
+	c.Payments, c.Paid = len(after), len(after)-len(before)
+	p.Printf("\nrefund_payments holds %d payment(s)", len(after))
+	for i, pay := range after {
+		sep := ", "
+		if i == 0 {
+			sep = ": "
+		}
+		p.Printf("%s%s (%s, %s)", sep, pay.ID, pay.Order, Euros(pay.AmountCents))
+	}
+	p.Printf(". This run paid %d. Running it again pays nothing twice.\n", c.Paid)
+	return c, p.Err()
+}
+
+// begin prints a story's opening and starts its thread if it has not
+// started yet. It returns the thread's snapshot.
+func begin(ctx context.Context, a *App, s story, p *demo.Printer) (graph.Snapshot[nodes.AgentState], error) {
+	p.Printf("\nThread %s: %q\n", s.thread, s.ask)
+	_, err := a.Runnable.GetState(ctx, s.thread)
+	if errors.Is(err, graph.ErrThreadNotFound) {
+		mark := len(a.log.Events())
+		if _, err := a.Start(ctx, s.thread); err != nil {
+			return graph.Snapshot[nodes.AgentState]{}, err
+		}
+		printEvents(p, a, mark)
+	} else if err != nil {
+		return graph.Snapshot[nodes.AgentState]{}, err
+	}
+	return a.Runnable.GetState(ctx, s.thread)
+}
+
+// printEvents prints the executor's decisions from mark on.
+func printEvents(p *demo.Printer, a *App, mark int) {
+	for _, e := range a.log.Events()[mark:] {
+		p.Printf("    %s: %s\n", e.Tool, e.Status)
+	}
+}
+
+// done prints the end of a finished thread.
+func done(p *demo.Printer, snap graph.Snapshot[nodes.AgentState]) {
+	p.Printf("  Already finished (status done): nothing runs again, nothing is paid twice.\n  Agent to the customer: %s\n", demo.LastAnswer(snap.Values.Messages))
+}
+
+// showRequest prints a pending refund request as the reviewers see it.
+func showRequest(p *demo.Printer, it approval.Item) {
+	req := it.Request
+	p.Printf("  The thread is waiting, not failed. Approval %s asks %s: %s %s (risk %s), expires %s.\n",
+		it.ID, req.Owner, req.Tool, req.Args, req.Risk, req.ExpiresAt.UTC().Format(time.RFC3339))
+	p.Printf("    The agent's rationale: %q\n", req.Rationale)
+	var rc ReviewContext
+	if json.Unmarshal(req.Context, &rc) == nil {
+		p.Printf("    Context: %s <%s>; order %s, %s, %s, placed %s; history: %d order(s), %d refund(s).\n",
+			rc.Customer, rc.Email, rc.Order.ID, rc.Order.Item, Euros(rc.Order.AmountCents), rc.Order.PlacedOn, rc.History.Orders, rc.History.Refunds)
+	}
+}
+
+// paidStory is the first story. It returns the App to go on with: a new
+// one, after the simulated crash and restart.
+func paidStory(ctx context.Context, a *App, cfg Config, p *demo.Printer, c *Counts) (*App, error) {
+	s := stories()[0]
+	snap, err := begin(ctx, a, s, p)
+	if err != nil {
+		return a, err
+	}
+	if snap.Status == graph.StatusDone {
+		done(p, snap)
+		return a, nil
+	}
+	page, err := a.Inbox.List(ctx, approval.Filter{Thread: s.thread})
+	if err != nil {
+		return a, err
+	}
+	for _, it := range page.Items {
+		showRequest(p, it)
+		cl, err := race(ctx, a.Inbox, it.ID)
+		if err != nil {
+			return a, err
+		}
+		p.Printf("  %s and %s click Approve at the same moment (two goroutines, Inbox.Approve).\n", ReviewerA, ReviewerB)
+		if cl.Recorded {
+			c.Decided++
+			p.Printf("  %s's decision is recorded: %s at %s.\n", cl.Winner.Reviewer, cl.Winner.Outcome, cl.Winner.DecidedAt.UTC().Format(time.RFC3339))
+		}
+		for _, who := range []string{ReviewerA, ReviewerB} {
+			if told, ok := cl.Told[who]; ok {
+				c.Lost++
+				p.Printf("  %s is told: %v.\n", who, told)
+			}
+		}
+	}
+
+	// The crash: this process stops before a worker resumed the thread.
+	p.Printf("  The process dies now, after the decision and before any worker resumed the thread.\n")
+	if err := a.Close(); err != nil {
+		return nil, err
+	}
+	c.Restarts++
+	if a, err = Open(ctx, cfg); err != nil {
+		return nil, err
+	}
+	if snap, err = a.Runnable.GetState(ctx, s.thread); err != nil {
+		return a, err
+	}
+	unresumed, err := demo.Decisions(a.Store, demo.Prefix(ThreadPrefix)).Unresumed(ctx, 0)
+	if err != nil {
+		return a, err
+	}
+	p.Printf("  Restarted: a new process opens %s. The thread is %s; %d decision(s) wait to be resumed.\n", cfg.DB, snap.Status, len(unresumed))
+	mark := len(a.log.Events())
+	rep, err := a.Worker.RunOnce(ctx)
+	if err != nil {
+		return a, err
+	}
+	c.Resumed += rep.Resumed
+	p.Printf("  Its approval worker resumes %d thread(s):\n", rep.Resumed)
+	printEvents(p, a, mark)
+	if snap, err = a.Runnable.GetState(ctx, s.thread); err != nil {
+		return a, err
+	}
+	p.Printf("  Status %s. Agent to the customer: %s\n", snap.Status, demo.LastAnswer(snap.Values.Messages))
+	rep, err = a.Worker.RunOnce(ctx)
+	if err != nil {
+		return a, err
+	}
+	p.Printf("  A second worker pass resumes %d thread(s): the decision was delivered once.\n", rep.Resumed)
+	return a, nil
+}
+
+// clicks is what became of the reviewers' simultaneous clicks.
+type clicks struct {
+	// Winner is the decision recorded for the approval.
+	Winner approval.Decision
+	// Recorded says whether one of the clicks recorded it (false when
+	// someone else had decided first).
+	Recorded bool
+	// Told maps each reviewer whose click was refused to what they were
+	// told.
+	Told map[string]*approval.AlreadyDecidedError
+}
+
+// race has both reviewers approve approval id at the same moment (two
+// goroutines calling Inbox.Approve).
+func race(ctx context.Context, inbox *approval.Inbox, id string) (clicks, error) {
+	reviewers := [...]struct{ name, note string }{
+		{ReviewerA, "the carrier confirmed the loss"},
+		{ReviewerB, "lost parcel, first refund for this customer"},
+	}
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		decs  [len(reviewers)]approval.Decision
+		errs  [len(reviewers)]error
+	)
+	for i, r := range reviewers {
+		wg.Go(func() {
+			<-start
+			decs[i], errs[i] = inbox.Approve(ctx, id, r.name, r.note)
+		})
+	}
+	close(start)
+	wg.Wait()
+	out := clicks{Told: map[string]*approval.AlreadyDecidedError{}}
+	for i, err := range errs {
+		var ad *approval.AlreadyDecidedError
+		switch {
+		case err == nil:
+			out.Winner, out.Recorded = decs[i], true
+		case errors.As(err, &ad):
+			out.Told[reviewers[i].name] = ad
+			if !out.Recorded {
+				out.Winner = ad.Winner
+			}
+		default:
+			return clicks{}, err
+		}
+	}
+	return out, nil
+}
+
+// expiryStory is the second story.
+func expiryStory(ctx context.Context, a *App, p *demo.Printer, c *Counts) error {
+	s := stories()[1]
+	snap, err := begin(ctx, a, s, p)
+	if err != nil {
+		return err
+	}
+	if snap.Status == graph.StatusDone {
+		done(p, snap)
+		return nil
+	}
+	page, err := a.Inbox.List(ctx, approval.Filter{Thread: s.thread})
+	if err != nil {
+		return err
+	}
+	for _, it := range page.Items {
+		showRequest(p, it)
+	}
+	p.Printf("  Nobody decides. The clock moves %v ahead (simulated), past the request's expiry.\n", TTL+time.Hour)
+	a.Advance(TTL + time.Hour)
+	sw, err := a.Inbox.Sweep(ctx)
+	if err != nil {
+		return err
+	}
+	c.Expired += sw.Expired
+	p.Printf("  The expiry sweeper rejects %d expired request(s) as %s (expiry means reject, never approve).\n", sw.Expired, approval.ExpiryReviewer)
+	mark := len(a.log.Events())
+	rep, err := a.Worker.RunOnce(ctx)
+	if err != nil {
+		return err
+	}
+	c.Resumed += rep.Resumed
+	p.Printf("  The approval worker resumes %d thread(s):\n", rep.Resumed)
+	printEvents(p, a, mark)
+	if snap, err = a.Runnable.GetState(ctx, s.thread); err != nil {
+		return err
+	}
+	p.Printf("  Status %s. Agent to the customer: %s\n", snap.Status, demo.LastAnswer(snap.Values.Messages))
+	if snap.Status != graph.StatusDone {
+		return fmt.Errorf("refunds: thread %s is %s after its expiry; inspect it with lockstep state %s", s.thread, snap.Status, s.thread)
+	}
+	return nil
+}

@@ -1,0 +1,231 @@
+package helpdesk
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/lockstepgo/lockstep/approval"
+	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
+	"github.com/lockstepgo/lockstep/examples/internal/demo"
+	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/nodes"
+	"github.com/lockstepgo/lockstep/nodes/ledger"
+	"github.com/lockstepgo/lockstep/nodes/scripted"
+)
+
+// Thread is the example's thread. Every thread of this example starts with
+// ThreadPrefix; its approval worker resumes only those.
+const (
+	Thread       = "support-login-ticket"
+	ThreadPrefix = "support-"
+)
+
+// Reviewer is the support lead the program plays.
+const Reviewer = "Sam Okafor (support lead)"
+
+// Ask is what the user asks the agent.
+const Ask = "find the login ticket and close it"
+
+// DefaultDB is the database file the program uses by default, the same as
+// the lockstep CLI's.
+const DefaultDB = "./lockstep.db"
+
+// Config configures Run.
+type Config struct {
+	// DB is the SQLite file (created if missing).
+	DB string
+	// Out receives the narrative (nil: discarded).
+	Out io.Writer
+	// Now is the clock of approval requests, decisions and closes (nil:
+	// time.Now).
+	Now func() time.Time
+}
+
+// Counts is what a run did. Closures is read from helpdesk_closures, so it
+// counts every run in every process; the others count this run only.
+type Counts struct {
+	Closures  int // rows in helpdesk_closures after the run
+	Searches  int // searches the helpdesk ran
+	CacheHits int // searches answered from the thread's memo instead
+	Closed    int // tickets the helpdesk closed
+	Approved  int // approvals the reviewer gave
+	Resumed   int // threads the approval worker resumed
+}
+
+// script is the model: it searches, searches again (a cache hit), closes
+// TKT-3 (gated), and answers according to what became of the close.
+func script() nodes.Model {
+	return demo.Branch([]scripted.Turn{
+		scripted.CallTools("Searching for the login ticket.",
+			scripted.Call("search-1", "search_tickets", `{"query":"login"}`)).
+			Expecting(scripted.ExpectTools("close_ticket", "search_tickets")),
+		scripted.CallTools("Let me run that search once more before I close anything.",
+			scripted.Call("search-2", "search_tickets", `{"query":"login"}`)).
+			Expecting(scripted.ExpectToolResult("search-1", "TKT-3")),
+		scripted.CallTools(`TKT-3 ("Login fails after password reset", Fabrikam) is the login ticket, and it is the only match. Closing it as resolved.`,
+			scripted.Call("close-1", "close_ticket", `{"ticket_id":"TKT-3","resolution":"The password reset link was fixed; logging in works again."}`)).
+			Expecting(scripted.ExpectToolResult("search-2", `"status":"cache_hit"`)),
+	}, map[nodes.Status][]scripted.Turn{
+		nodes.StatusExecuted: {scripted.Say("Done: TKT-3, \"Login fails after password reset\", is closed, and Fabrikam has the resolution.")},
+		nodes.StatusRejected: {scripted.Say("I left TKT-3 open: a support lead rejected closing it.")},
+		nodes.StatusExpired:  {scripted.Say("I left TKT-3 open: nobody approved closing it in time.")},
+	})
+}
+
+// Run plays the example on cfg.DB and tells what happens on cfg.Out: the
+// agent searches for "login" (the helpdesk runs the search), searches again
+// (answered from the thread's memo: a cache hit), and asks to close TKT-3,
+// which is destructive: the thread waits with the approval request. The
+// reviewer approves it in the approval inbox, the approval worker resumes
+// the thread, and the helpdesk closes TKT-3, once. A thread that already
+// finished is not run again.
+func Run(ctx context.Context, cfg Config) (_ Counts, err error) {
+	if cfg.Out == nil {
+		cfg.Out = io.Discard
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.DB == "" {
+		cfg.DB = DefaultDB
+	}
+	saver, err := sqlite.Open(cfg.DB, sqlite.Config{})
+	if err != nil {
+		return Counts{}, err
+	}
+	defer func() { err = errors.Join(err, saver.Close()) }()
+	db := saver.DB()
+	desk, err := OpenHelpdesk(ctx, db, cfg.Now)
+	if err != nil {
+		return Counts{}, err
+	}
+	led, err := ledger.NewSQL(ctx, db, ledger.Options{})
+	if err != nil {
+		return Counts{}, err
+	}
+	store, err := approval.OpenSQLStore(ctx, db, cfg.Now)
+	if err != nil {
+		return Counts{}, err
+	}
+	tools, err := Tools(desk)
+	if err != nil {
+		return Counts{}, err
+	}
+	log := &demo.DecisionLog{}
+	ex, err := nodes.NewExecutor(tools, nodes.WithPolicy(nodes.FromRules(Rules())), nodes.WithLedger(led), nodes.WithLogger(log.Logger()))
+	if err != nil {
+		return Counts{}, err
+	}
+	agent, err := newAgent(script(), ex, nodes.WithNodeClock(cfg.Now), nodes.WithOutcomeRecorder(store))
+	if err != nil {
+		return Counts{}, err
+	}
+	r, err := agent.Compile(graph.WithSaver(saver))
+	if err != nil {
+		return Counts{}, err
+	}
+	owns := demo.Prefix(ThreadPrefix)
+	inbox := approval.NewInbox(demo.Interrupts(saver, owns), store, cfg.Now)
+	worker := approval.NewWorker(demo.Decisions(store, owns), approval.ResumeGraph(r), approval.WorkerOptions{Now: cfg.Now})
+
+	p := demo.NewPrinter(cfg.Out)
+	p.Printf("lockstep support desk on %s (offline: a scripted model and a fake helpdesk in tables helpdesk_tickets and helpdesk_closures)\n", cfg.DB)
+	p.Printf("\nThread %s: %q.\n", Thread, Ask)
+	var c Counts
+	printEvents := func(from int) {
+		for _, e := range log.Events()[from:] {
+			p.Printf("    %-15s %-10s %s%s\n", e.Tool+":", e.Status, e.Args, explain(e.Status))
+		}
+	}
+	snap, err := r.GetState(ctx, Thread)
+	switch {
+	case errors.Is(err, graph.ErrThreadNotFound):
+		if _, err := r.Invoke(ctx, Thread, graph.Set(nodes.AgentState{Messages: []nodes.Message{{Role: nodes.RoleUser, Content: Ask}}}, "Messages")); err != nil {
+			return c, err
+		}
+		printEvents(0)
+		if snap, err = r.GetState(ctx, Thread); err != nil {
+			return c, err
+		}
+	case err != nil:
+		return c, err
+	}
+	if snap.Status == graph.StatusFailed || snap.Status == graph.StatusPending {
+		p.Printf("  Found it %s (next %v) after an interrupted earlier run: continuing it.\n", snap.Status, snap.Next)
+		if _, err := r.Continue(ctx, Thread); err != nil {
+			return c, err
+		}
+		if snap, err = r.GetState(ctx, Thread); err != nil {
+			return c, err
+		}
+	}
+	if snap.Status == graph.StatusWaiting {
+		p.Printf("  The thread is waiting, not failed: status %s, next %v.\n", snap.Status, snap.Next)
+		var approved []string
+		page, err := inbox.List(ctx, approval.Filter{Thread: Thread})
+		if err != nil {
+			return c, err
+		}
+		for _, it := range page.Items {
+			req := it.Request
+			p.Printf("  Approval %s asks %s: %s %s (risk %s, rule %s).\n", it.ID, req.Owner, req.Tool, req.Args, req.Risk, req.Rule)
+			p.Printf("    The agent's rationale: %q\n", req.Rationale)
+			d, err := inbox.Approve(ctx, it.ID, Reviewer, "checked with Fabrikam: login works again")
+			if err != nil {
+				return c, err
+			}
+			c.Approved++
+			approved = append(approved, it.ID)
+			p.Printf("  %s approves it in the approval inbox (at %s).\n", d.Reviewer, d.DecidedAt.UTC().Format(time.RFC3339))
+		}
+		mark := len(log.Events())
+		rep, err := worker.RunOnce(ctx)
+		if err != nil {
+			return c, err
+		}
+		c.Resumed = rep.Resumed
+		p.Printf("  The approval worker resumes the thread (%d resumed):\n", rep.Resumed)
+		printEvents(mark)
+		if snap, err = r.GetState(ctx, Thread); err != nil {
+			return c, err
+		}
+		p.Printf("  Status %s. Agent: %s\n", snap.Status, demo.LastAnswer(snap.Values.Messages))
+		for _, id := range approved {
+			tr, err := store.Audit(ctx, id)
+			if err != nil {
+				return c, err
+			}
+			if e := tr.Execution; e != nil {
+				p.Printf("  Audit of approval %s: %s by %s; ran under idempotency key %.12s…, result %s.\n", id, tr.Decision.Outcome, tr.Decision.Reviewer, e.IdempotencyKey, e.Result)
+			}
+		}
+	} else {
+		p.Printf("  Already finished (status %s): nothing runs again, nothing is closed twice.\n  Agent: %s\n", snap.Status, demo.LastAnswer(snap.Values.Messages))
+	}
+
+	c.Searches, c.Closed = desk.Searches(), desk.Closes()
+	c.CacheHits = log.Count("search_tickets", nodes.StatusCacheHit)
+	if c.Closures, err = desk.Closures(ctx); err != nil {
+		return c, err
+	}
+	p.Printf("\nThis run: the helpdesk ran %d search(es), the memo answered %d, and %d ticket(s) were closed. helpdesk_closures holds %d close(s).\n",
+		c.Searches, c.CacheHits, c.Closed, c.Closures)
+	return c, p.Err()
+}
+
+// explain says in words what a decision status means here.
+func explain(st nodes.Status) string {
+	switch st {
+	case nodes.StatusExecuted:
+		return " (the helpdesk was called)"
+	case nodes.StatusCacheHit:
+		return " (the same search, answered from the thread's memo: the helpdesk was not called)"
+	case nodes.StatusBlocked:
+		return " (destructive: waits for a human)"
+	case nodes.StatusApproved:
+		return " (a human approved exactly these arguments)"
+	}
+	return ""
+}

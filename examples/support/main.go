@@ -1,0 +1,67 @@
+// Command support runs lockstep's support-desk example on a SQLite file,
+// offline, and tells what happens: "find the login ticket and close it";
+// the search runs once and its repeat is a cache hit; the close waits for a
+// support lead's approval and, approved, closes the ticket once. See
+// package helpdesk.
+//
+//	go run ./examples/support [--db PATH]
+//
+// --db names the database file (default ./lockstep.db, the lockstep CLI's
+// default). Running it again on the same file closes nothing twice.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+
+	"github.com/lockstepgo/lockstep/examples/support/helpdesk"
+)
+
+// config is what the flags say.
+type config struct {
+	db string
+}
+
+// parseFlags reads the command line (without the program name).
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("support", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.db, "db", helpdesk.DefaultDB, "the SQLite database `PATH` (created if missing)")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected argument %q (see -h)", fs.Arg(0))
+	}
+	return c, nil
+}
+
+// run is main without the exit: it returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "support:", err)
+		return 2
+	}
+	if _, err := helpdesk.Run(ctx, helpdesk.Config{DB: c.db, Out: stdout}); err != nil {
+		fmt.Fprintln(stderr, "support:", err)
+		return 1
+	}
+	return 0
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
