@@ -164,6 +164,7 @@ type Runnable[S any] struct {
 	cache     *frameCache[S]
 	idgen     *checkpoint.IDGenerator
 	edgesList [][2]string
+	branchCh  map[string]string // node → its trigger channel, "branch:to:<node>"
 }
 
 // Compile validates the graph and returns a Runnable. It returns every
@@ -194,8 +195,10 @@ func (g *Graph[S]) Compile(opts ...Option) (*Runnable[S], error) {
 		routers:   g.routers,
 		edgesList: slices.Clone(g.edges),
 	}
+	r.branchCh = make(map[string]string, len(g.nodes))
 	for name := range g.nodes {
 		r.nodeNames = append(r.nodeNames, name)
+		r.branchCh[name] = checkpoint.BranchPrefix + name
 	}
 	sort.Strings(r.nodeNames)
 	isNode := func(n string) bool { _, ok := g.nodes[n]; return ok }

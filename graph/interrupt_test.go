@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -625,5 +626,49 @@ func TestAskKeyRaisesSeveral(t *testing.T) {
 	}
 	if c.get("review") != 3 {
 		t.Errorf("review ran %d times, want 3", c.get("review"))
+	}
+}
+
+// A run holds its thread for as long as it works, even past the lease TTL:
+// the heartbeat renews the lease, so a second runner is refused throughout
+// and the lease is released at the end.
+func TestHeartbeatKeepsLongRunsThread(t *testing.T) {
+	ctx := context.Background()
+	const ttl = 120 * time.Millisecond
+	release := make(chan struct{})
+	g := graph.New[State]().
+		AddNode("slow", func(ctx context.Context, s State) (graph.Update[State], error) {
+			<-release
+			return graph.Set(State{X: "done"}, "X"), nil
+		}).
+		AddNode("after", logNode(nil, "after")).
+		AddEdge(graph.START, "slow").AddEdge("slow", "after")
+	saver := checkpoint.NewMemorySaver(nil)
+	r := mustCompile(t, g, graph.WithSaver(saver), graph.WithLeaseTTL(ttl))
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Invoke(ctx, "t", graph.Update[State]{})
+		done <- err
+	}()
+	// Wait for the run to hold the thread, then keep trying to take it over
+	// for several TTLs.
+	deadline := time.Now().Add(4 * ttl)
+	for tries := 0; time.Now().Before(deadline); tries++ {
+		_, err := r.Continue(ctx, "t")
+		if errors.Is(err, graph.ErrThreadNotFound) {
+			time.Sleep(ttl / 20)
+			continue
+		}
+		if !errors.Is(err, checkpoint.ErrThreadBusy) {
+			t.Fatalf("try %d: Continue = %v, want ErrThreadBusy while the run works", tries, err)
+		}
+		time.Sleep(ttl / 4)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Continue(ctx, "t"); err != nil {
+		t.Errorf("after the run: Continue = %v, want the lease released", err)
 	}
 }

@@ -114,9 +114,8 @@ type run[S any] struct {
 	stopped bool // the stream's consumer stopped reading
 	log     *slog.Logger
 
-	mu     sync.Mutex // guards leased, busy, done and head for the heartbeat
+	mu     sync.Mutex // guards leased, done, head and hb for the heartbeat
 	leased bool
-	busy   bool
 	done   bool
 	head   string
 	hb     *time.Timer
@@ -181,21 +180,14 @@ func (ru *run[S]) finish() {
 	}
 }
 
+// setLeased records the head and whether the run holds the thread's lease.
+// While it does, a heartbeat renews the lease every TTL/3 (saves do not
+// renew it), so a run longer than the TTL keeps the thread.
 func (ru *run[S]) setLeased(head string, leased bool) {
 	ru.mu.Lock()
-	ru.head, ru.leased = head, leased
-	ru.mu.Unlock()
-}
-
-// setBusy marks node execution; while busy, the heartbeat renews the lease.
-func (ru *run[S]) setBusy(b bool) {
-	if ru.saver == nil {
-		return
-	}
-	ru.mu.Lock()
 	defer ru.mu.Unlock()
-	ru.busy = b
-	if b && ru.hb == nil && !ru.done {
+	ru.head, ru.leased = head, leased
+	if leased && ru.hb == nil && !ru.done {
 		ru.hb = time.AfterFunc(ru.lease.TTL/3, ru.beat)
 	}
 }
@@ -206,15 +198,13 @@ func (ru *run[S]) beat() {
 	if ru.done {
 		return
 	}
-	if !ru.busy || !ru.leased {
-		ru.hb.Reset(ru.lease.TTL / 3)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), ru.lease.TTL/3)
-	err := ru.saver.Claim(ctx, checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: ru.head}, ru.lease)
-	cancel()
-	if err != nil {
-		ru.log.LogAttrs(ctx, slog.LevelWarn, "lease renewal failed", slog.String("error", err.Error()))
+	if ru.leased {
+		ctx, cancel := context.WithTimeout(context.Background(), ru.lease.TTL/3)
+		err := ru.saver.Claim(ctx, checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: ru.head}, ru.lease)
+		cancel()
+		if err != nil {
+			ru.log.LogAttrs(ctx, slog.LevelWarn, "lease renewal failed", slog.String("error", err.Error()))
+		}
 	}
 	ru.hb.Reset(ru.lease.TTL / 3)
 }
@@ -249,6 +239,31 @@ func (r *Runnable[S]) load(ctx context.Context, thread, id string) (*frame[S], *
 	return f, tp, nil
 }
 
+// claimHead takes the lease on the thread's head and then reads the head
+// again, so that every decision the run makes (which tasks finished, which
+// interrupts are answered) rests on data no other runner can change while
+// this run holds the lease. Reading first and claiming after would let two
+// runners decide on the same stale read: two resumes of one task's
+// interrupts would each replace the other's answers. It returns
+// ErrThreadNotFound for a thread with no checkpoint.
+func (ru *run[S]) claimHead(ctx context.Context) (*frame[S], *checkpoint.Tuple, error) {
+	f, _, err := ru.r.load(ctx, ru.thread, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := ru.claim(ctx, f.id); err != nil {
+		return nil, nil, err
+	}
+	f2, tp, err := ru.r.load(ctx, ru.thread, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	if f2.id != f.id { // cannot happen while the lease is held
+		return nil, nil, &checkpoint.ConflictError{Thread: ru.thread, NS: ru.ns, Expected: f.id, Head: f2.id}
+	}
+	return f2, tp, nil
+}
+
 // startInput prepares a run with new input: the input checkpoint is saved
 // (claiming the thread) before any node runs.
 func (ru *run[S]) startInput(ctx context.Context, input Update[S]) error {
@@ -260,7 +275,10 @@ func (ru *run[S]) startInput(ctx context.Context, input Update[S]) error {
 	prevStep := -2
 	var head *frame[S]
 	if ru.saver != nil {
-		f, tp, err := r.load(ctx, ru.thread, "")
+		// A new thread needs no claim: the input checkpoint's compare-and-
+		// swap on an empty head admits one runner. An existing one is
+		// claimed before its pending work is judged.
+		f, tp, err := ru.claimHead(ctx)
 		switch {
 		case errors.Is(err, ErrThreadNotFound):
 		case err != nil:
@@ -357,7 +375,7 @@ func pendingInterrupts[S any](tasks []*task[S]) []interrupt.Interrupt {
 // and saves the answers (claiming the thread) before any node runs.
 func (ru *run[S]) startResume(ctx context.Context, cmd Command[S]) error {
 	r := ru.r
-	f, tp, err := r.load(ctx, ru.thread, "")
+	f, tp, err := ru.claimHead(ctx)
 	if err != nil {
 		return err
 	}
@@ -460,12 +478,10 @@ func (ru *run[S]) startResume(ctx context.Context, cmd Command[S]) error {
 		}
 		writes = append(writes, checkpoint.TaskWrites{TaskID: nt.id, Writes: ws})
 	}
-	if len(writes) == 0 {
-		if err := ru.claim(ctx, f.id); err != nil {
+	if len(writes) > 0 {
+		if err := ru.putWrites(ctx, f.id, writes, false); err != nil {
 			return err
 		}
-	} else if err := ru.putWrites(ctx, f.id, writes, false); err != nil {
-		return err
 	}
 	pendingAll := slices.Clone(tp.Pending)
 	for _, tw := range writes {
@@ -478,11 +494,8 @@ func (ru *run[S]) startResume(ctx context.Context, cmd Command[S]) error {
 
 // startContinue claims the thread and runs its pending tasks.
 func (ru *run[S]) startContinue(ctx context.Context) error {
-	f, tp, err := ru.r.load(ctx, ru.thread, "")
+	f, tp, err := ru.claimHead(ctx)
 	if err != nil {
-		return err
-	}
-	if err := ru.claim(ctx, f.id); err != nil {
 		return err
 	}
 	return ru.resumeFrom(f, tp.Pending)
@@ -877,8 +890,6 @@ func (ru *run[S]) runTasks(ctx context.Context, tasks []*task[S]) error {
 	for _, t := range todo {
 		ru.send(Event[S]{Kind: EventTask, Step: ru.step, Node: t.name, TaskID: t.id})
 	}
-	ru.setBusy(true)
-	defer ru.setBusy(false)
 	if len(todo) == 1 {
 		t := todo[0]
 		r.safeExecute(ctx, t, ru.fr, ru.scratchFor(t), len(tasks) == 1)
@@ -930,12 +941,16 @@ func (ru *run[S]) runTasks(ctx context.Context, tasks []*task[S]) error {
 
 func (ru *run[S]) reportTasks(todo []*task[S]) {
 	r := ru.r
-	for _, t := range slices.SortedFunc(slices.Values(todo), func(a, b *task[S]) int {
-		if a.before(b) {
-			return -1
-		}
-		return 1
-	}) {
+	if len(todo) > 1 {
+		todo = slices.Clone(todo)
+		slices.SortFunc(todo, func(a, b *task[S]) int {
+			if a.before(b) {
+				return -1
+			}
+			return 1
+		})
+	}
+	for _, t := range todo {
 		switch {
 		case t.err != nil:
 			ru.log.LogAttrs(context.Background(), slog.LevelDebug, "task failed", slog.String("node", t.name), slog.Int("step", ru.step))

@@ -262,7 +262,14 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 	}
 	ru := &run[S]{r: r, thread: thread, saver: r.cfg.saver, lease: checkpoint.Lease{Owner: r.cfg.runIDs(), TTL: r.cfg.leaseTTL}, log: r.cfg.logger}
 	defer ru.finish()
-	f, tp, err := r.load(ctx, thread, opts.CheckpointID)
+	var f *frame[S]
+	var tp *checkpoint.Tuple
+	var err error
+	if opts.CheckpointID == "" {
+		f, tp, err = ru.claimHead(ctx) // the update judges pending work: read it under the lease
+	} else {
+		f, tp, err = r.load(ctx, thread, opts.CheckpointID)
+	}
 	fresh := errors.Is(err, ErrThreadNotFound)
 	if err != nil && !fresh {
 		return zero, err

@@ -21,16 +21,19 @@ func (r *Runnable[S]) applyWrites(f *frame[S], tasks []*task[S], step int, own, 
 	if consume {
 		r.consume(n, tasks)
 	}
-	ordered := slices.Clone(tasks)
-	sort.SliceStable(ordered, func(i, j int) bool { return ordered[i].before(ordered[j]) })
+	ordered := tasks
+	if len(tasks) > 1 {
+		ordered = slices.Clone(tasks)
+		sort.SliceStable(ordered, func(i, j int) bool { return ordered[i].before(ordered[j]) })
+	}
 
-	var fieldWrites map[int][]fieldWrite
+	var fieldWrites [][]fieldWrite // by field index
 	for _, t := range ordered {
 		for _, w := range t.writes {
 			switch {
 			case w.field >= 0:
 				if fieldWrites == nil {
-					fieldWrites = map[int][]fieldWrite{}
+					fieldWrites = make([][]fieldWrite, len(r.schema.fields))
 				}
 				fieldWrites[w.field] = append(fieldWrites[w.field], fieldWrite{value: w.value, overwrite: w.overwrite, node: t.name})
 			case w.send != nil:
@@ -50,16 +53,14 @@ func (r *Runnable[S]) applyWrites(f *frame[S], tasks []*task[S], step int, own, 
 			}
 		}
 	}
-	if len(fieldWrites) == 0 {
+	if fieldWrites == nil {
 		return n, nil
 	}
-	idxs := make([]int, 0, len(fieldWrites))
-	for i := range fieldWrites {
-		idxs = append(idxs, i)
-	}
-	slices.Sort(idxs)
 	sv := reflect.ValueOf(&n.state).Elem()
-	for _, i := range idxs {
+	for i, ws := range fieldWrites {
+		if len(ws) == 0 {
+			continue
+		}
 		fl := &r.schema.fields[i]
 		cur := sv.Field(fl.index) // aliases the field: read its length before Set
 		curLen := 0
@@ -70,7 +71,7 @@ func (r *Runnable[S]) applyWrites(f *frame[S], tasks []*task[S], step int, own, 
 		if own {
 			spare = n.spare[fl.index]
 		}
-		nv, pure, err := fl.reduce(cur, spare, fieldWrites[i], step)
+		nv, pure, err := fl.reduce(cur, spare, ws, step)
 		if err != nil {
 			return nil, err
 		}

@@ -88,7 +88,7 @@ func (r *Runnable[S]) plan(f *frame[S], ns string, step int) []*task[S] {
 	for _, name := range r.nodeNames {
 		var trig []string
 		if f.triggers[name] {
-			trig = append(trig, checkpoint.BranchPrefix+name)
+			trig = append(trig, r.branchCh[name])
 		}
 		for _, j := range r.joinsTo[name] {
 			if joinComplete(j, f.joins[j.channel]) {
@@ -454,25 +454,19 @@ func (r *Runnable[S]) startWrites(ctx context.Context, t *task[S], f *frame[S]) 
 // edges: static edges, joins, routers (which see the state with this
 // task's own writes applied) and Send routers.
 func (r *Runnable[S]) resolve(ctx context.Context, t *task[S], u Update[S], f *frame[S], borrow bool) ([]twrite, error) {
-	var writes []twrite
+	writes := make([]twrite, 0, len(u.fields)+len(u.overwrite)+len(r.edgesFrom[t.name])+len(u.gotos))
 	v := reflect.ValueOf(&u.value).Elem()
-	seen := map[string]bool{}
 	add := func(name string, over bool) error {
 		i, ok := r.schema.byName[name]
 		if !ok {
 			return &UnknownFieldError{Field: name, Node: t.name}
 		}
-		if seen[name] {
-			if over {
-				for k := range writes {
-					if writes[k].channel == name {
-						writes[k].overwrite = true
-					}
-				}
+		for k := range writes { // updates name a handful of fields: scan
+			if writes[k].field == i {
+				writes[k].overwrite = writes[k].overwrite || over
+				return nil
 			}
-			return nil
 		}
-		seen[name] = true
 		fl := &r.schema.fields[i]
 		writes = append(writes, twrite{channel: name, field: i, value: v.Field(fl.index), overwrite: over})
 		return nil
@@ -511,7 +505,7 @@ func (r *Runnable[S]) resolve(ctx context.Context, t *task[S], u Update[S], f *f
 func (r *Runnable[S]) edgeWrites(ctx context.Context, node string, writes []twrite, f *frame[S], borrow bool) ([]twrite, error) {
 	for _, to := range r.edgesFrom[node] {
 		if to != END {
-			writes = append(writes, twrite{channel: checkpoint.BranchPrefix + to, field: -1})
+			writes = append(writes, twrite{channel: r.branchCh[to], field: -1})
 		}
 	}
 	for _, j := range r.joinsFrom[node] {
