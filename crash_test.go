@@ -24,6 +24,9 @@ import (
 // itself with LOCKSTEP_CHILD set) and checks for goroutine leaks otherwise.
 func TestMain(m *testing.M) {
 	if role := os.Getenv("LOCKSTEP_CHILD"); role != "" {
+		if role == crashLoopRole {
+			os.Exit(runCrashLoopChild())
+		}
 		os.Exit(runChild(role))
 	}
 	goleak.VerifyTestMain(m)

@@ -1,0 +1,93 @@
+package crashtest
+
+import (
+	"context"
+
+	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/nodes/ledger"
+)
+
+// AckSaver wraps a saver so that the child acknowledges what it saved:
+// after a Put returned nil, a TASK-ACK for every task of its ParentWrites
+// that finished (has a regular write) and an ACK for the checkpoint; after
+// a PutWrites returned nil, a TASK-ACK for every finished task. Nothing is
+// acknowledged before the save returned. Give the wrapper to the graph
+// (graph.WithSaver) and the unwrapped saver to everything else (an Inbox
+// needs its checkpoint.InterruptLister).
+func AckSaver(s checkpoint.Saver, r *Reporter) checkpoint.Saver { return &ackSaver{Saver: s, r: r} }
+
+type ackSaver struct {
+	checkpoint.Saver
+	r *Reporter
+}
+
+func (a *ackSaver) Put(ctx context.Context, req checkpoint.PutRequest) error {
+	if err := a.Saver.Put(ctx, req); err != nil {
+		return err
+	}
+	a.tasks(req.Thread, req.ParentWrites)
+	a.r.Ack(req.Thread, req.Checkpoint.ID)
+	return nil
+}
+
+func (a *ackSaver) PutWrites(ctx context.Context, req checkpoint.WritesRequest) error {
+	if err := a.Saver.PutWrites(ctx, req); err != nil {
+		return err
+	}
+	a.tasks(req.Ref.Thread, req.Tasks)
+	return nil
+}
+
+func (a *ackSaver) tasks(thread string, tws []checkpoint.TaskWrites) {
+	for _, tw := range tws {
+		if Finished(tw) {
+			a.r.TaskAck(thread, tw.TaskID)
+		}
+	}
+}
+
+// Finished reports whether tw holds the writes of a task that finished: a
+// node's task (not a command's) with a regular write. Interrupts, errors,
+// resume answers, breakpoint markers and durable step results are special
+// writes of a task that has not finished and may run again.
+func Finished(tw checkpoint.TaskWrites) bool {
+	if checkpoint.IsCommandTask(tw.TaskID) {
+		return false
+	}
+	for _, w := range tw.Writes {
+		if !checkpoint.IsSpecial(w.Channel) {
+			return true
+		}
+	}
+	return false
+}
+
+// AckLedger wraps an idempotency ledger so that the child acknowledges
+// every outcome it recorded: "EFFECT-ACK <key>" after Complete or Resolve
+// returned nil. An acknowledged effect must have happened exactly once.
+func AckLedger(l ledger.Ledger, r *Reporter) ledger.Ledger { return &ackLedger{Ledger: l, r: r} }
+
+type ackLedger struct {
+	ledger.Ledger
+	r *Reporter
+}
+
+func (a *ackLedger) Complete(ctx context.Context, key, owner string, o ledger.Outcome) error {
+	if err := a.Ledger.Complete(ctx, key, owner, o); err != nil {
+		return err
+	}
+	if o.Failure == nil {
+		a.r.EffectAck(key)
+	}
+	return nil
+}
+
+func (a *ackLedger) Resolve(ctx context.Context, key string, o ledger.Outcome) error {
+	if err := a.Ledger.Resolve(ctx, key, o); err != nil {
+		return err
+	}
+	if o.Failure == nil {
+		a.r.EffectAck(key)
+	}
+	return nil
+}
