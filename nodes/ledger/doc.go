@@ -34,7 +34,12 @@
 // the clock.
 //
 // ClaimMessage claims a redelivered message ID once; a second claim is
-// ErrDuplicateMessage. IDs compare as exact bytes.
+// ErrDuplicateMessage. IDs compare as exact bytes. A claim commits on its
+// own, so a process that dies between the claim and the work the message
+// asks for has claimed a message it never handled, and the redelivery is
+// refused. When the work is recorded in the same database, claim with
+// SQL.ClaimMessageTx inside the transaction that records it (say, the row
+// that starts the thread the message asks for): both commit, or neither.
 //
 // Two implementations ship: NewMemory, and NewSQL over a *sql.DB (the
 // database file of the checkpoints; this package imports no driver). Both
