@@ -284,7 +284,8 @@ type PutRequest struct {
 	// Fork accepts a parent that is not the thread's head (an update of an
 	// older checkpoint, or a replay). Without it the parent must be the head.
 	Fork bool
-	// Lease is acquired (when free or expired) or renewed.
+	// Lease is acquired when free or expired, and kept when the owner holds
+	// it (Claim renews it).
 	Lease Lease
 	// Release drops the lease after the commit.
 	Release bool

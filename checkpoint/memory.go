@@ -87,12 +87,17 @@ func (s *MemorySaver) checkLease(t *memThread, thread, ns string, l Lease, now t
 	return nil
 }
 
-func takeLease(t *memThread, l Lease, now time.Time, release bool) {
-	if release {
+// takeLease applies a request that passed checkLease: release frees the
+// lease; otherwise a live lease of the same owner is kept (renew extends
+// it), and a free or expired one is taken until now + TTL.
+func takeLease(t *memThread, l Lease, now time.Time, release, renew bool) {
+	switch {
+	case release:
 		t.leaseOwner, t.leaseUntil = "", time.Time{}
-		return
+	case t.leaseOwner == l.Owner && now.Before(t.leaseUntil) && !renew:
+	default:
+		t.leaseOwner, t.leaseUntil = l.Owner, now.Add(l.TTL)
 	}
-	t.leaseOwner, t.leaseUntil = l.Owner, now.Add(l.TTL)
 }
 
 // Get implements Saver.
@@ -391,6 +396,9 @@ func (s *MemorySaver) Put(ctx context.Context, req PutRequest) error {
 		if cp.ParentID != "" && (t == nil || t.checkpoints[cp.ParentID] == nil) {
 			return &ConflictError{Thread: req.Thread, NS: req.NS, Expected: cp.ParentID, Head: head}
 		}
+		if cp.ID <= head { // it could never be the head (the latest checkpoint)
+			return &ConflictError{Thread: req.Thread, NS: req.NS, Expected: cp.ParentID, Head: head}
+		}
 	} else if head != cp.ParentID {
 		return &ConflictError{Thread: req.Thread, NS: req.NS, Expected: cp.ParentID, Head: head}
 	}
@@ -421,7 +429,7 @@ func (s *MemorySaver) Put(ctx context.Context, req PutRequest) error {
 	s.addWrites(mc, req.Writes, now)
 	t.head = cp.ID
 	t.updated = now
-	takeLease(t, req.Lease, now, req.Release)
+	takeLease(t, req.Lease, now, req.Release, false)
 	return nil
 }
 
@@ -489,7 +497,7 @@ func (s *MemorySaver) PutWrites(ctx context.Context, req WritesRequest) error {
 	}
 	s.addWrites(t.checkpoints[t.head], req.Tasks, now)
 	t.updated = now
-	takeLease(t, req.Lease, now, req.Release)
+	takeLease(t, req.Lease, now, req.Release, false)
 	return nil
 }
 
@@ -519,7 +527,7 @@ func (s *MemorySaver) Claim(ctx context.Context, ref Ref, lease Lease) error {
 	if err := s.checkLease(t, ref.Thread, ref.NS, lease, now); err != nil {
 		return err
 	}
-	takeLease(t, lease, now, false)
+	takeLease(t, lease, now, false, true)
 	return nil
 }
 

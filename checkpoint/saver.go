@@ -11,13 +11,17 @@ import (
 // suite in package checkpointtest, and must enforce one writer per thread:
 //
 //   - Put accepts a checkpoint only when its ParentID is the thread's head
-//     (or the thread is new and ParentID is ""), unless Fork is set; a
+//     (or the thread is new and ParentID is ""), unless Fork is set (then
+//     the parent must exist and the new ID must sort after the head, which
+//     is always the checkpoint with the largest ID); a
 //     PutWrites or Claim naming a checkpoint other than the head fails the
 //     same way. Either failure is a *ConflictError and writes nothing.
 //   - Put, PutWrites and Claim acquire the thread's lease for the request's
-//     owner when it is free or expired, renew it when the owner already
-//     holds it, and fail with a *BusyError (writing nothing) when another
-//     owner holds it.
+//     owner (until now + TTL) when it is free or expired, and fail with a
+//     *BusyError (writing nothing) when another owner holds it. When the
+//     owner already holds a live lease, Claim renews it and Put and
+//     PutWrites keep it as it is, so that a save need not write the lease:
+//     a runner renews with Claim while it works (every TTL/3).
 //
 // Returned tuples belong to the caller; their byte slices may be shared with
 // other tuples of the same call and must not be modified.
@@ -45,8 +49,9 @@ type Saver interface {
 	// a reopen, stores them once.
 	PutWrites(ctx context.Context, req WritesRequest) error
 
-	// Claim acquires or renews the lease on a thread whose head is ref.ID
-	// ("" for a thread with no checkpoints) without writing anything else.
+	// Claim acquires or renews (to now + TTL) the lease on a thread whose
+	// head is ref.ID ("" for a thread with no checkpoints) without writing
+	// anything else.
 	Claim(ctx context.Context, ref Ref, lease Lease) error
 
 	// Release drops owner's lease on the thread, if owner holds it. It is

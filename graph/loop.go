@@ -111,7 +111,8 @@ type run[S any] struct {
 	step    int
 	stop    int
 	emit    func(Event[S]) bool
-	stopped bool // the stream's consumer stopped reading
+	floor   string // a fork's ID must sort after this too: the thread's head
+	stopped bool   // the stream's consumer stopped reading
 	log     *slog.Logger
 
 	mu     sync.Mutex // guards leased, done, head and hb for the heartbeat
@@ -506,10 +507,15 @@ func (ru *run[S]) startReplay(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: replay needs a checkpoint ID", ErrInvalidInput)
 	}
+	head, _, err := ru.r.load(ctx, ru.thread, "")
+	if err != nil {
+		return err
+	}
 	src, _, err := ru.r.load(ctx, ru.thread, id)
 	if err != nil {
 		return err
 	}
+	ru.floor = head.id
 	f := src.derive(false)
 	f.parentID = src.id
 	if err := ru.save(ctx, f, checkpoint.SourceFork, nil, nil, false, true); err != nil {
@@ -572,7 +578,10 @@ func (ru *run[S]) save(ctx context.Context, f *frame[S], source checkpoint.Sourc
 	if source == checkpoint.SourceFork {
 		step = f.meta.Step + 1
 	}
-	id := r.cfg.ids(f.parentID)
+	// A new checkpoint sorts after its parent and, when it forks from an
+	// older checkpoint, after the thread's head, so that it becomes the
+	// head in every process whatever its clock says.
+	id := r.cfg.ids(max(f.parentID, ru.floor))
 	f.meta = checkpoint.Metadata{Source: source, Step: step, Parents: map[string]string{}, RunID: ru.lease.Owner, Extra: ru.opts.metadata}
 	f.createdAt = r.cfg.now()
 	cp, err := r.encodeFrame(f, id)

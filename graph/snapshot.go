@@ -285,6 +285,9 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 		if herr == nil && head.id == f.id {
 			fork = false
 		}
+		if herr == nil {
+			ru.floor = head.id // the branch must sort after the head to become it
+		}
 	}
 	asNode := opts.AsNode
 	if asNode == "" {
@@ -303,6 +306,9 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 	var parentWrites []*task[S]
 	switch asNode {
 	case AsCopy:
+		if ru.floor == "" {
+			ru.floor = f.id // the copy is a sibling: it must still sort after the head
+		}
 		if !u.IsZero() {
 			return zero, fmt.Errorf("%w: AsCopy takes a zero update", ErrInvalidInput)
 		}

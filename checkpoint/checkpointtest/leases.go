@@ -62,31 +62,42 @@ func testOtherOwnerBusy(t *testing.T, f *fixture) {
 	l.step(t, set("x", `2`))
 }
 
-// testSameOwnerRenews: Put, PutWrites and Claim by the holder renew the
-// lease to now + TTL.
+// testSameOwnerRenews: Claim by the holder renews the lease to now + TTL;
+// Put and PutWrites by the holder keep a live lease as it is (a save need
+// not write the lease) and take it anew once it has expired untaken.
 func testSameOwnerRenews(t *testing.T, f *fixture) {
-	renewals := []struct {
-		name  string
-		renew func(t *testing.T, l *line)
+	ops := []struct {
+		name   string
+		renews bool
+		op     func(t *testing.T, l *line)
 	}{
-		{"Put", func(t *testing.T, l *line) { l.step(t, set("x", `2`)) }},
-		{"PutWrites", func(t *testing.T, l *line) {
+		{"Put", false, func(t *testing.T, l *line) { l.step(t, set("x", `2`)) }},
+		{"PutWrites", false, func(t *testing.T, l *line) {
 			f.putWrites(t, l.ref(l.head), l.lease, task("task-1", wr("x", `2`)))
 		}},
-		{"Claim", func(t *testing.T, l *line) { f.claim(t, l.ref(l.head), l.lease) }},
+		{"Claim", true, func(t *testing.T, l *line) { f.claim(t, l.ref(l.head), l.lease) }},
 	}
-	for i, tc := range renewals {
+	for i, tc := range ops {
 		l := f.line("thread-"+tc.name, "")
 		l.lease = owned("runner-a")
+		takenAt := f.clock.Now()
 		l.step(t, set("x", `1`))
-		renewedAt := f.clock.Advance(8 * time.Second)
-		tc.renew(t, l)
-		f.clock.Advance(5 * time.Second) // past the first lease's end
-		busyAttempts(t, f, l, "runner-b", checkpoint.BusyError{Thread: l.thread, Owner: "runner-a", Until: renewedAt.Add(ttl)})
-		f.clock.Advance(6 * time.Second) // past the renewed end
-		other := owned("runner-b")
-		if err := f.s.Claim(t.Context(), l.ref(l.head), other); err != nil {
-			t.Errorf("renewal by %s (case %d): Claim after the renewed lease expired: %v", tc.name, i, err)
+		at := f.clock.Advance(8 * time.Second)
+		tc.op(t, l)
+		until := takenAt.Add(ttl)
+		if tc.renews {
+			until = at.Add(ttl)
+		}
+		busyAttempts(t, f, l, "runner-b", checkpoint.BusyError{Thread: l.thread, Owner: "runner-a", Until: until})
+		// Once the lease has expired untaken, the holder's next save takes
+		// it anew.
+		f.clock.Advance(until.Sub(f.clock.Now()) + time.Second)
+		retakenAt := f.clock.Now()
+		tc.op(t, l)
+		busyAttempts(t, f, l, "runner-b", checkpoint.BusyError{Thread: l.thread, Owner: "runner-a", Until: retakenAt.Add(ttl)})
+		f.clock.Advance(ttl + time.Second)
+		if err := f.s.Claim(t.Context(), l.ref(l.head), owned("runner-b")); err != nil {
+			t.Errorf("%s (case %d): Claim after the lease expired: %v", tc.name, i, err)
 		}
 	}
 }

@@ -15,6 +15,7 @@ func singleWriterCases() []testCase {
 		{name: "EmptyParentOnExistingThread", run: testEmptyParentOnExisting},
 		{name: "Fork", run: testFork},
 		{name: "ForkUnknownParent", run: testForkUnknownParent},
+		{name: "ForkBelowTheHead", run: testForkBelowHead},
 		{name: "DuplicateID", run: testDuplicateID},
 		{name: "WritesOnNonHead", run: testWritesOnNonHead},
 		{name: "ClaimOnNonHead", run: testClaimOnNonHead},
@@ -208,4 +209,23 @@ func testRefusedTakeNoLease(t *testing.T, f *fixture) {
 	l.lease = owned("runner-c")
 	l.step(t, set("x", `4`))
 	l.checkGet(t, "")
+}
+
+// testForkBelowHead: the head is the checkpoint with the largest ID, so a
+// fork whose ID sorts below the head could never become the head; it is
+// refused with a *ConflictError and writes nothing.
+func testForkBelowHead(t *testing.T, f *fixture) {
+	l := f.line("thread-1", "")
+	c1 := l.step(t, set("x", `1`))
+	c2 := l.step(t, set("x", `2`))
+	c3 := l.step(t, set("x", `3`))
+	before := f.dump(t, "thread-1")
+	req := l.request(t, c1, set("x", `"fork"`))
+	req.Fork = true
+	req.Checkpoint.ID = c2 + "-" // after its parent and c2, before the head c3
+	req.Checkpoint.Versions = map[string]string{"x": req.Checkpoint.ID}
+	req.Checkpoint.Channels = map[string][]checkpoint.Blob{"x": {{Version: req.Checkpoint.ID, Data: []byte(`"fork"`)}}}
+	err := f.s.Put(t.Context(), req)
+	wantConflict(t, "fork below the head", err, checkpoint.ConflictError{Thread: "thread-1", Expected: c1, Head: c3})
+	f.unchanged(t, "fork below the head", "thread-1", before)
 }

@@ -14,14 +14,23 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint"
 )
 
-const listThreads = `SELECT thread_id, head_checkpoint_id, step, source, updated_at FROM threads
-WHERE checkpoint_ns = '' AND head_checkpoint_id IS NOT NULL
-ORDER BY updated_at DESC, thread_id LIMIT ? OFFSET ?`
+// listThreads reads the view thread_heads: every thread's head (its
+// largest checkpoint ID), updated at the later of its creation and the
+// last write of the thread's row (a PutWrites, a Put that took or dropped
+// the lease).
+const listThreads = `SELECT thread_id, checkpoint_id, step, source, updated_at FROM thread_heads
+WHERE checkpoint_ns = ''
+ORDER BY updated_at DESC, thread_id LIMIT CAST(? AS INTEGER) OFFSET CAST(? AS INTEGER)`
 
 // Threads implements checkpoint.ThreadLister: every thread's root-namespace
-// head, most recently updated first (ties by thread ID), skipping offset
-// and returning at most limit (0 means all). It returns a *StoreError when
-// SQLite fails and a *checkpoint.CorruptError for an unreadable row.
+// head (its largest checkpoint ID), most recently updated first (ties by
+// thread ID), skipping offset and returning at most limit (0 means all).
+// A thread was updated at the later of its head's created_at and the last
+// write of its threads row (a PutWrites, or a Put that took or dropped the
+// lease): the time of its last Put or PutWrites when, as the graph runtime
+// does, checkpoints are created at the time they are saved. It returns a
+// *StoreError when SQLite fails and a *checkpoint.CorruptError for an
+// unreadable row.
 func (s *Saver) Threads(ctx context.Context, offset, limit int) ([]checkpoint.ThreadInfo, error) {
 	if limit <= 0 {
 		limit = -1
@@ -56,14 +65,16 @@ func (s *Saver) Threads(ctx context.Context, offset, limit int) ([]checkpoint.Th
 }
 
 // interruptRows lists the writes of tasks that raised an interrupt on a
-// root-namespace head, in the order the interrupt writes were saved
+// root-namespace head (pending interrupts are always rows of the writes
+// table: a checkpoint's children add task writes, and the head has none),
+// in the order the interrupt writes were saved
 // (rowid; a replaced special write gets a new one), starting at rowid ?1,
 // for at most ?2 interrupt writes.
 const interruptRows = `WITH cand AS (
 	SELECT w.rowid AS seq, w.thread_id, w.checkpoint_id, w.task_id, w.created_at FROM writes w
-	JOIN threads t ON t.thread_id = w.thread_id AND t.checkpoint_ns = '' AND t.head_checkpoint_id = w.checkpoint_id
 	WHERE w.channel = '` + checkpoint.ChannelInterrupt + `' AND w.checkpoint_ns = '' AND w.rowid >= ?1
-	ORDER BY w.rowid LIMIT ?2
+		AND w.checkpoint_id = (SELECT max(c.checkpoint_id) FROM checkpoints c WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = '')
+	ORDER BY w.rowid LIMIT CAST(?2 AS INTEGER)
 )
 SELECT cand.seq, cand.created_at, x.checkpoint_ns, x.checkpoint_id, x.task_id, x.channel, x.value, x.node, x.path, x.crc, x.thread_id
 FROM cand JOIN writes x ON x.thread_id = cand.thread_id AND x.checkpoint_ns = '' AND x.checkpoint_id = cand.checkpoint_id AND x.task_id = cand.task_id
@@ -207,13 +218,21 @@ func (s *Saver) PendingInterrupts(ctx context.Context, q checkpoint.InterruptQue
 }
 
 // Prune implements checkpoint.Pruner: it keeps the newest keep checkpoints
-// of the thread's namespace, the head, every checkpoint with pending
+// of the thread's namespace, the head, and every checkpoint with pending
 // writes that no child has committed (an interrupt waiting, a failed
-// step), and the blobs any kept checkpoint's channels need, and deletes the
-// rest in one transaction. It returns how many checkpoints were deleted, an
-// error wrapping checkpoint.ErrInvalid when keep < 1 or the thread is
+// step), and deletes the rest with their pending writes, in one
+// transaction. Channel data lives in the row of the checkpoint that wrote
+// it, so a deleted checkpoint whose row holds versions a kept checkpoint's
+// chains still read (the older items of an append channel) keeps its row,
+// marked pruned and stripped to those channels: it is no longer a
+// checkpoint (Get, List and forks do not see it; DeleteThread removes it)
+// and a later Prune deletes it once no kept chain needs it. A checkpoint's
+// children are never deleted while it is kept (they are newer), so its
+// pending writes stay whole. It returns how many checkpoints were deleted,
+// an error wrapping checkpoint.ErrInvalid when keep < 1 or the thread is
 // empty, a *checkpoint.CorruptError when a kept checkpoint's chain is
-// broken (then nothing is deleted), and a *StoreError when SQLite fails.
+// broken or a row it reads does not verify (then nothing is deleted), and
+// a *StoreError when SQLite fails.
 func (s *Saver) Prune(ctx context.Context, thread, ns string, keep int) (int, error) {
 	if err := validThread(thread); err != nil {
 		return 0, err
@@ -224,26 +243,29 @@ func (s *Saver) Prune(ctx context.Context, thread, ns string, keep int) (int, er
 	deleted := 0
 	op := opInfo{op: "prune", thread: thread, ns: ns}
 	err := s.write(ctx, op, "", func(t *wtx) error {
-		row, err := t.thread(thread, ns)
-		if err != nil || !row.exists {
-			return err
-		}
-		var cps []cpRow
+		rs := newRowSet(thread, ns)
+		var live []*cpRow // ascending IDs
 		rows, err := t.s.wconn.QueryContext(t.ctx, `SELECT `+cpColumns+` FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? ORDER BY checkpoint_id`, thread, ns)
 		if err != nil {
 			return err
 		}
 		for rows.Next() {
-			r, err := scanCheckpoint(rows)
+			r, err := scanRow(rows)
 			if err != nil {
 				rows.Close()
 				return err
 			}
-			cps = append(cps, r)
+			rs.add(r)
+			if !r.pruned {
+				live = append(live, r)
+			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
+		}
+		if len(live) == 0 {
+			return nil
 		}
 		withWrites := map[string]bool{}
 		wrows, err := t.s.wconn.QueryContext(t.ctx, `SELECT DISTINCT checkpoint_id FROM writes WHERE thread_id = ? AND checkpoint_ns = ?`, thread, ns)
@@ -263,101 +285,114 @@ func (s *Saver) Prune(ctx context.Context, thread, ns string, keep int) (int, er
 			return err
 		}
 		hasChild := map[string]bool{}
-		for _, c := range cps {
-			hasChild[c.parent] = true
+		for _, r := range live {
+			hasChild[r.parent] = true
 		}
-		kept := map[string]bool{row.head: true}
-		for i := len(cps) - 1; i >= 0 && len(cps)-i <= keep; i-- {
-			kept[cps[i].id] = true
+		kept := map[string]bool{}
+		for i := len(live) - 1; i >= 0 && len(live)-i <= keep; i-- {
+			kept[live[i].id] = true // the newest, the head first
 		}
-		for _, c := range cps {
-			if withWrites[c.id] && !hasChild[c.id] {
-				kept[c.id] = true
+		for _, r := range live {
+			if withWrites[r.id] && !hasChild[r.id] {
+				kept[r.id] = true
 			}
 		}
-		links := map[blobKey]*blobRow{}
-		brows, err := t.s.wconn.QueryContext(t.ctx, `SELECT channel, version, base, kind FROM blobs WHERE thread_id = ? AND checkpoint_ns = ?`, thread, ns)
-		if err != nil {
-			return err
-		}
-		for brows.Next() {
-			var ch, v, base, kind string
-			if err := brows.Scan(&ch, &v, &base, &kind); err != nil {
-				brows.Close()
-				return err
-			}
-			links[blobKey{ch, v}] = &blobRow{blob: checkpoint.Blob{Version: v, Base: base, Append: kind == "append"}, kind: kind}
-		}
-		brows.Close()
-		if err := brows.Err(); err != nil {
-			return err
-		}
-		needed := map[blobKey]bool{}
-		var drop []string
-		for i := range cps {
-			c := &cps[i]
-			if !kept[c.id] {
-				drop = append(drop, c.id)
+		// needed[version][channel]: the blobs kept checkpoints read.
+		needed := map[string]map[string]bool{}
+		for _, r := range live {
+			if !kept[r.id] {
 				continue
 			}
-			cp, err := c.decode(thread)
+			cp, err := r.checkpoint(thread)
 			if err != nil {
 				return errRollback{err}
 			}
 			for ch, v := range cp.Versions {
-				for steps := 0; ; steps++ {
-					k := blobKey{ch, v}
-					if needed[k] {
-						break
+				chain, err := rs.chain(ch, v, "")
+				if err != nil {
+					return errRollback{rs.chainErr(cp.ID, ch, err)}
+				}
+				for _, b := range chain {
+					if needed[b.Version] == nil {
+						needed[b.Version] = map[string]bool{}
 					}
-					b := links[k]
-					if b == nil || steps > len(links) {
-						return errRollback{&checkpoint.CorruptError{Thread: thread, Checkpoint: cp.ID, What: "channel " + ch,
-							Err: fmt.Errorf("missing blob for version %s", v)}}
-					}
-					needed[k] = true
-					if !b.blob.Append || b.blob.Base == "" {
-						break
-					}
-					v = b.blob.Base
+					needed[b.Version][ch] = true
 				}
 			}
 		}
-		var dropBlobs [][2]string
-		for k := range links {
-			if !needed[k] {
-				dropBlobs = append(dropBlobs, [2]string{k.channel, k.version})
+		var drop []string // rows to delete
+		for _, id := range sortedKeys(rs.rows) {
+			r := rs.rows[id]
+			if kept[id] {
+				continue
+			}
+			if !r.pruned {
+				deleted++
+			}
+			need := needed[id]
+			if len(need) == 0 {
+				drop = append(drop, id)
+				continue
+			}
+			if err := t.strip(rs, r, need); err != nil {
+				return err
 			}
 		}
-		if len(drop) > 0 {
-			ids, err := json.Marshal(drop)
+		var gone []string // checkpoints whose pending writes go
+		for _, r := range live {
+			if !kept[r.id] {
+				gone = append(gone, r.id)
+			}
+		}
+		for _, del := range []struct {
+			table string
+			ids   []string
+		}{{"writes", gone}, {"checkpoints", drop}} {
+			if len(del.ids) == 0 {
+				continue
+			}
+			ids, err := json.Marshal(del.ids)
 			if err != nil {
 				return err
 			}
-			for _, table := range []string{"writes", "checkpoints"} {
-				if _, err := t.s.wconn.ExecContext(t.ctx, `DELETE FROM `+table+` WHERE thread_id = ?1 AND checkpoint_ns = ?2
+			if _, err := t.s.wconn.ExecContext(t.ctx, `DELETE FROM `+del.table+` WHERE thread_id = ?1 AND checkpoint_ns = ?2
 AND checkpoint_id IN (SELECT value FROM json_each(?3))`, thread, ns, string(ids)); err != nil {
-					return err
-				}
-			}
-		}
-		if len(dropBlobs) > 0 {
-			keys, err := json.Marshal(dropBlobs)
-			if err != nil {
-				return err
-			}
-			if _, err := t.s.wconn.ExecContext(t.ctx, `DELETE FROM blobs WHERE thread_id = ?1 AND checkpoint_ns = ?2
-AND (channel, version) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?3))`, thread, ns, string(keys)); err != nil {
 				return err
 			}
 		}
-		deleted = len(drop)
 		return nil
 	})
 	if err != nil {
 		return 0, err
 	}
 	return deleted, nil
+}
+
+// strip turns the row of a pruned checkpoint into a pruned row holding
+// only the channels in need (unchanged when it already is one).
+func (t *wtx) strip(rs *rowSet, r *cpRow, need map[string]bool) error {
+	have, err := r.blobs(rs.thread)
+	if err != nil {
+		return errRollback{err}
+	}
+	if r.pruned && len(have) == len(need) {
+		return nil
+	}
+	chans := []byte{'{'}
+	for _, e := range have {
+		if !need[e.channel] {
+			continue
+		}
+		if len(chans) > 1 {
+			chans = append(chans, ',')
+		}
+		chans = appendBlob(appendString(chans, e.channel), e.blob)
+	}
+	chans = append(chans, '}')
+	crc := rowCRC(rs.thread, rs.ns, r.id, r.parent, r.step, r.source, r.created, []byte("{}"), []byte("{}"), chans, nil, "", true)
+	_, err = t.s.wconn.ExecContext(t.ctx, `UPDATE checkpoints SET metadata = '{}', versions = '{}', channels = ?4, task_writes = NULL, mark = '', pruned = 1, crc = ?5
+WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3`, rs.thread, rs.ns, r.id, string(chans), crc)
+	return err
 }
 
 // Vacuum implements checkpoint.Vacuumer: it gives up to pages free pages

@@ -9,29 +9,41 @@
 // checkpoint.MemorySaver does, and passes the conformance suite in
 // package checkpointtest:
 //
-//   - Put writes the new checkpoint, the blobs of the channels it changed,
-//     the parent's ParentWrites and its own Writes, the new head and the
-//     lease in ONE transaction begun with BEGIN IMMEDIATE. A crash leaves
-//     either the old head or the new one, never part of a step.
-//   - One writer per thread: Put moves the head only from the checkpoint
-//     it names as parent (compare-and-swap; Fork accepts any existing
-//     checkpoint), and every write checks and takes the thread's lease.
-//     The loser of a race gets a *checkpoint.ConflictError or a
-//     *checkpoint.BusyError and nothing is written.
+//   - Put writes ONE row: the new checkpoint, the data of the channels it
+//     changed and the parent's ParentWrites (the writes of the tasks that
+//     produced it), in one transaction begun with BEGIN IMMEDIATE; its own
+//     Writes (rare: a breakpoint marker) go to the writes table in the same
+//     transaction. A crash leaves either the old head or the new one, never
+//     part of a step.
+//   - The head of a thread is its largest checkpoint ID (IDs sort in
+//     creation order, and a new checkpoint's ID sorts after its parent's).
+//     One writer per thread: Put accepts a checkpoint only when its parent
+//     is the head (compare-and-swap; Fork accepts any existing checkpoint,
+//     but the new ID must still sort after the head, or the Put is a
+//     conflict), and only from the owner of the thread's lease. The loser
+//     of a race gets a *checkpoint.ConflictError or a *checkpoint.BusyError
+//     and nothing is written. A steady-state Put is a single INSERT that
+//     checks both; only when it is refused does the same transaction read
+//     the thread to decide which rule applies, and take a free or expired
+//     lease. Saves keep a live lease as it is; Claim renews it (the graph
+//     runtime's heartbeat).
 //   - Pending writes are keyed by (checkpoint, task, checkpoint.WriteIndex):
 //     regular writes are insert-if-absent, so saving twice stores once
 //     (also across a reopen); special writes (checkpoint.IsSpecial)
-//     replace.
-//   - Storage is proportional to what nodes write: a checkpoint stores only
-//     its changed channels, an append stores only the new items and names
-//     the version it extends. Get walks these links with one recursive
-//     query and stops at the version the caller already holds
-//     (checkpoint.GetOptions.Have), so reading the latest state costs the
-//     size of the state, not the length of the history. List reads the
-//     blobs and writes of all listed checkpoints in bulk and shares blob
-//     bytes and chain prefixes between the tuples.
-//   - Every stored value carries a CRC-32C (Castagnoli). A checksum
-//     mismatch or a value that is not valid JSON is a
+//     replace. A checkpoint's pending writes are its rows of the writes
+//     table (saved while it was the head) merged with the task writes of
+//     its children, in child order, by the same rule.
+//   - Storage is proportional to what nodes write: a row holds only the
+//     channels its checkpoint changed, and an append only the new items,
+//     naming the version it extends. Get reads the head's row and only the
+//     rows of versions the caller does not hold
+//     (checkpoint.GetOptions.Have; for an append chain, only the rows
+//     after the version held), so reading the latest state costs the size
+//     of the state, not the length of the history. List reads the thread's
+//     rows with one query and shares the decoded bytes and chain prefixes
+//     between the tuples.
+//   - Every row carries a CRC-32C (Castagnoli) of everything it holds. A
+//     checksum mismatch or JSON that does not decode is a
 //     *checkpoint.CorruptError naming thread and checkpoint: stored data
 //     never decodes silently to a zero value.
 //   - SQLite failures are *StoreError values wrapping the driver's
@@ -58,62 +70,83 @@
 // back the last commits made since the last WAL checkpoint (at most a few
 // MiB of WAL). The database is never corrupted, and what is lost is a
 // suffix of the history, never a gap: after such a loss a thread's head is
-// an older checkpoint, and the runtime resumes from it.
+// an older checkpoint (the newest row that survived), and the runtime
+// resumes from it. Each checkpoint's data is in its own row, so a
+// checkpoint that survived is whole.
 //
 // The saver writes through one dedicated connection with prepared
-// statements, serialised by a mutex; reads use the rest of the pool, each
-// in its own read transaction (one snapshot), in parallel with the writer
-// (WAL). Several processes may open the same file: the SQLite write lock
-// serialises them, waiting up to the busy timeout. The file must be on a
-// local file system (WAL does not work over a network file system), and
-// nothing but SQLite should open it while it is in use.
+// statements, serialised by a mutex; reads use the rest of the pool, in
+// parallel with the writer (WAL). A read that needs one statement (a Get
+// whose caller holds all but the newest versions, or of a missing thread)
+// runs without a transaction; the others run in a read transaction (one
+// snapshot). Several processes may open the same file: the SQLite write
+// lock serialises them, waiting up to the busy timeout. The file must be
+// on a local file system (WAL does not work over a network file system),
+// and nothing but SQLite should open it while it is in use.
 //
 // # Tables
 //
 // The schema version is kept in PRAGMA user_version and brought up to date
 // by forward migrations when the file is opened; a file written by a newer
 // version is refused with a *SchemaError (ErrSchemaTooNew) and left
-// untouched. JSON columns are TEXT, so the stock sqlite3 shell shows them.
+// untouched. Schema 2 (this one) replaced schema 1's blobs table and the
+// head columns of threads: opening a schema-1 file rewrites it once, in
+// one transaction (ErrCannotMigrate, leaving the file as it was, for a
+// schema-1 thread whose head is not its newest checkpoint). JSON columns
+// are TEXT, so the stock sqlite3 shell shows them.
 //
-//	threads      one row per thread and namespace
-//	  thread_id, checkpoint_ns   the key ("" is the root graph)
-//	  head_checkpoint_id         the thread's current checkpoint (NULL: claimed, none saved yet)
-//	  step, source               the head's metadata step and source
-//	  lease_owner, lease_until   the runner that owns the thread, and until when (unix nanoseconds)
-//	  updated_at                 last Put or PutWrites (RFC 3339, UTC, nine fraction digits)
-//
-//	checkpoints  one row per checkpoint
+//	checkpoints  one row per checkpoint: everything a Put writes
 //	  thread_id, checkpoint_ns, checkpoint_id   the key; IDs sort in creation order
 //	  parent_checkpoint_id       the checkpoint it was written after (NULL for the first)
 //	  step, source               copies of the metadata fields, for SQL
-//	  created_at                 RFC 3339, UTC
+//	  created_at                 RFC 3339, UTC, nine fraction digits
 //	  metadata                   JSON object: source, step, parents, run_id and caller keys, flat
 //	  versions                   JSON object: channel -> version (the ID of the checkpoint that wrote it)
+//	  channels                   JSON object: the channels this checkpoint changed, each
+//	                               {"value": <json>}, or {"append": <json array of new items>,
+//	                               "base": "<version extended, '' for the empty value>"};
+//	                               a channel at version v is in row v
+//	  task_writes                JSON array: the writes of the tasks that produced this checkpoint
+//	                               (pending writes of its parent), [{"task_id", "node", "path",
+//	                               "writes": [["<channel>", <json>], ...]}, ...]; NULL when none
 //	  mark                       the breakpoint/resume mark (checkpoint.Checkpoint.Mark)
-//	  crc                        CRC-32C of parent, created_at, metadata, versions and mark
+//	  pruned                     1: the checkpoint was pruned; the row stays, stripped to the
+//	                               channels that kept checkpoints still read (see Prune)
+//	  crc                        CRC-32C of every column above, the key included
 //
-//	blobs        one row per channel version
-//	  thread_id, checkpoint_ns, channel, version   the key
-//	  kind                       'value' (the whole value) or 'append' (items appended to base)
-//	  base                       for 'append': the version extended ('' = the empty value)
-//	  value                      JSON: the value, or the JSON array of appended items
-//	  crc                        CRC-32C of kind, base and value
+//	threads      one row per thread and namespace that has a checkpoint or a lease
+//	  thread_id, checkpoint_ns   the key ("" is the root graph)
+//	  lease_owner, lease_until   the runner that owns the thread, and until when (unix
+//	                               nanoseconds); NULL when free
+//	  updated_at                 the last PutWrites, or Put that took or dropped the lease
+//	                               (RFC 3339, UTC); a thread's update time is the later of this
+//	                               and its head's created_at
 //
-//	writes       pending writes of tasks against a checkpoint
+//	writes       pending writes saved with PutWrites (in-flight tasks, interrupts, errors,
+//	             resume answers, durable steps) and a Put's own Writes
 //	  thread_id, checkpoint_ns, checkpoint_id, task_id, idx   the key (idx: checkpoint.WriteIndex)
 //	  channel, value             the channel and its JSON value
 //	  node, path                 the task's node and path ("pull" or "push:<n>")
 //	  created_at                 when it was saved
 //	  crc                        CRC-32C of channel, node, path and value
 //
+//	thread_heads (view)  every thread's head: the row with the largest checkpoint ID
+//	  thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, step, source,
+//	  created_at, updated_at, lease_owner, lease_until, metadata, versions
+//
 // Every thread's latest checkpoint, with the sqlite3 shell:
 //
-//	SELECT t.thread_id, t.step, t.source, t.updated_at, c.checkpoint_id, c.metadata, c.versions
-//	FROM threads t
-//	JOIN checkpoints c ON c.thread_id = t.thread_id AND c.checkpoint_ns = t.checkpoint_ns
-//	                  AND c.checkpoint_id = t.head_checkpoint_id
-//	WHERE t.checkpoint_ns = ''
-//	ORDER BY t.updated_at DESC;
+//	SELECT thread_id, checkpoint_id, step, source, updated_at, metadata, versions
+//	FROM thread_heads
+//	WHERE checkpoint_ns = ''
+//	ORDER BY updated_at DESC;
+//
+// The channel versions a thread stored, one per row:
+//
+//	SELECT c.checkpoint_id, j.key AS channel, j.value
+//	FROM checkpoints c, json_each(c.channels) j
+//	WHERE c.thread_id = 'alpha'
+//	ORDER BY c.checkpoint_id, j.key;
 //
 // Other packages keep their own tables in the same file through DB().
 //

@@ -30,6 +30,11 @@ var (
 	// ErrInvalidConfig: a Config field or the path is invalid (see
 	// ConfigError).
 	ErrInvalidConfig = errors.New("checkpoint/sqlite: invalid configuration")
+	// ErrCannotMigrate: the file holds data the current schema cannot
+	// represent (a schema-1 thread whose head is not its newest
+	// checkpoint). The migration was rolled back and the file left as it
+	// was; the error names the thread.
+	ErrCannotMigrate = errors.New("checkpoint/sqlite: the file cannot be migrated to the current schema")
 )
 
 // SchemaError reports a database whose schema version (PRAGMA

@@ -17,7 +17,9 @@ import (
 )
 
 // integrityOK runs PRAGMA integrity_check and checks that no checkpoint
-// lacks the blobs its own versions point to (no torn step).
+// lacks the data of the channels it changed (its own versions) in its row
+// (no torn step), that no pending write lost its checkpoint, and that
+// every thread with checkpoints has its threads row (the lease).
 func integrityOK(t testing.TB, db *sql.DB) {
 	t.Helper()
 	var res string
@@ -26,16 +28,21 @@ func integrityOK(t testing.TB, db *sql.DB) {
 	}
 	var torn int
 	err := db.QueryRow(`SELECT count(*) FROM checkpoints c, json_each(c.versions) v
-		WHERE v.value = c.checkpoint_id AND NOT EXISTS (SELECT 1 FROM blobs b
-			WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = v.key AND b.version = v.value)`).Scan(&torn)
+		WHERE v.value = c.checkpoint_id AND NOT EXISTS (SELECT 1 FROM json_each(c.channels) j WHERE j.key = v.key)`).Scan(&torn)
 	if err != nil || torn != 0 {
-		t.Fatalf("%d checkpoints without their blobs (%v)", torn, err)
+		t.Fatalf("%d changed channels without their data (%v)", torn, err)
 	}
 	var orphans int
 	err = db.QueryRow(`SELECT count(*) FROM writes w WHERE NOT EXISTS (SELECT 1 FROM checkpoints c
-		WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)`).Scan(&orphans)
+		WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id AND c.pruned = 0)`).Scan(&orphans)
 	if err != nil || orphans != 0 {
 		t.Fatalf("%d pending writes without their checkpoint (%v)", orphans, err)
+	}
+	var unleased int
+	err = db.QueryRow(`SELECT count(*) FROM (SELECT DISTINCT thread_id, checkpoint_ns FROM checkpoints) c
+		WHERE NOT EXISTS (SELECT 1 FROM threads t WHERE t.thread_id = c.thread_id AND t.checkpoint_ns = c.checkpoint_ns)`).Scan(&unleased)
+	if err != nil || unleased != 0 {
+		t.Fatalf("%d threads without their threads row (%v)", unleased, err)
 	}
 }
 
@@ -43,33 +50,46 @@ func sqliteErr(code sqlite3.ErrNo) error { return sqlite3.Error{Code: code} }
 
 // TestFaultsOnPut (R07, R08): Begin, Exec and Commit of the checkpoint
 // transaction fail before or after the real operation with real SQLite
-// errors (IOERR, FULL, BUSY), once or persistently. Put returns a typed
-// error wrapping the driver's; it never reports a step saved that was not;
-// after a failed COMMIT the error says the outcome is unknown and Get tells
-// what happened (only a fault after a successful COMMIT leaves the
-// checkpoint); the saver keeps working once the fault is gone; the file
-// passes integrity_check with no torn step.
+// errors (IOERR, FULL, BUSY), once or persistently: on the one-statement
+// path of a steady Put, on the statements of a Put that drops the lease or
+// saves its own writes, and on the slow path of a Put that takes an
+// expired lease. Put returns a typed error wrapping the driver's; it never
+// reports a step saved that was not; after a failed COMMIT the error says
+// the outcome is unknown and Get tells what happened (only a fault after a
+// successful COMMIT leaves the checkpoint); the saver keeps working once
+// the fault is gone; the file passes integrity_check with no torn step.
 func TestFaultsOnPut(t *testing.T) {
 	drv := faults(t)
 	codes := []sqlite3.ErrNo{sqlite3.ErrIoErr, sqlite3.ErrFull, sqlite3.ErrBusy}
 	type point struct {
 		op    faultdb.Op
 		match string
+		req   string // "" a steady Put, "release", "writes" or "expired"
 	}
-	points := []point{{faultdb.OpBegin, "BEGIN IMMEDIATE"}, {faultdb.OpExec, "UPDATE threads"}, {faultdb.OpExec, "INSERT INTO checkpoints"},
-		{faultdb.OpExec, "INSERT INTO blobs"}, {faultdb.OpExec, "INSERT INTO writes"}, {faultdb.OpCommit, "COMMIT"}}
+	points := []point{{faultdb.OpBegin, "BEGIN IMMEDIATE", ""}, {faultdb.OpExec, "INSERT INTO checkpoints", ""}, {faultdb.OpCommit, "COMMIT", ""},
+		{faultdb.OpExec, "UPDATE threads", "release"}, {faultdb.OpExec, "INSERT INTO writes", "writes"},
+		{faultdb.OpQuery, "SELECT lease_owner", "expired"}, {faultdb.OpExec, "UPDATE threads", "expired"}, {faultdb.OpExec, "mark, crc) VALUES", "expired"}}
 	for _, p := range points {
 		for _, when := range []faultdb.When{faultdb.Before, faultdb.After} {
 			for _, mode := range []faultdb.Mode{faultdb.Transient, faultdb.Persistent} {
 				for _, code := range codes {
-					name := fmt.Sprintf("%s/%s/when=%d/mode=%d/%v", p.op, p.match, when, mode, code)
+					name := fmt.Sprintf("%s/%s/%s/when=%d/mode=%d/%v", p.req, p.op, p.match, when, mode, code)
 					t.Run(name, func(t *testing.T) {
 						drv.Reset()
-						s := openTemp(t, Config{Synchronous: SyncNormal, DriverName: faultDriverName})
+						clock := newFakeClock()
+						s := openTemp(t, Config{Synchronous: SyncNormal, DriverName: faultDriverName, Now: clock.Now})
 						ctx := t.Context()
 						l := putLine(t, s, "t", 3)
 						before := l.head
 						req := l.next()
+						switch p.req {
+						case "release":
+							req.Release = true
+						case "writes":
+							req.Writes = []checkpoint.TaskWrites{{TaskID: checkpoint.NullTaskID, Writes: []checkpoint.Write{{Channel: "x", Value: []byte(`1`)}}}}
+						case "expired":
+							clock.Advance(2 * time.Minute)
+						}
 						drv.Arm(faultdb.Fault{Op: p.op, Match: p.match, When: when, Mode: mode, Err: sqliteErr(code)})
 						err := s.Put(ctx, req)
 						if err == nil {

@@ -138,14 +138,14 @@ func TestLoadConcurrentWriters(t *testing.T) {
 		}
 	}
 	want := 8*perGoroutine + 4*perProcess
-	var n, blobs, writes int
-	db := s.DB()
-	db.QueryRow("SELECT count(*) FROM checkpoints").Scan(&n)
-	db.QueryRow("SELECT count(*) FROM blobs").Scan(&blobs)
-	db.QueryRow("SELECT count(*) FROM writes").Scan(&writes)
 	threads := want / 10
-	if n != want || blobs != 2*want || writes != 2*(want-threads) {
-		t.Errorf("rows: %d checkpoints, %d blobs, %d writes; want %d, %d, %d", n, blobs, writes, want, 2*want, 2*(want-threads))
+	var n, taskWrites, writes, threadRows int
+	db := s.DB()
+	db.QueryRow("SELECT count(*), count(task_writes) FROM checkpoints").Scan(&n, &taskWrites)
+	db.QueryRow("SELECT count(*) FROM writes").Scan(&writes)
+	db.QueryRow("SELECT count(*) FROM threads").Scan(&threadRows)
+	if n != want || taskWrites != want-threads || writes != 0 || threadRows != threads {
+		t.Errorf("rows: %d checkpoints (%d with task writes), %d writes, %d threads; want %d (%d), 0, %d", n, taskWrites, writes, threadRows, want, want-threads, threads)
 	}
 	integrityOK(t, db)
 	slices.Sort(lat)

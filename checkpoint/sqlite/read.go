@@ -7,332 +7,83 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
 )
 
-// cpRow is a checkpoints row as read.
-type cpRow struct {
-	ns, id, parent, created, metadata, versions, mark string
-	crc                                               int64
+// getQuery reads, in one statement, the checkpoint ?3 (the head, the
+// largest ID, when ?3 is empty), its rows of the writes table and, for a
+// checkpoint named by ID, its children (rows whose parent it is: their
+// task_writes are its pending writes too; the head has none). The first
+// column says which: 0 the checkpoint, 1 a write, 2 a child. Writes are
+// mapped onto the checkpoint columns: task_id as the parent, idx as the
+// step, channel as the source, node as the metadata, path as the
+// versions and value as the channels.
+const getQuery = `SELECT 0, ` + cpColumns + ` FROM checkpoints
+WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND pruned = 0
+	AND checkpoint_id = coalesce(nullif(?3, ''), ` + headOf + `)
+UNION ALL
+SELECT 1, checkpoint_ns, checkpoint_id, task_id, idx, channel, created_at, node, path, value, NULL, '', 0, crc FROM writes
+WHERE thread_id = ?1 AND checkpoint_ns = ?2
+	AND checkpoint_id = coalesce(nullif(?3, ''), ` + headOf + `)
+UNION ALL
+SELECT 2, ` + cpColumns + ` FROM checkpoints
+WHERE ?3 <> '' AND thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id > ?3 AND parent_checkpoint_id = ?3 AND pruned = 0`
+
+// getResult is what getQuery returned.
+type getResult struct {
+	row      *cpRow
+	writes   []pendingRow
+	children []*cpRow
 }
 
-const cpColumns = `checkpoint_ns, checkpoint_id, parent_checkpoint_id, created_at, metadata, versions, mark, crc`
-
-func scanCheckpoint(sc interface{ Scan(...any) error }) (cpRow, error) {
-	var r cpRow
-	var parent sql.NullString
-	err := sc.Scan(&r.ns, &r.id, &parent, &r.created, &r.metadata, &r.versions, &r.mark, &r.crc)
-	r.parent = parent.String
-	return r, err
-}
-
-// decode verifies the row's checksum and decodes it. Channels are filled
-// later.
-func (r *cpRow) decode(thread string) (checkpoint.Checkpoint, error) {
-	corrupt := func(err error) error {
-		return &checkpoint.CorruptError{Thread: thread, Checkpoint: r.id, What: "checkpoint", Err: err}
-	}
-	cp := checkpoint.Checkpoint{ID: r.id, ParentID: r.parent, Mark: r.mark}
-	if got := checkpointCRC(r.parent, r.created, r.metadata, r.versions, r.mark); got != r.crc {
-		return cp, corrupt(fmt.Errorf("checksum mismatch (stored %08x, computed %08x)", uint32(r.crc), uint32(got)))
-	}
-	t, err := parseTime(r.created)
+// runGet runs getQuery on q: the pool (one statement, its own snapshot) or
+// a connection in a read transaction.
+func runGet(ctx context.Context, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, ref checkpoint.Ref) (getResult, error) {
+	var res getResult
+	rows, err := q.QueryContext(ctx, getQuery, ref.Thread, ref.NS, ref.ID)
 	if err != nil {
-		return cp, corrupt(fmt.Errorf("created_at: %w", err))
-	}
-	cp.CreatedAt = t
-	if !json.Valid([]byte(r.metadata)) {
-		return cp, corrupt(errors.New("metadata is not valid JSON"))
-	}
-	if err := json.Unmarshal([]byte(r.metadata), &cp.Metadata); err != nil {
-		return cp, corrupt(fmt.Errorf("metadata: %w", err))
-	}
-	if err := json.Unmarshal([]byte(r.versions), &cp.Versions); err != nil {
-		return cp, corrupt(fmt.Errorf("versions: %w", err))
-	}
-	return cp, nil
-}
-
-// blobKey names a blob: a channel at a version.
-type blobKey struct{ channel, version string }
-
-// blobRow is a blobs row as read; it is checked once, on first use.
-type blobRow struct {
-	blob    checkpoint.Blob
-	kind    string
-	crc     int64
-	checked bool
-	err     error
-}
-
-func (b *blobRow) verify() error {
-	if b.checked {
-		return b.err
-	}
-	b.checked = true
-	switch {
-	case b.kind != "value" && b.kind != "append":
-		b.err = fmt.Errorf("blob version %s: unknown kind %q", b.blob.Version, b.kind)
-	case blobCRC(b.kind, b.blob.Base, b.blob.Data) != b.crc:
-		b.err = fmt.Errorf("blob version %s: checksum mismatch", b.blob.Version)
-	case !json.Valid(b.blob.Data):
-		b.err = fmt.Errorf("blob version %s: value is not valid JSON", b.blob.Version)
-	case b.blob.Append && !isJSONArray(b.blob.Data):
-		b.err = fmt.Errorf("blob version %s: appended items are not a JSON array", b.blob.Version)
-	}
-	return b.err
-}
-
-func isJSONArray(b []byte) bool {
-	s := strings.TrimLeft(string(b[:min(len(b), 64)]), " \t\r\n")
-	return strings.HasPrefix(s, "[")
-}
-
-// chainQuery walks the Base links of the requested blobs (a JSON array of
-// [channel, version, stop] triples) back to the start of each chain, or to
-// the stop version the caller already holds, and returns every blob on the
-// way once: chains that share a prefix share its rows. CROSS JOIN keeps
-// the chain as the outer loop, so that each step is one primary-key seek
-// (the planner cannot size a recursive table and would otherwise scan the
-// thread's blobs).
-const chainQuery = `WITH RECURSIVE
-start(channel, version, stop) AS (
-	SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?3)
-),
-chain(channel, version, stop) AS (
-	SELECT channel, version, stop FROM start
-	UNION
-	SELECT b.channel, b.base, c.stop FROM chain c CROSS JOIN blobs b
-		ON b.thread_id = ?1 AND b.checkpoint_ns = ?2 AND b.channel = c.channel AND b.version = c.version
-	WHERE b.kind = 'append' AND b.base <> '' AND b.base <> c.stop
-)
-SELECT b.channel, b.version, b.base, b.kind, b.value, b.crc FROM chain c CROSS JOIN blobs b
-	ON b.thread_id = ?1 AND b.checkpoint_ns = ?2 AND b.channel = c.channel AND b.version = c.version`
-
-// startQuery reads the blobs at the given [channel, version] pairs (a JSON
-// array), without following their links: a recursive query has a fixed
-// cost of tens of microseconds, which the usual read (the runtime holds
-// everything but the newest blobs) does not need to pay.
-const startQuery = `SELECT b.channel, b.version, b.base, b.kind, b.value, b.crc FROM json_each(?3) j CROSS JOIN blobs b
-	ON b.thread_id = ?1 AND b.checkpoint_ns = ?2 AND b.channel = j.value ->> 0 AND b.version = j.value ->> 1`
-
-type chainStart [3]string // channel, version, stop
-
-// loadChains reads the blobs of the chains in starts (one per channel):
-// the first blob of each with one query, then, only for append chains
-// that go on past what the caller holds, the rest with chainQuery.
-func loadChains(ctx context.Context, c *sql.Conn, thread, ns string, starts []chainStart, into map[blobKey]*blobRow) error {
-	if len(starts) == 0 {
-		return nil
-	}
-	if err := queryBlobs(ctx, c, startQuery, thread, ns, starts, into); err != nil {
-		return err
-	}
-	var more []chainStart
-	for _, st := range starts {
-		b := into[blobKey{st[0], st[1]}]
-		if b != nil && b.kind == "append" && b.blob.Base != "" && b.blob.Base != st[2] {
-			more = append(more, chainStart{st[0], b.blob.Base, st[2]})
-		}
-	}
-	if len(more) == 0 {
-		return nil
-	}
-	return queryBlobs(ctx, c, chainQuery, thread, ns, more, into)
-}
-
-// loadBlobs reads the blobs the chains starting at starts need, in one
-// recursive query.
-func loadBlobs(ctx context.Context, c *sql.Conn, thread, ns string, starts []chainStart, into map[blobKey]*blobRow) error {
-	if len(starts) == 0 {
-		return nil
-	}
-	return queryBlobs(ctx, c, chainQuery, thread, ns, starts, into)
-}
-
-func queryBlobs(ctx context.Context, c *sql.Conn, query, thread, ns string, starts []chainStart, into map[blobKey]*blobRow) error {
-	arg, err := json.Marshal(starts)
-	if err != nil {
-		return err
-	}
-	rows, err := c.QueryContext(ctx, query, thread, ns, string(arg))
-	if err != nil {
-		return err
+		return res, err
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var ch, version, base, kind, value string
-		var crc int64
-		if err := rows.Scan(&ch, &version, &base, &kind, &value, &crc); err != nil {
-			return err
-		}
-		k := blobKey{ch, version}
-		if _, ok := into[k]; ok {
-			continue
-		}
-		into[k] = &blobRow{
-			blob: checkpoint.Blob{Version: version, Base: base, Append: kind == "append", Data: json.RawMessage(value)},
-			kind: kind, crc: crc,
-		}
-	}
-	return rows.Err()
-}
-
-// chainKey names a materialised chain: channel, version, and the version
-// the walk stopped at ("" for a whole chain).
-type chainKey struct{ channel, version, stop string }
-
-// chains materialises blob chains from loaded rows, sharing the backing
-// arrays of chains with a common prefix (history lists the same append
-// chain once per checkpoint).
-type chains struct {
-	rows    map[blobKey]*blobRow
-	memo    map[chainKey][]checkpoint.Blob
-	claimed map[chainKey]bool // the slot after this chain's end is taken
-}
-
-func newChains(rows map[blobKey]*blobRow) *chains {
-	return &chains{rows: rows, memo: map[chainKey][]checkpoint.Blob{}, claimed: map[chainKey]bool{}}
-}
-
-// chain returns the blobs of ch at version, oldest first, ending the walk
-// at stop (exclusive) as checkpoint.GetOptions.Have says. The result's
-// capacity equals its length, so appending to it never writes into a
-// chain shared with another tuple.
-func (cs *chains) chain(ch, version, stop string) ([]checkpoint.Blob, error) {
-	key := chainKey{ch, version, stop}
-	if c, ok := cs.memo[key]; ok {
-		return c[:len(c):len(c)], nil
-	}
-	var path []*blobRow // newest first
-	var prefix []checkpoint.Blob
-	var prefixKey chainKey
-	v := version
-	for {
-		if stop != "" && v == stop && len(path) > 0 {
-			break
-		}
-		if len(path) > 0 {
-			if c, ok := cs.memo[chainKey{ch, v, stop}]; ok {
-				prefix, prefixKey = c, chainKey{ch, v, stop}
-				break
-			}
-		}
-		r := cs.rows[blobKey{ch, v}]
-		if r == nil {
-			return nil, fmt.Errorf("missing blob for version %s", v)
-		}
-		if err := r.verify(); err != nil {
-			return nil, err
-		}
-		path = append(path, r)
-		if !r.blob.Append || r.blob.Base == "" {
-			break
-		}
-		if len(path) > len(cs.rows) {
-			return nil, fmt.Errorf("cycle in blob chain at version %s", v)
-		}
-		v = r.blob.Base
-	}
-	var out []checkpoint.Blob
-	switch {
-	case prefix == nil:
-		out = make([]checkpoint.Blob, 0, len(path))
-	case cs.claimed[prefixKey]:
-		out = append(make([]checkpoint.Blob, 0, len(prefix)+len(path)), prefix...)
-	default:
-		cs.claimed[prefixKey] = true
-		out = prefix
-	}
-	for i := len(path) - 1; i >= 0; i-- {
-		out = append(out, path[i].blob)
-		k := chainKey{ch, path[i].blob.Version, stop}
-		if i > 0 {
-			cs.claimed[k] = true
-		}
-		if _, ok := cs.memo[k]; !ok {
-			cs.memo[k] = out
-		}
-	}
-	return out[:len(out):len(out)], nil
-}
-
-// fill sets cp.Channels from the loaded chains, leaving out what have
-// says the caller holds.
-func (cs *chains) fill(thread string, cp *checkpoint.Checkpoint, have map[string]string) error {
-	cp.Channels = make(map[string][]checkpoint.Blob, len(cp.Versions))
-	for ch, v := range cp.Versions {
-		if have[ch] == v {
-			continue
-		}
-		c, err := cs.chain(ch, v, have[ch])
+		var kind int
+		r, err := scanRow(rows, &kind)
 		if err != nil {
-			return &checkpoint.CorruptError{Thread: thread, Checkpoint: cp.ID, What: "channel " + ch, Err: err}
+			return res, err
 		}
-		cp.Channels[ch] = c
-	}
-	return nil
-}
-
-func starts(cp *checkpoint.Checkpoint, have map[string]string, dst []chainStart) []chainStart {
-	for ch, v := range cp.Versions {
-		if have[ch] == v {
-			continue
+		switch kind {
+		case 0:
+			res.row = r
+		case 1:
+			p := pendingRow{ns: r.ns, checkpoint: r.id, crc: r.crc}
+			p.w = checkpoint.PendingWrite{TaskID: r.parent, Channel: r.source, Node: string(r.metadata), Path: string(r.versions), Value: json.RawMessage(r.channels)}
+			p.idx = int(r.step)
+			res.writes = append(res.writes, p)
+		case 2:
+			res.children = append(res.children, r)
 		}
-		dst = append(dst, chainStart{ch, v, have[ch]})
 	}
-	return dst
+	return res, rows.Err()
 }
 
-// writeRowOut is a writes row as read.
-type pendingRow struct {
-	ns, checkpoint string
-	w              checkpoint.PendingWrite
-	crc            int64
-}
-
-func (p *pendingRow) verify(thread string) error {
-	var err error
-	switch {
-	case writeCRC(p.w.Channel, p.w.Node, p.w.Path, p.w.Value) != p.crc:
-		err = errors.New("checksum mismatch")
-	case !json.Valid(p.w.Value):
-		err = errors.New("value is not valid JSON")
-	}
-	if err != nil {
-		return &checkpoint.CorruptError{Thread: thread, Checkpoint: p.checkpoint,
-			What: fmt.Sprintf("pending write of task %s channel %q", p.w.TaskID, p.w.Channel), Err: err}
-	}
-	return nil
-}
-
-const writeColumns = `checkpoint_ns, checkpoint_id, task_id, channel, value, node, path, crc`
-
-func scanWrite(sc interface{ Scan(...any) error }) (pendingRow, error) {
-	var p pendingRow
-	var value string
-	err := sc.Scan(&p.ns, &p.checkpoint, &p.w.TaskID, &p.w.Channel, &value, &p.w.Node, &p.w.Path, &p.crc)
-	p.w.Value = json.RawMessage(value)
-	return p, err
-}
-
-const getCheckpoint = `SELECT ` + cpColumns + ` FROM checkpoints
-WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = CASE WHEN ?3 = '' THEN
-	(SELECT head_checkpoint_id FROM threads WHERE thread_id = ?1 AND checkpoint_ns = ?2) ELSE ?3 END`
-
-const getWrites = `SELECT ` + writeColumns + ` FROM writes
-WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? ORDER BY task_id, idx`
-
-// Get implements checkpoint.Saver. The head, or the checkpoint ref.ID
-// names, is read with its channels (append chains walked back to their
-// start, or to the version opts.Have says the caller holds) and its
-// pending writes, in one read transaction. It returns an error matching
-// checkpoint.ErrNotFound when there is no such checkpoint, a
-// *checkpoint.CorruptError naming thread and checkpoint when a row fails
-// its checksum or does not decode, an error wrapping checkpoint.ErrInvalid
-// for an empty thread, and a *StoreError when SQLite fails.
+// Get implements checkpoint.Saver. The checkpoint ref names (the head,
+// its largest ID, when ref.ID is "") comes with its pending writes and,
+// for a checkpoint that is not the head, its children's task writes, from
+// one statement. Channels the caller does not hold (opts.Have) are read
+// from the rows of their versions: the head's own changes are in its row;
+// older versions take one query by ID and, for append chains that go on
+// past them, one recursive query, in a read transaction. So reading the
+// latest state costs the size of the state, not the length of the
+// history. It returns an error matching checkpoint.ErrNotFound when there
+// is no such checkpoint, a *checkpoint.CorruptError naming thread and
+// checkpoint when a row fails its checksum or does not decode, an error
+// wrapping checkpoint.ErrInvalid for an empty thread, and a *StoreError
+// when SQLite fails.
 func (s *Saver) Get(ctx context.Context, ref checkpoint.Ref, opts checkpoint.GetOptions) (*checkpoint.Tuple, error) {
 	if err := validThread(ref.Thread); err != nil {
 		return nil, err
@@ -340,44 +91,32 @@ func (s *Saver) Get(ctx context.Context, ref checkpoint.Ref, opts checkpoint.Get
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var tp *checkpoint.Tuple
+	if err := s.live(); err != nil {
+		return nil, err
+	}
 	op := opInfo{op: "get", thread: ref.Thread, ns: ref.NS, checkpoint: ref.ID}
-	err := s.read(ctx, op, func(c *sql.Conn) error {
-		row, err := scanCheckpoint(c.QueryRowContext(ctx, getCheckpoint, ref.Thread, ref.NS, ref.ID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: %s", checkpoint.ErrNotFound, ref)
+	// Optimistically, one statement outside a transaction: enough when
+	// there is no such checkpoint or when the caller holds every version
+	// but those the row itself wrote (a reader that holds no state and
+	// reads a thread with history goes on to a read transaction).
+	res, err := runGet(ctx, s.db, ref)
+	if err != nil {
+		return nil, s.readErr(op, err)
+	}
+	tp, err := s.tuple(ctx, nil, ref, res, opts.Have)
+	if !errors.Is(err, errNeedRows) {
+		if err != nil {
+			return nil, s.readErr(op, err)
 		}
+		return tp, nil
+	}
+	err = s.read(ctx, op, func(c *sql.Conn) error {
+		res, err := runGet(ctx, c, ref)
 		if err != nil {
 			return err
 		}
-		cp, err := row.decode(ref.Thread)
-		if err != nil {
-			return err
-		}
-		blobs := map[blobKey]*blobRow{}
-		if err := loadChains(ctx, c, ref.Thread, ref.NS, starts(&cp, opts.Have, nil), blobs); err != nil {
-			return err
-		}
-		if err := newChains(blobs).fill(ref.Thread, &cp, opts.Have); err != nil {
-			return err
-		}
-		tp = &checkpoint.Tuple{Thread: ref.Thread, NS: ref.NS, Checkpoint: cp}
-		rows, err := c.QueryContext(ctx, getWrites, ref.Thread, ref.NS, cp.ID)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			p, err := scanWrite(rows)
-			if err != nil {
-				return err
-			}
-			if err := p.verify(ref.Thread); err != nil {
-				return err
-			}
-			tp.Pending = append(tp.Pending, p.w)
-		}
-		return rows.Err()
+		tp, err = s.tuple(ctx, c, ref, res, opts.Have)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -385,15 +124,89 @@ func (s *Saver) Get(ctx context.Context, ref checkpoint.Ref, opts checkpoint.Get
 	return tp, nil
 }
 
+// errNeedRows: the tuple needs rows that one statement did not read.
+var errNeedRows = errors.New("more rows needed")
+
+// tuple builds the tuple of a getQuery result. With c nil it returns
+// errNeedRows when channels need rows besides the checkpoint's own.
+func (s *Saver) tuple(ctx context.Context, c *sql.Conn, ref checkpoint.Ref, res getResult, have map[string]string) (*checkpoint.Tuple, error) {
+	if res.row == nil {
+		return nil, fmt.Errorf("%w: %s", checkpoint.ErrNotFound, ref)
+	}
+	cp, err := res.row.checkpoint(ref.Thread)
+	if err != nil {
+		return nil, err
+	}
+	rs := newRowSet(ref.Thread, ref.NS)
+	rs.add(res.row)
+	if err := rs.fill(&cp, have); isMissing(err) {
+		if c == nil {
+			return nil, errNeedRows
+		}
+		need := func() ([]chainStart, error) { return rs.needs(&cp, have, nil) }
+		starts, err := need()
+		if err != nil {
+			return nil, err
+		}
+		if err := rs.load(ctx, c, starts, need); err != nil {
+			return nil, err
+		}
+		if err := rs.fill(&cp, have); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	tp := &checkpoint.Tuple{Thread: ref.Thread, NS: ref.NS, Checkpoint: cp}
+	own := make([]indexedWrite, 0, len(res.writes))
+	for i := range res.writes {
+		if err := res.writes[i].verify(ref.Thread); err != nil {
+			return nil, err
+		}
+		own = append(own, res.writes[i].indexedWrite)
+	}
+	slices.SortFunc(res.children, func(a, b *cpRow) int { return strings.Compare(a.id, b.id) })
+	var children [][]indexedWrite
+	for _, ch := range res.children {
+		ws, err := ch.taskWrites(ref.Thread)
+		if err != nil {
+			return nil, err
+		}
+		children = append(children, ws)
+	}
+	tp.Pending = mergePending(own, children)
+	return tp, nil
+}
+
+// readErr passes typed errors through and wraps driver errors.
+func (s *Saver) readErr(op opInfo, err error) error {
+	if err == nil {
+		return nil
+	}
+	if s.closed.Load() {
+		return s.live()
+	}
+	var ce *checkpoint.CorruptError
+	if errors.As(err, &ce) || errors.Is(err, checkpoint.ErrNotFound) || errors.Is(err, checkpoint.ErrInvalid) {
+		return err
+	}
+	return op.storeErr(err)
+}
+
 // List implements checkpoint.Saver: the thread's checkpoints newest first,
-// filtered by opts, each with its channels and pending writes. Blobs and
-// writes are fetched in bulk (one query each per namespace), blob bytes
-// and chain prefixes are shared between the tuples. Metadata filters with
-// scalar values run in SQL (json_extract, values bound as parameters, keys
-// checked with checkpoint.ValidFilterKey); object and array values are
-// compared after decoding. It returns an error wrapping checkpoint.ErrInvalid
-// for an empty thread or a bad filter key, a *checkpoint.CorruptError when a
-// row does not verify, and a *StoreError when SQLite fails.
+// filtered by opts, each with its channels and pending writes, in one read
+// transaction. The rows are read with one query (metadata filters with
+// scalar values run in SQL: json_type/json_extract, values bound as
+// parameters, keys checked with checkpoint.ValidFilterKey; object and
+// array values are compared after decoding), and the tuples share the
+// decoded channel bytes and chain prefixes. Versions older than the listed
+// rows (Before, Limit, filters, pruned checkpoints) are read with one
+// recursive query, and pending writes come from one query of the writes
+// table and the children's task writes (the listed rows themselves when
+// the list is a whole suffix of the history). It returns an error wrapping
+// checkpoint.ErrInvalid for an empty thread or a bad filter key, a
+// *checkpoint.CorruptError when a row does not verify, and a *StoreError
+// when SQLite fails.
 func (s *Saver) List(ctx context.Context, thread string, opts checkpoint.ListOptions) ([]*checkpoint.Tuple, error) {
 	if err := validThread(thread); err != nil {
 		return nil, err
@@ -407,6 +220,10 @@ func (s *Saver) List(ctx context.Context, thread string, opts checkpoint.ListOpt
 		return nil, err
 	}
 	q, args, post := listQuery(thread, opts)
+	// Without Before and filters the list is every checkpoint newer than
+	// its oldest one, so the children of every listed checkpoint are
+	// listed too.
+	whole := opts.Before == "" && len(opts.Filter) == 0
 	out := []*checkpoint.Tuple{}
 	op := opInfo{op: "list", thread: thread, ns: opts.NS}
 	err := s.read(ctx, op, func(c *sql.Conn) error {
@@ -414,44 +231,57 @@ func (s *Saver) List(ctx context.Context, thread string, opts checkpoint.ListOpt
 		if err != nil {
 			return err
 		}
-		var cps []cpRow
+		var loaded []*cpRow
 		for rows.Next() {
-			r, err := scanCheckpoint(rows)
+			r, err := scanRow(rows)
 			if err != nil {
 				rows.Close()
 				return err
 			}
-			cps = append(cps, r)
+			loaded = append(loaded, r)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		byNS := map[string][]*checkpoint.Tuple{}
+		sets := map[string]*rowSet{}
 		var nsOrder []string
-		for i := range cps {
-			cp, err := cps[i].decode(thread)
+		var tps []*checkpoint.Tuple
+		for _, r := range loaded {
+			rs := sets[r.ns]
+			if rs == nil {
+				rs = newRowSet(thread, r.ns)
+				sets[r.ns] = rs
+				nsOrder = append(nsOrder, r.ns)
+			}
+			rs.add(r)
+			if opts.Limit > 0 && len(tps) == opts.Limit {
+				continue
+			}
+			cp, err := r.checkpoint(thread)
 			if err != nil {
 				return err
 			}
 			if !post.match(cp.Metadata) {
 				continue
 			}
-			tp := &checkpoint.Tuple{Thread: thread, NS: cps[i].ns, Checkpoint: cp}
-			out = append(out, tp)
-			if _, ok := byNS[tp.NS]; !ok {
-				nsOrder = append(nsOrder, tp.NS)
-			}
-			byNS[tp.NS] = append(byNS[tp.NS], tp)
-			if opts.Limit > 0 && len(out) == opts.Limit {
-				break
-			}
+			tps = append(tps, &checkpoint.Tuple{Thread: thread, NS: r.ns, Checkpoint: cp})
 		}
 		for _, ns := range nsOrder {
-			if err := s.fillList(ctx, c, thread, ns, byNS[ns]); err != nil {
+			var mine []*checkpoint.Tuple
+			for _, tp := range tps {
+				if tp.NS == ns {
+					mine = append(mine, tp)
+				}
+			}
+			if len(mine) == 0 {
+				continue
+			}
+			if err := sets[ns].fillList(ctx, c, mine, whole); err != nil {
 				return err
 			}
 		}
+		out = append(out, tps...)
 		return nil
 	})
 	if err != nil {
@@ -460,43 +290,104 @@ func (s *Saver) List(ctx context.Context, thread string, opts checkpoint.ListOpt
 	return out, nil
 }
 
+// listWrites reads the writes table rows of a namespace from checkpoint ?3
+// on; fillList keeps those of the listed checkpoints.
 const listWrites = `SELECT ` + writeColumns + ` FROM writes
-WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id IN (SELECT value FROM json_each(?3))
-ORDER BY checkpoint_id, task_id, idx`
+WHERE thread_id = CAST(?1 AS TEXT) AND checkpoint_ns = CAST(?2 AS TEXT) AND checkpoint_id >= ?3`
 
-// fillList loads the channels and pending writes of tuples of one
-// namespace.
-func (s *Saver) fillList(ctx context.Context, c *sql.Conn, thread, ns string, tps []*checkpoint.Tuple) error {
-	var st []chainStart
-	seen := map[chainStart]bool{}
-	ids := make([]string, 0, len(tps))
-	byID := make(map[string]*checkpoint.Tuple, len(tps))
+// listChildren reads the rows whose parent is one of the checkpoints in ?4
+// (a JSON array), all newer than ?3.
+const listChildren = `SELECT ` + cpColumns + ` FROM checkpoints
+WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id > ?3 AND pruned = 0
+	AND parent_checkpoint_id IN (SELECT value FROM json_each(?4))`
+
+// fillList loads the channels and pending writes of the listed tuples of
+// one namespace (newest first). whole says that every child of a listed
+// checkpoint is in rs already.
+func (rs *rowSet) fillList(ctx context.Context, c *sql.Conn, tps []*checkpoint.Tuple, whole bool) error {
+	// Fill from the listed rows; tuples whose chains go through rows not
+	// listed (older than Before or the Limit, filtered out, pruned) are
+	// filled again once those are read.
+	var short []*checkpoint.Tuple
 	for _, tp := range tps {
-		for ch, v := range tp.Checkpoint.Versions {
-			k := chainStart{ch, v, ""}
-			if !seen[k] {
-				seen[k] = true
-				st = append(st, k)
-			}
-		}
-		ids = append(ids, tp.Checkpoint.ID)
-		byID[tp.Checkpoint.ID] = tp
-	}
-	blobs := map[blobKey]*blobRow{}
-	if err := loadBlobs(ctx, c, thread, ns, st, blobs); err != nil {
-		return err
-	}
-	cs := newChains(blobs)
-	for _, tp := range tps {
-		if err := cs.fill(thread, &tp.Checkpoint, nil); err != nil {
+		if err := rs.fill(&tp.Checkpoint, nil); isMissing(err) {
+			short = append(short, tp)
+		} else if err != nil {
 			return err
 		}
 	}
-	idArg, err := json.Marshal(ids)
-	if err != nil {
-		return err
+	if len(short) > 0 {
+		need := func() ([]chainStart, error) {
+			var starts []chainStart
+			seen := map[chainStart]bool{}
+			for _, tp := range short {
+				more, err := rs.needs(&tp.Checkpoint, nil, nil)
+				if err != nil {
+					return nil, err
+				}
+				for _, st := range more {
+					if !seen[st] {
+						seen[st] = true
+						starts = append(starts, st)
+					}
+				}
+			}
+			return starts, nil
+		}
+		starts, err := need()
+		if err != nil {
+			return err
+		}
+		if err := rs.load(ctx, c, starts, need); err != nil {
+			return err
+		}
+		for _, tp := range short {
+			if err := rs.fill(&tp.Checkpoint, nil); err != nil {
+				return err
+			}
+		}
 	}
-	rows, err := c.QueryContext(ctx, listWrites, thread, ns, string(idArg))
+	oldest := tps[len(tps)-1].Checkpoint.ID
+	listed := make(map[string]*checkpoint.Tuple, len(tps))
+	for _, tp := range tps {
+		listed[tp.Checkpoint.ID] = tp
+	}
+	// The children's task writes.
+	children := map[string][]*cpRow{}
+	if whole {
+		for _, r := range rs.rows {
+			if listed[r.parent] != nil && !r.pruned {
+				children[r.parent] = append(children[r.parent], r)
+			}
+		}
+	} else {
+		ids := make([]string, 0, len(tps))
+		for _, tp := range tps {
+			ids = append(ids, tp.Checkpoint.ID)
+		}
+		arg, err := json.Marshal(ids)
+		if err != nil {
+			return err
+		}
+		rows, err := c.QueryContext(ctx, listChildren, rs.thread, rs.ns, oldest, string(arg))
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			r, err := scanRow(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			children[r.parent] = append(children[r.parent], r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	own := map[string][]indexedWrite{}
+	rows, err := c.QueryContext(ctx, listWrites, rs.thread, rs.ns, oldest)
 	if err != nil {
 		return err
 	}
@@ -506,14 +397,32 @@ func (s *Saver) fillList(ctx context.Context, c *sql.Conn, thread, ns string, tp
 		if err != nil {
 			return err
 		}
-		if err := p.verify(thread); err != nil {
+		if listed[p.checkpoint] == nil {
+			continue
+		}
+		if err := p.verify(rs.thread); err != nil {
 			return err
 		}
-		if tp := byID[p.checkpoint]; tp != nil {
-			tp.Pending = append(tp.Pending, p.w)
-		}
+		own[p.checkpoint] = append(own[p.checkpoint], p.indexedWrite)
 	}
-	return rows.Err()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, tp := range tps {
+		id := tp.Checkpoint.ID
+		kids := children[id]
+		slices.SortFunc(kids, func(a, b *cpRow) int { return strings.Compare(a.id, b.id) })
+		var tws [][]indexedWrite
+		for _, k := range kids {
+			ws, err := k.taskWrites(rs.thread)
+			if err != nil {
+				return err
+			}
+			tws = append(tws, ws)
+		}
+		tp.Pending = mergePending(own[id], tws)
+	}
+	return nil
 }
 
 // listQuery builds the checkpoints query of List. Filters on scalar values
@@ -521,21 +430,18 @@ func (s *Saver) fillList(ctx context.Context, c *sql.Conn, thread, ns string, tp
 // (and then the limit is applied after it too).
 func listQuery(thread string, opts checkpoint.ListOptions) (string, []any, goFilter) {
 	var b strings.Builder
-	b.WriteString(`SELECT ` + cpColumns + ` FROM checkpoints WHERE thread_id = ?`)
+	// CAST: see headOf (the query orders by the index it seeks).
+	b.WriteString(`SELECT ` + cpColumns + ` FROM checkpoints WHERE thread_id = CAST(? AS TEXT) AND pruned = 0`)
 	args := []any{thread}
 	if !opts.AllNamespaces {
-		b.WriteString(` AND checkpoint_ns = ?`)
+		b.WriteString(` AND checkpoint_ns = CAST(? AS TEXT)`)
 		args = append(args, opts.NS)
 	}
 	if opts.Before != "" {
 		b.WriteString(` AND checkpoint_id < ?`)
 		args = append(args, opts.Before)
 	}
-	keys := make([]string, 0, len(opts.Filter))
-	for k := range opts.Filter {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := sortedKeys(opts.Filter)
 	post := goFilter{}
 	for _, k := range keys {
 		path := `$."` + k + `"` // k is [A-Za-z0-9_]{1,64}; bound as a parameter anyway
@@ -550,8 +456,7 @@ func listQuery(thread string, opts checkpoint.ListOptions) (string, []any, goFil
 	}
 	b.WriteString(` ORDER BY checkpoint_id DESC, checkpoint_ns`)
 	if opts.Limit > 0 && len(post) == 0 {
-		b.WriteString(` LIMIT ?`)
-		args = append(args, opts.Limit)
+		b.WriteString(` LIMIT ` + strconv.Itoa(opts.Limit))
 	}
 	return b.String(), args, post
 }
@@ -569,19 +474,22 @@ func filterClause(path string, want any) (clause string, args []any, ok bool) {
 	if err := json.Unmarshal(b, &norm); err != nil {
 		return "0", nil, true
 	}
+	// json_valid guards the JSON functions: a row whose metadata is not
+	// JSON is listed (and then reported corrupt) instead of failing the
+	// query.
 	switch v := norm.(type) {
 	case nil:
-		return `coalesce(json_type(metadata, ?), 'null') = 'null'`, []any{path}, true
+		return `(NOT json_valid(metadata) OR coalesce(json_type(metadata, ?), 'null') = 'null')`, []any{path}, true
 	case bool:
 		t := "false"
 		if v {
 			t = "true"
 		}
-		return `json_type(metadata, ?) IS ?`, []any{path, t}, true
+		return `(NOT json_valid(metadata) OR json_type(metadata, ?) IS ?)`, []any{path, t}, true
 	case string:
-		return `(json_type(metadata, ?) IS 'text' AND json_extract(metadata, ?) = ?)`, []any{path, path, v}, true
+		return `(NOT json_valid(metadata) OR json_type(metadata, ?) IS 'text' AND json_extract(metadata, ?) = ?)`, []any{path, path, v}, true
 	case float64:
-		return `(json_type(metadata, ?) IN ('integer', 'real') AND json_extract(metadata, ?) = ?)`, []any{path, path, v}, true
+		return `(NOT json_valid(metadata) OR json_type(metadata, ?) IN ('integer', 'real') AND json_extract(metadata, ?) = ?)`, []any{path, path, v}, true
 	}
 	return "", nil, false
 }

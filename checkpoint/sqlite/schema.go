@@ -6,10 +6,13 @@ import (
 	"fmt"
 )
 
-// migration moves the schema from version-1 to version.
+// migration moves the schema from version-1 to version: stmts, then data
+// (rows rewritten in Go, where the checksums are computed), then post.
 type migration struct {
 	version int
 	stmts   []string
+	data    func(ctx context.Context, conn *sql.Conn) error
+	post    []string
 }
 
 // migrations are applied in order, each in its own IMMEDIATE transaction
@@ -76,6 +79,56 @@ var migrations = []migration{
 		// (PendingInterrupts) walks this instead of every thread.
 		`CREATE INDEX writes_interrupts ON writes (channel) WHERE channel = '__interrupt__'`,
 	}},
+	// Version 2: one row per checkpoint holds everything a Put writes
+	// (its changed channels and the task writes that produced it), the
+	// head is the largest checkpoint ID, and the threads row keeps only
+	// the lease. blobs goes away.
+	{version: 2, stmts: []string{
+		// A rowid table: rows of a few KiB stay on their leaf page (a
+		// WITHOUT ROWID table spills rows above ~1 KiB to overflow pages),
+		// and inserts in ID order append to the right edge of the table.
+		`CREATE TABLE checkpoints_v2 (
+			thread_id            TEXT NOT NULL,
+			checkpoint_ns        TEXT NOT NULL DEFAULT '',
+			checkpoint_id        TEXT NOT NULL,
+			parent_checkpoint_id TEXT,
+			step                 INTEGER NOT NULL,
+			source               TEXT NOT NULL,
+			created_at           TEXT NOT NULL,
+			metadata             TEXT NOT NULL,
+			versions             TEXT NOT NULL,
+			channels             TEXT NOT NULL,
+			task_writes          TEXT,
+			mark                 TEXT NOT NULL DEFAULT '',
+			pruned               INTEGER NOT NULL DEFAULT 0,
+			crc                  INTEGER NOT NULL,
+			PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+		)`,
+		`CREATE TABLE threads_v2 (
+			thread_id     TEXT NOT NULL,
+			checkpoint_ns TEXT NOT NULL DEFAULT '',
+			lease_owner   TEXT,
+			lease_until   INTEGER,
+			updated_at    TEXT,
+			PRIMARY KEY (thread_id, checkpoint_ns)
+		) WITHOUT ROWID`,
+	}, data: migrateRows1, post: []string{
+		`DROP TABLE blobs`,
+		`DROP TABLE checkpoints`,
+		`DROP TABLE threads`,
+		`ALTER TABLE checkpoints_v2 RENAME TO checkpoints`,
+		`ALTER TABLE threads_v2 RENAME TO threads`,
+		// Every thread's head, for people using the sqlite3 shell (and
+		// Threads): the largest checkpoint ID of each (thread, namespace),
+		// one primary-key seek per thread.
+		`CREATE VIEW thread_heads AS
+		SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.step, c.source, c.created_at,
+			max(coalesce(t.updated_at, ''), c.created_at) AS updated_at, t.lease_owner, t.lease_until, c.metadata, c.versions
+		FROM threads t
+		JOIN checkpoints c ON c.thread_id = t.thread_id AND c.checkpoint_ns = t.checkpoint_ns
+			AND c.checkpoint_id = (SELECT max(m.checkpoint_id) FROM checkpoints m
+				WHERE m.thread_id = t.thread_id AND m.checkpoint_ns = t.checkpoint_ns)`,
+	}},
 }
 
 // schemaVersion is the newest schema this code knows.
@@ -127,6 +180,16 @@ func applyMigration(ctx context.Context, conn *sql.Conn, path string, m migratio
 		return err
 	}
 	for _, s := range m.stmts {
+		if _, err := conn.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("checkpoint/sqlite: %q: migrate to schema %d: %w", path, m.version, err)
+		}
+	}
+	if m.data != nil {
+		if err := m.data(ctx, conn); err != nil {
+			return fmt.Errorf("checkpoint/sqlite: %q: migrate to schema %d: %w", path, m.version, err)
+		}
+	}
+	for _, s := range m.post {
 		if _, err := conn.ExecContext(ctx, s); err != nil {
 			return fmt.Errorf("checkpoint/sqlite: %q: migrate to schema %d: %w", path, m.version, err)
 		}

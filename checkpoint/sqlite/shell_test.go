@@ -8,16 +8,22 @@ import (
 )
 
 // latestQuery is the query the package documentation shows.
-const latestQuery = `SELECT t.thread_id, t.step, t.source, t.updated_at, c.checkpoint_id, c.metadata, c.versions
-FROM threads t
-JOIN checkpoints c ON c.thread_id = t.thread_id AND c.checkpoint_ns = t.checkpoint_ns
-                  AND c.checkpoint_id = t.head_checkpoint_id
-WHERE t.checkpoint_ns = ''
-ORDER BY t.updated_at DESC;`
+const latestQuery = `SELECT thread_id, checkpoint_id, step, source, updated_at, metadata, versions
+FROM thread_heads
+WHERE checkpoint_ns = ''
+ORDER BY updated_at DESC;`
 
-// TestReadableWithTheShell: the documented query lists every thread's
-// latest checkpoint, through database/sql and through the stock sqlite3
-// shell (when installed), and the JSON columns read as text there.
+// channelsQuery is the documentation's query of a thread's stored channel
+// versions.
+const channelsQuery = `SELECT c.checkpoint_id, j.key AS channel, j.value
+FROM checkpoints c, json_each(c.channels) j
+WHERE c.thread_id = 'alpha'
+ORDER BY c.checkpoint_id, j.key;`
+
+// TestReadableWithTheShell: the documented queries list every thread's
+// latest checkpoint and a thread's channel versions, through database/sql
+// and through the stock sqlite3 shell (when installed), and the JSON
+// columns read as text there.
 func TestReadableWithTheShell(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "shell.db")
 	s := openAt(t, path, Config{})
@@ -29,9 +35,9 @@ func TestReadableWithTheShell(t *testing.T) {
 	}
 	got := map[string]string{}
 	for rows.Next() {
-		var th, src, upd, id, meta, vers string
+		var th, id, src, upd, meta, vers string
 		var step int
-		if err := rows.Scan(&th, &step, &src, &upd, &id, &meta, &vers); err != nil {
+		if err := rows.Scan(&th, &id, &step, &src, &upd, &meta, &vers); err != nil {
 			t.Fatal(err)
 		}
 		got[th] = id
@@ -40,17 +46,21 @@ func TestReadableWithTheShell(t *testing.T) {
 	if got["alpha"] != a.head || got["beta"] != b.head || len(got) != 2 {
 		t.Fatalf("latest checkpoints %v, want alpha %s beta %s", got, a.head, b.head)
 	}
+	var n int
+	if err := s.DB().QueryRow(`SELECT count(*) FROM (` + strings.TrimSuffix(channelsQuery, ";") + `)`).Scan(&n); err != nil || n != 6 {
+		t.Fatalf("channel versions of alpha: %d, %v; want 6", n, err)
+	}
 	shell, err := exec.LookPath("sqlite3")
 	if err != nil {
 		t.Skip("sqlite3 shell not installed")
 	}
 	closeChecked(t, s)
-	out, err := exec.Command(shell, "-readonly", path, latestQuery, "SELECT value FROM blobs WHERE channel = 'Log' LIMIT 1;").CombinedOutput()
+	out, err := exec.Command(shell, "-readonly", path, latestQuery, channelsQuery).CombinedOutput()
 	if err != nil {
 		t.Fatalf("sqlite3: %v\n%s", err, out)
 	}
 	text := string(out)
-	for _, want := range []string{"alpha|2|loop|", a.head, `"source":"loop"`, `"Log":"`, `["item 0"]`} {
+	for _, want := range []string{"alpha|" + a.head + "|2|loop|", `"source":"loop"`, `"Log":"`, `|Log|{"append":["item 0"],"base":""}`, `|N|{"value":2}`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("shell output lacks %q:\n%s", want, text)
 		}

@@ -412,14 +412,16 @@ func TestCorruptThread(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		// The saver's schema (blobs.value, checksummed) is written down in
-		// checkpoint/sqlite; if it changes, change this statement.
-		res, err := s.DB().ExecContext(context.Background(), `UPDATE blobs SET value = '"tampered"' WHERE thread_id = ? AND channel = 'Source'`, threadFailed)
+		// The saver's schema (checkpoints.channels: the channels a
+		// checkpoint wrote, as JSON, the row checksummed) is written down
+		// in checkpoint/sqlite; if it changes, change this statement.
+		res, err := s.DB().ExecContext(context.Background(), `UPDATE checkpoints SET channels = json_set(channels, '$.Source.value', 'tampered')
+WHERE thread_id = ? AND json_extract(channels, '$.Source') IS NOT NULL`, threadFailed)
 		if err != nil {
-			t.Fatalf("corrupt a blob (did the saver's schema change?): %v", err)
+			t.Fatalf("corrupt a stored value (did the saver's schema change?): %v", err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
-			t.Fatalf("corrupted %d blobs, want 1 (did the saver's schema change?)", n)
+			t.Fatalf("corrupted %d stored values, want 1 (did the saver's schema change?)", n)
 		}
 	}()
 	got := cli(db, cliNow(), "threads", "--json")

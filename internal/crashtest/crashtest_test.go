@@ -579,8 +579,14 @@ func TestVerifyCheckpoints(t *testing.T) {
 		return tps[len(tps)-1].Checkpoint
 	}
 	root := first("fork-bad")
+	heads, err := s.List(ctx, "fork-bad", checkpoint.ListOptions{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	lease := checkpoint.Lease{Owner: "forker", TTL: time.Minute}
-	bad := checkpoint.Checkpoint{ID: root.ID + "z", ParentID: root.ID, Metadata: checkpoint.Metadata{Source: checkpoint.SourceLoop, Step: root.Metadata.Step + 1}, Versions: map[string]string{}}
+	// A second child of the first checkpoint, sorting after the head (a
+	// saver refuses a fork that could never become the head).
+	bad := checkpoint.Checkpoint{ID: heads[0].Checkpoint.ID + "z", ParentID: root.ID, Metadata: checkpoint.Metadata{Source: checkpoint.SourceLoop, Step: root.Metadata.Step + 1}, Versions: map[string]string{}}
 	if err := s.Put(ctx, checkpoint.PutRequest{Thread: "fork-bad", Checkpoint: bad, Fork: true, Lease: lease}); err != nil {
 		t.Fatal(err)
 	}
