@@ -1,12 +1,15 @@
 package interrupt
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 )
 
@@ -102,18 +105,83 @@ func (e *AnswerError) Unwrap() error { return e.Err }
 
 // Marshal encodes v as a JSON interrupt value or answer. It recovers a panic
 // in a MarshalJSON method and reports it, like any encoding failure, as a
-// *ValueError. NaN and infinities, channels and functions fail.
+// *ValueError. NaN and infinities, channels and functions fail, and so do
+// values JSON would store with a loss: a string that is not valid UTF-8
+// (JSON replaces its bytes) and a struct whose fields are all unexported
+// (JSON stores {}).
 func Marshal(v any) (data json.RawMessage, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			data, err = nil, &ValueError{Err: fmt.Errorf("MarshalJSON panicked: %v", r)}
 		}
 	}()
+	if t := opaqueStruct(v); t != nil {
+		return nil, &ValueError{Err: fmt.Errorf("%v has only unexported fields and would be stored as {}", t)}
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, &ValueError{Err: err}
 	}
+	if replacedUTF8(b) {
+		return nil, &ValueError{Err: errors.New("a string is not valid UTF-8 (JSON would replace its bytes)")}
+	}
 	return b, nil
+}
+
+var (
+	jsonMarshaler = reflect.TypeFor[json.Marshaler]()
+	textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
+)
+
+// opaqueStruct returns the type of v (through pointers) when it is a struct
+// with fields, none exported, and no JSON or text marshaler: JSON would
+// drop everything it holds. Nested values are not inspected.
+func opaqueStruct(v any) reflect.Type {
+	rv := reflect.ValueOf(v)
+	for rv.IsValid() {
+		t := rv.Type()
+		if t.Implements(jsonMarshaler) || t.Implements(textMarshaler) ||
+			reflect.PointerTo(t).Implements(jsonMarshaler) || reflect.PointerTo(t).Implements(textMarshaler) {
+			return nil
+		}
+		if t.Kind() != reflect.Pointer || rv.IsNil() {
+			break
+		}
+		rv = rv.Elem()
+	}
+	if !rv.IsValid() || rv.Kind() != reflect.Struct || rv.NumField() == 0 {
+		return nil
+	}
+	t := rv.Type()
+	for i := range t.NumField() {
+		if f := t.Field(i); f.IsExported() || f.Anonymous {
+			return nil
+		}
+	}
+	return t
+}
+
+// replacedUTF8 reports whether encoding/json replaced invalid UTF-8 in b: it
+// writes a valid U+FFFD as raw bytes but a replaced byte as the escape
+// \ufffd, which otherwise appears only after an escaped backslash. (Package
+// graph checks state writes the same way; this package imports nothing of
+// ours, so the check is repeated here.)
+func replacedUTF8(b []byte) bool {
+	for i := bytes.Index(b, []byte(`\ufffd`)); i >= 0; {
+		slashes := 0
+		for j := i - 1; j >= 0 && b[j] == '\\'; j-- {
+			slashes++
+		}
+		if slashes%2 == 0 {
+			return true
+		}
+		next := bytes.Index(b[i+1:], []byte(`\ufffd`))
+		if next < 0 {
+			return false
+		}
+		i += 1 + next
+	}
+	return false
 }
 
 // ID returns the interrupt ID of the call at position index of task taskID:

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/lockstepgo/lockstep/interrupt"
@@ -68,12 +69,54 @@ func TestNonSerialisableValues(t *testing.T) {
 		"panicking marshal": panicky{},
 		"invalid JSON":      badJSON{},
 		"nested infinity":   map[string]any{"x": []float64{math.Inf(1)}},
+		"invalid UTF-8":     "\xff\xfe",
+		"nested bad UTF-8":  map[string][]string{"k": {"ok", "a\x80b"}},
+		"unexported only":   opaque{secret: "x"},
+		"*unexported only":  &opaque{secret: "x"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := interrupt.Ask[string](ctx, v)
 			var ve *interrupt.ValueError
 			if !errors.Is(err, interrupt.ErrNotSerializable) || !errors.As(err, &ve) || interrupt.Is(err) {
 				t.Errorf("Ask(%s) error = %v, want a *ValueError that is not a pause", name, err)
+			}
+		})
+	}
+}
+
+type opaque struct{ secret string }
+
+type withExported struct {
+	Public string
+	hidden string
+}
+
+type embedsOpaque struct{ opaque }
+
+// TestMarshalKeepsWhatJSONCan: values JSON stores without a loss encode,
+// including the ones next to the lossy cases above.
+func TestMarshalKeepsWhatJSONCan(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		v    any
+		want string
+	}{
+		{"valid U+FFFD", "a\ufffdb", "\"a\ufffdb\""},
+		{"escaped backslash before ufffd", `\ufffd`, `"\\ufffd"`},
+		{"empty struct", struct{}{}, `{}`},
+		{"some exported", withExported{Public: "p", hidden: "h"}, `{"Public":"p"}`},
+		{"embedded", embedsOpaque{opaque: opaque{secret: "s"}}, `{}`},
+		{"time", time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC), `"2026-11-30T00:00:00Z"`},
+		{"nil", nil, `null`},
+		{"nil pointer", (*opaque)(nil), `null`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := interrupt.Marshal(tc.v)
+			if err != nil {
+				t.Fatalf("Marshal: %v", err)
+			}
+			if string(got) != tc.want {
+				t.Errorf("Marshal = %s, want %s", got, tc.want)
 			}
 		})
 	}
@@ -98,7 +141,9 @@ func TestIDs(t *testing.T) {
 			add(fmt.Sprintf("%s/key %q", task, k), interrupt.KeyID(task, k))
 		}
 	}
-	if interrupt.ID("task-a", 1) != interrupt.ID("task-a", 1) || interrupt.KeyID("task-a", "k") != interrupt.KeyID("task-a", "k") {
+	id1, id2 := interrupt.ID("task-a", 1), interrupt.ID("task-a", 1)
+	key1, key2 := interrupt.KeyID("task-a", "k"), interrupt.KeyID("task-a", "k")
+	if id1 != id2 || key1 != key2 {
 		t.Error("IDs are not stable")
 	}
 }
