@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"reflect"
 	"testing"
 	"unicode/utf8"
@@ -38,7 +39,7 @@ type codecState struct {
 // the state the steps produced, at every step.
 func FuzzStateCodec(f *testing.F) {
 	f.Add("alpha", int64(7), 0.5, []byte{1, 2, 3, 250, 9}, `{"x":[1,2]}`)
-	f.Add("", int64(-1), -0.0, []byte{0}, `null`)
+	f.Add("", int64(-1), math.Copysign(0, -1), []byte{0}, `null`)
 	f.Add("ü\u2028\x00", int64(1<<62), 1e308, []byte{255, 255, 3, 3, 3, 3}, `[]`)
 	f.Fuzz(func(t *testing.T, name string, n int64, ratio float64, ops []byte, raw string) {
 		if !json.Valid([]byte(raw)) || ratio != ratio || ratio > 1e308 || ratio < -1e308 {

@@ -115,8 +115,9 @@ func WithLeaseTTL(d time.Duration) Option {
 }
 
 // WithMaxValueBytes caps the encoded size of any one state value, write,
-// Send argument or step result (default 16 MiB). Larger values fail with a
-// *SizeError before anything is written.
+// Send argument, step result, interrupt value or resume answer (default
+// 16 MiB). Larger values fail with a *SizeError before anything is
+// written.
 func WithMaxValueBytes(n int) Option {
 	return func(c *config) {
 		if n < 1 {

@@ -499,6 +499,51 @@ func (r *Runnable[S]) consume(f *frame[S], tasks []*task[S]) {
 		f.sends = nil
 		f.clearInternal(checkpoint.ChannelSends)
 	}
+	r.dropOrphans(f)
+}
+
+// orphan returns the first node, in name order, that f's next tasks name
+// and the graph does not have (it was removed after the checkpoint was
+// saved), or "".
+func (r *Runnable[S]) orphan(f *frame[S]) string {
+	var names []string
+	for name := range f.triggers {
+		if r.nodes[name] == nil {
+			names = append(names, name)
+		}
+	}
+	for _, s := range f.sends {
+		if r.nodes[s.Node] == nil {
+			names = append(names, s.Node)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return slices.Min(names)
+}
+
+// checkNext refuses to judge or run a thread whose next tasks name a node
+// the graph no longer has: planning would leave the task out, and its
+// pending work (an interrupt, say) would silently disappear.
+func (r *Runnable[S]) checkNext(thread string, f *frame[S]) error {
+	if name := r.orphan(f); name != "" {
+		return &UnknownNodeError{Name: name, From: fmt.Sprintf(
+			"the next tasks of thread %q at checkpoint %s (saved by a graph that had the node; UpdateState, or new input with DiscardPending, moves the thread on)",
+			thread, f.id)}
+	}
+	return nil
+}
+
+// dropOrphans clears the triggers of nodes the graph no longer has: the
+// tasks that an update or new input replaces.
+func (r *Runnable[S]) dropOrphans(f *frame[S]) {
+	for name := range f.triggers {
+		if r.nodes[name] == nil {
+			delete(f.triggers, name)
+			f.clearInternal(checkpoint.BranchPrefix + name)
+		}
+	}
 }
 
 func joinComplete(j *joinSpec, seen []string) bool {

@@ -672,3 +672,68 @@ func TestHeartbeatKeepsLongRunsThread(t *testing.T) {
 		t.Errorf("after the run: Continue = %v, want the lease released", err)
 	}
 }
+
+// A thread saved by a graph that had node "ask" waits there; the deployed
+// graph no longer has it. Reads and runs fail closed with an
+// *UnknownNodeError naming the node, writing nothing; UpdateState or new
+// input with DiscardPending move the thread on.
+func TestNextNamesRemovedNode(t *testing.T) {
+	ctx := context.Background()
+	saver := checkpoint.NewMemorySaver(nil)
+	a := func(ctx context.Context, s State) (graph.Update[State], error) {
+		return graph.Set(State{Log: []string{"a"}}, "Log"), nil
+	}
+	v1 := mustCompile(t, graph.New[State]().AddNode("a", a).
+		AddNode("ask", func(ctx context.Context, s State) (graph.Update[State], error) {
+			ans, err := interrupt.Ask[string](ctx, "name?")
+			return graph.Set(State{Answer: ans}, "Answer"), err
+		}).AddEdge(graph.START, "a").AddEdge("a", "ask"), graph.WithSaver(saver))
+	v2 := mustCompile(t, graph.New[State]().AddNode("a", a).AddEdge(graph.START, "a"), graph.WithSaver(saver))
+	for _, th := range []string{"update", "discard"} {
+		if res, err := v1.Invoke(ctx, th, graph.Update[State]{}); err != nil || res.Status != graph.StatusWaiting {
+			t.Fatalf("v1 invoke %s = %v, %v", th, res.Status, err)
+		}
+	}
+	before, err := saver.List(ctx, "update", checkpoint.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]func() error{
+		"GetState": func() error { _, err := v2.GetState(ctx, "update"); return err },
+		"Continue": func() error { _, err := v2.Continue(ctx, "update"); return err },
+		"Resume":   func() error { _, err := v2.Resume(ctx, "update", graph.Command[State]{Resume: "x"}); return err },
+		"Invoke":   func() error { _, err := v2.Invoke(ctx, "update", graph.Update[State]{}); return err },
+	}
+	for name, call := range calls {
+		var une *graph.UnknownNodeError
+		if err := call(); !errors.As(err, &une) || une.Name != "ask" || !errors.Is(err, graph.ErrUnknownNode) {
+			t.Errorf("%s: %v, want an *UnknownNodeError naming ask", name, err)
+		}
+	}
+	after, err := saver.List(ctx, "update", checkpoint.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Errorf("refused calls wrote checkpoints: %d, then %d", len(before), len(after))
+	}
+
+	if _, err := v2.UpdateState(ctx, "update", graph.Set(State{Answer: "by hand"}, "Answer"), graph.UpdateOptions{AsNode: "a"}); err != nil {
+		t.Fatalf("UpdateState: %v", err)
+	}
+	s, err := v2.GetState(ctx, "update")
+	if err != nil {
+		t.Fatalf("GetState after the update: %v", err)
+	}
+	if s.Status != graph.StatusDone || len(s.Next) != 0 || s.Values.Answer != "by hand" {
+		t.Errorf("after the update: status %v, next %v, answer %q", s.Status, s.Next, s.Values.Answer)
+	}
+
+	res, err := v2.Invoke(ctx, "discard", graph.Update[State]{}, graph.DiscardPending())
+	if err != nil || res.Status != graph.StatusDone {
+		t.Fatalf("Invoke with DiscardPending = %v, %v", res.Status, err)
+	}
+	if diff := cmp.Diff([]string{"a", "a"}, res.Values.Log); diff != "" {
+		t.Errorf("log (-want +got):\n%s", diff)
+	}
+}

@@ -32,7 +32,11 @@ var errStopped = errors.New("graph: stream consumer stopped")
 // *PanicError when it panicked), a *ConflictError, a *RecursionError, a
 // *checkpoint.ConflictError or *checkpoint.BusyError (another runner owns the
 // thread), the context's error (the run stopped between steps; the thread
-// is pending), or a saver error.
+// is pending), or a saver error. When the thread's next tasks name a node
+// this graph no longer has (the graph changed since they were saved),
+// Invoke, Resume, Continue and GetState return an *UnknownNodeError naming
+// it, and nothing is written; UpdateState, or new input with
+// DiscardPending, drops those tasks.
 func (r *Runnable[S]) Invoke(ctx context.Context, thread string, input Update[S], opts ...RunOption) (Result[S], error) {
 	return r.drive(ctx, thread, StartWith(input), opts, nil)
 }
@@ -286,6 +290,11 @@ func (ru *run[S]) startInput(ctx context.Context, input Update[S]) error {
 			return err
 		default:
 			head, prevStep = f, f.meta.Step
+			if !ru.opts.discard {
+				if err := r.checkNext(ru.thread, f); err != nil {
+					return err
+				}
+			}
 			waiting, err := r.waiting(ru.thread, f, tp.Pending)
 			if err != nil {
 				return err
@@ -380,6 +389,9 @@ func (ru *run[S]) startResume(ctx context.Context, cmd Command[S]) error {
 	if err != nil {
 		return err
 	}
+	if err := r.checkNext(ru.thread, f); err != nil {
+		return err
+	}
 	tasks := r.plan(f, ru.ns, f.meta.Step+1)
 	if err := r.attach(ru.thread, f.id, tasks, tp.Pending); err != nil {
 		return err
@@ -440,6 +452,11 @@ func (ru *run[S]) startResume(ctx context.Context, cmd Command[S]) error {
 		if err != nil {
 			return fmt.Errorf("graph: thread %q: answer to interrupt %s: %w", ru.thread, id, err)
 		}
+		if len(b) > r.cfg.maxValueBytes {
+			// Refused before it is saved: a stored answer the node cannot
+			// write would fail every later run of the node the same way.
+			return &SizeError{What: fmt.Sprintf("answer to interrupt %s of thread %q", id, ru.thread), Size: len(b), Limit: r.cfg.maxValueBytes}
+		}
 		t := owner[id]
 		if byTask[t] == nil {
 			byTask[t] = map[string]json.RawMessage{}
@@ -497,6 +514,9 @@ func (ru *run[S]) startResume(ctx context.Context, cmd Command[S]) error {
 func (ru *run[S]) startContinue(ctx context.Context) error {
 	f, tp, err := ru.claimHead(ctx)
 	if err != nil {
+		return err
+	}
+	if err := ru.r.checkNext(ru.thread, f); err != nil {
 		return err
 	}
 	return ru.resumeFrom(f, tp.Pending)

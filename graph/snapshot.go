@@ -89,7 +89,8 @@ func (r *Runnable[S]) inspect(thread string, f *frame[S], pending []checkpoint.P
 // it includes the writes of tasks that finished in a step that has not been
 // committed yet (their tasks leave Next). It returns ErrThreadNotFound for a
 // thread with no checkpoint, ErrNoSaver without a saver, a *ConflictError
-// when the saved writes of the step conflict, and a
+// when the saved writes of the step conflict, a *UnknownNodeError when the
+// next tasks name a node the graph no longer has (see Invoke), and a
 // *checkpoint.CorruptError when stored data cannot be decoded.
 func (r *Runnable[S]) GetState(ctx context.Context, thread string) (Snapshot[S], error) {
 	if r.cfg.saver == nil {
@@ -100,6 +101,9 @@ func (r *Runnable[S]) GetState(ctx context.Context, thread string) (Snapshot[S],
 	}
 	f, tp, err := r.load(ctx, thread, "")
 	if err != nil {
+		return Snapshot[S]{}, err
+	}
+	if err := r.checkNext(thread, f); err != nil {
 		return Snapshot[S]{}, err
 	}
 	return r.snapshot(thread, f, tp, true)
@@ -297,6 +301,7 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 		}
 	}
 	n := f.derive(true)
+	r.dropOrphans(n) // tasks of nodes removed since: the update replaces them
 	n.parentID = f.id
 	ru.step = f.meta.Step + 1
 	if fresh {

@@ -341,6 +341,17 @@ func callNode[S any](ctx context.Context, spec *nodeSpec[S], in S) (u Update[S],
 	return spec.fn(ctx, in)
 }
 
+// checkInterruptSizes refuses interrupt values over the size cap: they
+// are saved like any write.
+func (r *Runnable[S]) checkInterruptSizes(node string, list []interrupt.Interrupt) error {
+	for _, in := range list {
+		if len(in.Value) > r.cfg.maxValueBytes {
+			return &SizeError{What: fmt.Sprintf("value of interrupt %s of node %q", in.ID, node), Size: len(in.Value), Limit: r.cfg.maxValueBytes}
+		}
+	}
+	return nil
+}
+
 // safeExecute runs execute and turns a panic outside the node itself (in a
 // router, say) into a *PanicError.
 func (r *Runnable[S]) safeExecute(ctx context.Context, t *task[S], f *frame[S], sp *scratch, borrow bool) {
@@ -382,7 +393,10 @@ func (r *Runnable[S]) execute(ctx context.Context, t *task[S], f *frame[S], sp *
 				r.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "node returned normally after interrupt.Ask paused it; treating the task as paused",
 					strAttr("node", t.name), strAttr("task", t.id))
 			}
-			t.interrupts = raised
+			t.interrupts, t.err = raised, r.checkInterruptSizes(t.name, raised)
+			if t.err != nil {
+				t.interrupts = nil
+			}
 			return
 		case errors.As(err, &ni):
 			v, merr := interrupt.Marshal(ni.Value)
@@ -390,7 +404,10 @@ func (r *Runnable[S]) execute(ctx context.Context, t *task[S], f *frame[S], sp *
 				t.err = merr
 				return
 			}
-			t.interrupts = []interrupt.Interrupt{{ID: interrupt.ID(t.id, -1), Value: v}}
+			list := []interrupt.Interrupt{{ID: interrupt.ID(t.id, -1), Value: v}}
+			if t.err = r.checkInterruptSizes(t.name, list); t.err == nil {
+				t.interrupts = list
+			}
 			return
 		case err == nil:
 			t.update = u
