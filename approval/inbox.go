@@ -18,6 +18,11 @@ const (
 	MaxPageSize     = 500
 )
 
+// MaxFilterBytes caps the text fields of a Filter (Tool, Owner, Thread):
+// no request has a longer tool, owner or thread, so a longer one is a
+// malformed filter, not one that matches nothing.
+const MaxFilterBytes = 1024
+
 // Inbox is the reviewers' view of approvals across all threads: it lists
 // the pending ones, records decisions on them and expires the ones nobody
 // decided. Requests are read from the saver's pending interrupts (a
@@ -100,8 +105,9 @@ func decodeCursor(c string) (string, error) {
 // List returns a page of pending approvals: approval requests that wait in
 // a paused thread, have no decision and have not expired, oldest first,
 // filtered by f. It returns an *Error matching ErrInvalidFilter for a
-// negative duration, a limit out of range or a malformed cursor, and the
-// saver's or the store's errors.
+// negative duration, a limit out of range, a text field over
+// MaxFilterBytes or a malformed cursor, and the saver's or the store's
+// errors.
 //
 // A call reads the pending interrupts of all threads in pages and costs
 // O(pending interrupts) in the worst case (a filter that matches little).
@@ -115,6 +121,8 @@ func (in *Inbox) List(ctx context.Context, f Filter) (Page, error) {
 		return Page{}, newError("", ErrInvalidFilter, "limit %d (want 1 to %d)", f.Limit, MaxPageSize)
 	case f.MinAge < 0 || f.ExpiringWithin < 0:
 		return Page{}, newError("", ErrInvalidFilter, "negative duration")
+	case len(f.Tool) > MaxFilterBytes || len(f.Owner) > MaxFilterBytes || len(f.Thread) > MaxFilterBytes:
+		return Page{}, newError("", ErrInvalidFilter, "tool, owner or thread of more than %d bytes", MaxFilterBytes)
 	}
 	after, err := decodeCursor(f.Cursor)
 	if err != nil {

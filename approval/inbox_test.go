@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -252,6 +253,18 @@ func TestInboxInvalid(t *testing.T) {
 		{"limit too large", func() error { _, err := in.List(ctx, approval.Filter{Limit: approval.MaxPageSize + 1}); return err }, approval.ErrInvalidFilter},
 		{"negative age", func() error { _, err := in.List(ctx, approval.Filter{MinAge: -time.Second}); return err }, approval.ErrInvalidFilter},
 		{"garbage cursor", func() error { _, err := in.List(ctx, approval.Filter{Cursor: "garbage"}); return err }, approval.ErrInvalidFilter},
+		{"oversized tool", func() error {
+			_, err := in.List(ctx, approval.Filter{Tool: strings.Repeat("t", approval.MaxFilterBytes+1)})
+			return err
+		}, approval.ErrInvalidFilter},
+		{"oversized owner", func() error {
+			_, err := in.List(ctx, approval.Filter{Owner: strings.Repeat("o", approval.MaxFilterBytes+1)})
+			return err
+		}, approval.ErrInvalidFilter},
+		{"oversized thread", func() error {
+			_, err := in.List(ctx, approval.Filter{Thread: strings.Repeat("t", approval.MaxFilterBytes+1)})
+			return err
+		}, approval.ErrInvalidFilter},
 		{"cursor the saver refuses", func() error { _, err := in.List(ctx, approval.Filter{Cursor: "c1.eHl6"}); return err }, approval.ErrInvalidFilter},
 	}
 	for _, c := range calls {

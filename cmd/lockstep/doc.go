@@ -56,7 +56,8 @@
 //
 // Lists a thread's checkpoints, newest first (50 by default): ID, step,
 // source, the tasks of the step that followed, and creation time; with
-// --values, the state at each. --before ID continues with older ones.
+// --values, the state at each. --before ID (one of the thread's checkpoints)
+// continues with older ones.
 //
 //	lockstep approvals [--tool T] [--owner O] [--thread T] [--older-than D] [--expiring-within D] [--limit N] [--cursor C]
 //

@@ -56,6 +56,18 @@ func historyCommand(fs *flag.FlagSet) runner {
 		if err != nil {
 			return fmt.Errorf("read thread %s: %w", quote(thread), err)
 		}
+		if *before != "" {
+			// A page starts after a checkpoint of this thread; anything
+			// else would silently list nothing (or everything).
+			_, err := s.Get(ctx, checkpoint.Ref{Thread: thread, ID: *before}, checkpoint.GetOptions{})
+			if errors.Is(err, checkpoint.ErrNotFound) {
+				return notFound(fmt.Sprintf("thread %s has no checkpoint %s", quote(thread), quote(*before)),
+					"run `lockstep history "+shellArg(thread)+"`: --before takes one of the IDs it lists", err)
+			}
+			if err != nil {
+				return fmt.Errorf("read thread %s at %s: %w", quote(thread), quote(*before), err)
+			}
+		}
 		ask := 0
 		if *limit > 0 {
 			ask = *limit + 1

@@ -30,7 +30,8 @@ var (
 	ErrNotFound = errors.New("ledger: no such key")
 	// ErrDuplicateMessage: the message ID was claimed before.
 	ErrDuplicateMessage = errors.New("ledger: message already claimed")
-	// ErrInvalid: an empty key, owner or message ID, or a bad option.
+	// ErrInvalid: an empty or oversized (MaxIDBytes) key, owner or message
+	// ID, or a bad option.
 	ErrInvalid = errors.New("ledger: invalid argument")
 	// ErrSchemaVersion: the database holds ledger tables of a newer
 	// version than this code knows.
@@ -119,7 +120,7 @@ type Ledger interface {
 	Prune(ctx context.Context) (int, error)
 	// ClaimMessage claims a message ID once. It returns ErrDuplicateMessage
 	// when the ID was claimed within the retention, and ErrInvalid for an
-	// empty ID.
+	// empty ID or one over MaxIDBytes.
 	ClaimMessage(ctx context.Context, id string) error
 }
 
@@ -203,12 +204,30 @@ func short(key string) string {
 	return key
 }
 
-func checkIntent(in *Intent) error {
+// MaxIDBytes caps idempotency keys, owners and message IDs. Longer ones
+// are refused with ErrInvalid before anything is stored (the keys package
+// nodes derives are 64 bytes).
+const MaxIDBytes = 1024
+
+// checkID refuses an empty or oversized identifier.
+func checkID(what, id string) error {
 	switch {
-	case in.Key == "":
-		return fmt.Errorf("%w: empty idempotency key", ErrInvalid)
-	case in.Owner == "":
-		return fmt.Errorf("%w: empty owner", ErrInvalid)
+	case id == "":
+		return fmt.Errorf("%w: empty %s", ErrInvalid, what)
+	case len(id) > MaxIDBytes:
+		return fmt.Errorf("%w: %s of %d bytes (at most %d)", ErrInvalid, what, len(id), MaxIDBytes)
+	}
+	return nil
+}
+
+func checkIntent(in *Intent) error {
+	if err := checkID("idempotency key", in.Key); err != nil {
+		return err
+	}
+	if err := checkID("owner", in.Owner); err != nil {
+		return err
+	}
+	switch {
 	case in.Lease < 0:
 		return fmt.Errorf("%w: negative lease %v", ErrInvalid, in.Lease)
 	}

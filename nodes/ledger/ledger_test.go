@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -359,10 +360,24 @@ func testInvalid(t *testing.T, newLedger factory) {
 		{Owner: "a"},
 		{Key: "k"},
 		{Key: "k", Owner: "a", Lease: -1},
+		{Key: strings.Repeat("k", ledger.MaxIDBytes+1), Owner: "a"},
+		{Key: "k", Owner: strings.Repeat("o", ledger.MaxIDBytes+1)},
 	} {
 		if _, _, err := l.Begin(ctx, in); !errors.Is(err, ledger.ErrInvalid) {
-			t.Errorf("Begin(%+v) = %v, want ErrInvalid", in, err)
+			t.Errorf("Begin(key of %d bytes, owner of %d bytes, lease %v) = %v, want ErrInvalid", len(in.Key), len(in.Owner), in.Lease, err)
 		}
+	}
+	for _, id := range []string{"", strings.Repeat("m", ledger.MaxIDBytes+1)} {
+		if err := l.ClaimMessage(ctx, id); !errors.Is(err, ledger.ErrInvalid) {
+			t.Errorf("ClaimMessage(ID of %d bytes) = %v, want ErrInvalid", len(id), err)
+		}
+	}
+	// At the cap is fine, and nothing refused was stored.
+	if err := l.ClaimMessage(ctx, strings.Repeat("m", ledger.MaxIDBytes)); err != nil {
+		t.Errorf("ClaimMessage(ID of %d bytes) = %v", ledger.MaxIDBytes, err)
+	}
+	if _, err := l.Get(ctx, "k"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("after refused intents, Get(k) = %v, want ErrNotFound", err)
 	}
 }
 

@@ -160,8 +160,8 @@ func (m *Memory) Prune(ctx context.Context) (int, error) {
 
 // ClaimMessage implements Ledger.
 func (m *Memory) ClaimMessage(ctx context.Context, id string) error {
-	if id == "" {
-		return fmt.Errorf("%w: empty message ID", ErrInvalid)
+	if err := checkID("message ID", id); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err

@@ -338,8 +338,8 @@ func (l *SQL) Prune(ctx context.Context) (int, error) {
 
 // ClaimMessage implements Ledger.
 func (l *SQL) ClaimMessage(ctx context.Context, id string) error {
-	if id == "" {
-		return fmt.Errorf("%w: empty message ID", ErrInvalid)
+	if err := checkID("message ID", id); err != nil {
+		return err
 	}
 	err := l.tx(ctx, func(tx *sql.Tx) error { return l.claimIn(ctx, tx, id) })
 	if err != nil && !errors.Is(err, ErrDuplicateMessage) {
@@ -353,8 +353,8 @@ func (l *SQL) ClaimMessage(ctx context.Context, id string) error {
 // dedup row and the effect in one transaction). It returns what
 // ClaimMessage returns; the caller must roll back on ErrDuplicateMessage.
 func (l *SQL) ClaimMessageTx(ctx context.Context, tx *sql.Tx, id string) error {
-	if id == "" {
-		return fmt.Errorf("%w: empty message ID", ErrInvalid)
+	if err := checkID("message ID", id); err != nil {
+		return err
 	}
 	return l.claimIn(ctx, tx, id)
 }
