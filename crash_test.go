@@ -21,8 +21,12 @@ import (
 )
 
 // TestMain runs child roles for the crash tests (the test binary re-runs
-// itself with LOCKSTEP_CHILD set) and checks for goroutine leaks otherwise.
+// itself with LOCKSTEP_CHILD set) and the soak (LOCKSTEP_SOAK_CHILD), and
+// checks for goroutine leaks otherwise.
 func TestMain(m *testing.M) {
+	if cfg := os.Getenv(soakChildEnv); cfg != "" {
+		os.Exit(soakChild(cfg))
+	}
 	if role := os.Getenv("LOCKSTEP_CHILD"); role != "" {
 		if role == crashLoopRole {
 			os.Exit(runCrashLoopChild())

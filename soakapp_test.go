@@ -1,0 +1,293 @@
+package lockstep_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+
+	"github.com/lockstepgo/lockstep/approval"
+	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
+	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/faultdb"
+	"github.com/lockstepgo/lockstep/nodes"
+	"github.com/lockstepgo/lockstep/nodes/ledger"
+	"github.com/lockstepgo/lockstep/nodes/scripted"
+)
+
+// The soak's application: a payments agent wired to one SQLite file the
+// way a real one is (the saver, the SQL ledger and the SQL approval store
+// in the same file), and a witness file that plays the payment provider.
+//
+// A thread's first step runs two branches in parallel: the agent's model
+// and an audit node. The model asks for two reads at once (lookup_order,
+// lookup_customer: idempotent, memoised, run in parallel by the tool
+// node), then for a payment (pay: destructive, gated for a human), then
+// answers. pay runs through the ledger with the thread's idempotency key;
+// the provider records every call it receives under that key, so the
+// witness tells "the engine called pay twice" apart from "paid twice".
+
+// soakState is the agent's state plus the audit branch's field.
+type soakState struct {
+	Messages []nodes.Message            `lockstep:"append"`
+	Memo     map[string]nodes.MemoEntry `lockstep:"merge"`
+	Audit    []string                   `lockstep:"append"`
+}
+
+func soakAccess() nodes.StateAccess[soakState] {
+	return nodes.StateAccess[soakState]{
+		Messages: func(s soakState) []nodes.Message { return s.Messages },
+		Memo:     func(s soakState) map[string]nodes.MemoEntry { return s.Memo },
+		Update: func(msgs []nodes.Message, memo map[string]nodes.MemoEntry) graph.Update[soakState] {
+			if memo == nil {
+				return graph.Set(soakState{Messages: msgs}, "Messages")
+			}
+			return graph.Set(soakState{Messages: msgs, Memo: memo}, "Messages", "Memo")
+		},
+	}
+}
+
+type soakLookupArgs struct {
+	Order string `json:"order" jsonschema:"minLength=1"`
+}
+
+type soakPayArgs struct {
+	Order  string `json:"order" jsonschema:"minLength=1"`
+	Amount int    `json:"amount" jsonschema:"minimum=1"`
+}
+
+type soakPayment struct {
+	ID     string `json:"id"`
+	Order  string `json:"order"`
+	Amount int    `json:"amount"`
+}
+
+// soakProvider is the payment provider and audit sink: a separate SQLite
+// file (never under injected faults) that counts every call it receives,
+// by idempotency key, and applies the effect once per key.
+type soakProvider struct{ db *sql.DB }
+
+const soakProviderSchema = `
+CREATE TABLE IF NOT EXISTS payments (key TEXT PRIMARY KEY, thread TEXT NOT NULL, order_id TEXT NOT NULL, amount INTEGER NOT NULL, calls INTEGER NOT NULL, pid INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS audits (thread TEXT PRIMARY KEY, calls INTEGER NOT NULL);`
+
+func openSoakProvider(path string) (*soakProvider, error) {
+	db, err := sql.Open("sqlite3", path+"?_journal_mode=WAL&_busy_timeout=10000&_txlock=immediate")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := db.Exec(soakProviderSchema); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &soakProvider{db: db}, nil
+}
+
+func (p *soakProvider) Close() error { return p.db.Close() }
+
+// pay applies a payment once per key and counts the call.
+func (p *soakProvider) pay(ctx context.Context, key, thread string, a soakPayArgs) (soakPayment, error) {
+	_, err := p.db.ExecContext(ctx, `INSERT INTO payments(key, thread, order_id, amount, calls, pid) VALUES (?, ?, ?, ?, 1, ?)
+		ON CONFLICT(key) DO UPDATE SET calls = calls + 1`, key, thread, a.Order, a.Amount, os.Getpid())
+	if err != nil {
+		return soakPayment{}, nodes.Transient(err)
+	}
+	return soakPayment{ID: "pay_" + key[:12], Order: a.Order, Amount: a.Amount}, nil
+}
+
+// find reports the payment made under key, if any (the reconcile hook).
+func (p *soakProvider) find(ctx context.Context, key string) (soakPayment, bool, error) {
+	var pm soakPayment
+	err := p.db.QueryRowContext(ctx, `SELECT order_id, amount FROM payments WHERE key = ?`, key).Scan(&pm.Order, &pm.Amount)
+	if errors.Is(err, sql.ErrNoRows) {
+		return soakPayment{}, false, nil
+	}
+	if err != nil {
+		return soakPayment{}, false, err
+	}
+	pm.ID = "pay_" + key[:12]
+	return pm, true, nil
+}
+
+func (p *soakProvider) audit(ctx context.Context, thread string) error {
+	_, err := p.db.ExecContext(ctx, `INSERT INTO audits(thread, calls) VALUES (?, 1) ON CONFLICT(thread) DO UPDATE SET calls = calls + 1`, thread)
+	return err
+}
+
+// soakScript is the model: two reads at once, the payment, an answer.
+func soakScript(order string, amount int) *scripted.Model {
+	return scripted.New(
+		scripted.CallTools("Let me look the order and the customer up.",
+			scripted.Call("lookup-1", "lookup_order", fmt.Sprintf(`{"order":%q}`, order)),
+			scripted.Call("lookup-2", "lookup_customer", fmt.Sprintf(`{"order":%q}`, order))),
+		scripted.CallTools("The order qualifies; I ask to pay it back.",
+			scripted.Call("pay-1", "pay", fmt.Sprintf(`{"order":%q,"amount":%d}`, order, amount))),
+		scripted.Say("Done: see the payment status above."),
+	)
+}
+
+// soakModel answers every thread from its own script (the order and the
+// amount follow from the thread ID), so that any process can run any
+// thread and answer the same.
+type soakModel struct{}
+
+func (soakModel) Generate(ctx context.Context, msgs []nodes.Message, tools []nodes.Definition) (nodes.Message, error) {
+	info, ok := graph.TaskFrom(ctx)
+	if !ok {
+		return nodes.Message{}, errors.New("soak model: no task in context")
+	}
+	order, amount := soakOrder(info.Thread)
+	return soakScript(order, amount).Generate(ctx, msgs, tools)
+}
+
+// soakOrder derives a thread's order and amount.
+func soakOrder(thread string) (string, int) {
+	var h uint32 = 2166136261
+	for i := 0; i < len(thread); i++ {
+		h = (h ^ uint32(thread[i])) * 16777619
+	}
+	return "O-" + thread, int(h%9000) + 100
+}
+
+// soakApp is one process's wiring on the database file.
+type soakApp struct {
+	saver    *sqlite.Saver
+	store    *approval.SQLStore
+	ledger   ledger.Ledger
+	provider *soakProvider
+	runner   *graph.Runnable[soakState]
+	inbox    *approval.Inbox
+	worker   *approval.Worker
+}
+
+// soakAppConfig configures openSoakApp.
+type soakAppConfig struct {
+	DB, Provider string
+	DriverName   string        // "" for the plain sqlite3 driver
+	LeaseTTL     time.Duration // the graph's and the worker's leases
+}
+
+func openSoakApp(ctx context.Context, cfg soakAppConfig) (_ *soakApp, err error) {
+	saver, err := sqlite.Open(cfg.DB, sqlite.Config{DriverName: cfg.DriverName, Synchronous: sqlite.SyncNormal, BusyTimeout: 10 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	a := &soakApp{saver: saver}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	if a.provider, err = openSoakProvider(cfg.Provider); err != nil {
+		return nil, err
+	}
+	if a.ledger, err = ledger.NewSQL(ctx, saver.DB(), ledger.Options{}); err != nil {
+		return nil, err
+	}
+	if a.store, err = approval.OpenSQLStore(ctx, saver.DB(), time.Now); err != nil {
+		return nil, err
+	}
+	lookupOrder, err := nodes.NewTool("lookup_order", "Look an order up.",
+		func(ctx context.Context, a soakLookupArgs, _ nodes.Env) (map[string]any, error) {
+			_, amount := soakOrder(a.Order)
+			return map[string]any{"order": a.Order, "amount": amount, "status": "delivered"}, nil
+		}, nodes.Idempotent())
+	if err != nil {
+		return nil, err
+	}
+	lookupCustomer, err := nodes.NewTool("lookup_customer", "Look the customer of an order up.",
+		func(ctx context.Context, a soakLookupArgs, _ nodes.Env) (map[string]any, error) {
+			return map[string]any{"order": a.Order, "customer": "C-" + a.Order, "refunds": 0}, nil
+		}, nodes.Idempotent())
+	if err != nil {
+		return nil, err
+	}
+	prov := a.provider
+	pay, err := nodes.NewTool("pay", "Pay an order back. Needs approval.",
+		func(ctx context.Context, a soakPayArgs, env nodes.Env) (soakPayment, error) {
+			return prov.pay(ctx, env.IdempotencyKey(), env.Thread, a)
+		},
+		nodes.Destructive(approval.RiskHigh),
+		nodes.Reconcile(func(ctx context.Context, a soakPayArgs, env nodes.Env) (soakPayment, bool, error) {
+			return prov.find(ctx, env.IdempotencyKey())
+		}))
+	if err != nil {
+		return nil, err
+	}
+	ex, err := nodes.NewExecutor([]*nodes.Tool{lookupOrder, lookupCustomer, pay},
+		nodes.WithPolicy(nodes.FromRules(approval.Rules{Owner: "payments", TTL: time.Hour})), nodes.WithLedger(a.ledger))
+	if err != nil {
+		return nil, err
+	}
+	agent, err := nodes.NewAgentFor(soakModel{}, ex, soakAccess(), nodes.AgentOptions{MaxTurns: 4, ToolNode: []nodes.ToolNodeOption{nodes.WithOutcomeRecorder(a.store)}})
+	if err != nil {
+		return nil, err
+	}
+	agent.Graph().
+		AddNode("audit", func(ctx context.Context, s soakState) (graph.Update[soakState], error) {
+			info, _ := graph.TaskFrom(ctx)
+			if _, err := graph.Durable(ctx, "audit", func(ctx context.Context) (bool, error) { return true, prov.audit(ctx, info.Thread) }); err != nil {
+				return graph.Update[soakState]{}, err
+			}
+			return graph.Set(soakState{Audit: []string{"audited " + info.Thread}}, "Audit"), nil
+		}).
+		AddEdge(graph.START, "audit")
+	lease := cfg.LeaseTTL
+	if lease == 0 {
+		lease = 2 * time.Second
+	}
+	if a.runner, err = agent.Compile(graph.WithSaver(saver), graph.WithLeaseTTL(lease), graph.WithLogger(slog.New(slog.DiscardHandler))); err != nil {
+		return nil, err
+	}
+	a.inbox = approval.NewInbox(saver, a.store, time.Now)
+	a.worker = approval.NewWorker(a.store, approval.ResumeGraph(a.runner), approval.WorkerOptions{
+		Lease:   4 * lease,
+		Backoff: func(n int) time.Duration { return min(time.Duration(n)*50*time.Millisecond, time.Second) },
+		Sweeper: a.inbox,
+	})
+	return a, nil
+}
+
+// Close closes the provider and the database.
+func (a *soakApp) Close() error {
+	var errs []error
+	if a.provider != nil {
+		errs = append(errs, a.provider.Close())
+	}
+	errs = append(errs, a.saver.Close())
+	return errors.Join(errs...)
+}
+
+// soakUser is the customer's message that starts a thread.
+func soakUser(thread string) graph.Update[soakState] {
+	order, _ := soakOrder(thread)
+	return graph.Set(soakState{Messages: []nodes.Message{{Role: nodes.RoleUser, Content: "Please refund order " + order + "."}}}, "Messages")
+}
+
+var (
+	soakFaultsOnce           sync.Once
+	soakBefore, soakAfter    *faultdb.Driver
+	soakFaultDriver          = "lockstep_soak_fault"
+	soakTransientSQLiteFault = []error{sqlite3.Error{Code: sqlite3.ErrBusy}, sqlite3.Error{Code: sqlite3.ErrIoErr}}
+)
+
+// soakFaults registers, once per process, the fault-injecting driver the
+// soak and the leak tests open the file through: one faultdb layer that
+// fails operations before they run and one that fails them after they
+// took effect. It returns both layers (reset).
+func soakFaults() (before, after *faultdb.Driver) {
+	soakFaultsOnce.Do(func() {
+		soakBefore = faultdb.New(&sqlite3.SQLiteDriver{})
+		soakAfter = faultdb.New(soakBefore)
+		sql.Register(soakFaultDriver, soakAfter)
+	})
+	soakBefore.Reset()
+	soakAfter.Reset()
+	return soakBefore, soakAfter
+}
