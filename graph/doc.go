@@ -48,6 +48,22 @@
 // state as a node would; [Runnable.Replay] forks from an older checkpoint.
 // [Runnable.Mermaid] draws the graph.
 //
+// # Stored state and changing the state type
+//
+// State is stored as the JSON json.Marshal writes for each field, and read
+// back strictly: JSON that Marshal never writes for the field's type
+// (duplicate keys, keys that are not exactly a field's JSON name, null for
+// a struct or a number, invalid UTF-8) is a *checkpoint.CorruptError
+// naming the thread and the checkpoint, never a silently different or
+// zero value. So a state type can grow: new fields, at any depth, read as
+// their zero value from older checkpoints, and a removed top-level field
+// is ignored. But removing or renaming a field of a struct stored inside
+// the state makes the checkpoints that hold it unreadable: keep the old
+// field until those threads are done, or give the type an UnmarshalJSON
+// method (types with their own JSON methods are only checked for
+// well-formed JSON). Next tasks of a node the graph no longer has fail
+// with an [*UnknownNodeError] (see [Runnable.Invoke]).
+//
 // # Concurrency
 //
 // A [Graph] is not safe for concurrent use; a [Runnable] is. Runs on one

@@ -193,7 +193,7 @@ func (d *decoder[S]) field(cpID string, fl *field, version string, blobs []check
 			continue
 		}
 		if !b.Append {
-			v, err := decodeValue(fl.typ, b.Data)
+			v, err := decodeValue(fl, b.Data)
 			if err != nil {
 				return nil, corrupt(err)
 			}
@@ -217,7 +217,7 @@ func (d *decoder[S]) field(cpID string, fl *field, version string, blobs []check
 		} else if i > 0 && b.Base != blobs[i-1].Version {
 			return nil, corrupt(fmt.Errorf("broken chain: %s extends %s, not %s", b.Version, b.Base, blobs[i-1].Version))
 		}
-		items, err := decodeValue(fl.typ, b.Data)
+		items, err := decodeValue(fl, b.Data)
 		if err != nil {
 			return nil, corrupt(err)
 		}
@@ -376,7 +376,7 @@ func (r *Runnable[S]) decodeFields(m map[string]json.RawMessage) (S, error) {
 			continue
 		}
 		f := &r.schema.fields[i]
-		x, err := decodeValue(f.typ, raw)
+		x, err := decodeValue(f, raw)
 		if err != nil {
 			return st, fmt.Errorf("field %s: %w", name, err)
 		}

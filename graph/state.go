@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+
+	"github.com/lockstepgo/lockstep/internal/strictjson"
 )
 
 type reducerKind int
@@ -61,6 +63,7 @@ type field struct {
 	name    string
 	index   int
 	typ     reflect.Type
+	strict  *strictjson.Schema // refuses stored JSON that Marshal never writes for typ
 	reducer Reducer
 }
 
@@ -88,7 +91,7 @@ func newSchema(t reflect.Type) (*schema, []error) {
 		if tag == "-" {
 			continue
 		}
-		f := field{name: sf.Name, index: i, typ: sf.Type}
+		f := field{name: sf.Name, index: i, typ: sf.Type, strict: strictjson.For(sf.Type)}
 		switch tag {
 		case "":
 		case "append":
@@ -286,9 +289,16 @@ func safeMarshal(x any) (b []byte, err error) {
 	return json.Marshal(x)
 }
 
-// decodeValue unmarshals data into a new value of type t.
-func decodeValue(t reflect.Type, data []byte) (reflect.Value, error) {
-	p := reflect.New(t)
+// decodeValue unmarshals stored data into a new value of the field's type.
+// It first refuses JSON that json.Marshal never writes for the type
+// (duplicate or unknown keys, keys in another case, null for a struct or a
+// number, invalid UTF-8...): encoding/json would decode it silently into a
+// different or zero value.
+func decodeValue(fl *field, data []byte) (reflect.Value, error) {
+	if err := fl.strict.Check(data); err != nil {
+		return reflect.Value{}, err
+	}
+	p := reflect.New(fl.typ)
 	if err := json.Unmarshal(data, p.Interface()); err != nil {
 		return reflect.Value{}, err
 	}

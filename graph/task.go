@@ -456,7 +456,7 @@ func (r *Runnable[S]) startWrites(ctx context.Context, t *task[S], f *frame[S]) 
 			return u, nil, &UnknownFieldError{Field: name}
 		}
 		fl := &r.schema.fields[i]
-		x, err := decodeValue(fl.typ, f.start.fields[name])
+		x, err := decodeValue(fl, f.start.fields[name])
 		if err != nil {
 			return u, nil, fmt.Errorf("graph: input field %s: %w", name, err)
 		}
@@ -689,7 +689,7 @@ func (r *Runnable[S]) decodeWrites(ws []checkpoint.PendingWrite) ([]twrite, erro
 				continue
 			}
 			fl := &r.schema.fields[i]
-			x, err := decodeValue(fl.typ, w.Value)
+			x, err := decodeValue(fl, w.Value)
 			if err != nil {
 				return nil, fmt.Errorf("field %s: %w", ch, err)
 			}
