@@ -71,6 +71,27 @@ func runGet(ctx context.Context, q interface {
 	return res, rows.Err()
 }
 
+// firstGet runs Get's first statement. When no write is in progress it
+// runs on the writer connection: SQLite keeps a page cache per
+// connection and drops it when another connection has written, so right
+// after a save (a runner reading its thread back, GetState after a run)
+// the writer's cache holds the pages a pooled connection would read again
+// from the WAL. Otherwise it runs on the pool and never waits for a
+// write.
+func (s *Saver) firstGet(ctx context.Context, ref checkpoint.Ref) (getResult, error) {
+	select {
+	case s.wsem <- struct{}{}:
+		defer func() { <-s.wsem }()
+		if s.live() == nil {
+			if c, err := s.writer(ctx); err == nil {
+				return runGet(ctx, c, ref)
+			}
+		}
+	default:
+	}
+	return runGet(ctx, s.db, ref)
+}
+
 // Get implements checkpoint.Saver. The checkpoint ref names (the head,
 // its largest ID, when ref.ID is "") comes with its pending writes and,
 // for a checkpoint that is not the head, its children's task writes, from
@@ -99,7 +120,7 @@ func (s *Saver) Get(ctx context.Context, ref checkpoint.Ref, opts checkpoint.Get
 	// there is no such checkpoint or when the caller holds every version
 	// but those the row itself wrote (a reader that holds no state and
 	// reads a thread with history goes on to a read transaction).
-	res, err := runGet(ctx, s.db, ref)
+	res, err := s.firstGet(ctx, ref)
 	if err != nil {
 		return nil, s.readErr(op, err)
 	}
