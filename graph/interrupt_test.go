@@ -737,3 +737,34 @@ func TestNextNamesRemovedNode(t *testing.T) {
 		t.Errorf("log (-want +got):\n%s", diff)
 	}
 }
+
+// A Runnable whose cached head is stale (another Runnable moved the thread
+// on) claims, is refused, and falls back to reading the head first: it
+// resumes from the newest checkpoint, never the cached one.
+func TestClaimWithStaleCachedHead(t *testing.T) {
+	ctx := context.Background()
+	saver := checkpoint.NewMemorySaver(nil)
+	build := func() *graph.Runnable[State] {
+		return mustCompile(t, graph.New[State]().
+			AddNode("ask", func(ctx context.Context, s State) (graph.Update[State], error) {
+				ans, err := interrupt.Ask[string](ctx, "name?")
+				return graph.Set(State{Answer: ans + "/" + s.X}, "Answer"), err
+			}).AddEdge(graph.START, "ask"), graph.WithSaver(saver))
+	}
+	r1, r2 := build(), build()
+	if res, err := r1.Invoke(ctx, "t", graph.Update[State]{}); err != nil || res.Status != graph.StatusWaiting {
+		t.Fatalf("invoke = %v, %v", res.Status, err)
+	}
+	if res, err := r2.Resume(ctx, "t", graph.Command[State]{Resume: "bob"}); err != nil || res.Status != graph.StatusDone {
+		t.Fatalf("resume by the other runnable = %v, %v", res.Status, err)
+	}
+	// r1 still caches the waiting checkpoint as the head.
+	res, err := r1.Invoke(ctx, "t", graph.Set(State{X: "2"}, "X"))
+	if err != nil || res.Status != graph.StatusWaiting || res.Values.Answer != "bob/" {
+		t.Fatalf("invoke through the stale cache = %v, %+v, %v; want waiting with bob's answer kept", res.Status, res.Values, err)
+	}
+	res, err = r1.Resume(ctx, "t", graph.Command[State]{Resume: "carl"})
+	if err != nil || res.Status != graph.StatusDone || res.Values.Answer != "carl/2" {
+		t.Fatalf("resume = %v, %+v, %v", res.Status, res.Values, err)
+	}
+}

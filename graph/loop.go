@@ -251,7 +251,21 @@ func (r *Runnable[S]) load(ctx context.Context, thread, id string) (*frame[S], *
 // runners decide on the same stale read: two resumes of one task's
 // interrupts would each replace the other's answers. It returns
 // ErrThreadNotFound for a thread with no checkpoint.
+//
+// When this process knows the thread's head (its frame cache holds the
+// last frame it saved or read), the claim goes first, on that head, and the
+// head is read once, under the lease; a claim refused because the head has
+// moved on falls back to reading first.
 func (ru *run[S]) claimHead(ctx context.Context) (*frame[S], *checkpoint.Tuple, error) {
+	if known := ru.r.cache.get(ru.thread); known != nil && ru.ns == "" {
+		err := ru.claim(ctx, known.id)
+		switch {
+		case err == nil:
+			return ru.readClaimed(ctx, known.id)
+		case !errors.Is(err, checkpoint.ErrConflict):
+			return nil, nil, err
+		}
+	}
 	f, _, err := ru.r.load(ctx, ru.thread, "")
 	if err != nil {
 		return nil, nil, err
@@ -259,12 +273,17 @@ func (ru *run[S]) claimHead(ctx context.Context) (*frame[S], *checkpoint.Tuple, 
 	if err := ru.claim(ctx, f.id); err != nil {
 		return nil, nil, err
 	}
+	return ru.readClaimed(ctx, f.id)
+}
+
+// readClaimed reads the head of a thread claimed on head.
+func (ru *run[S]) readClaimed(ctx context.Context, head string) (*frame[S], *checkpoint.Tuple, error) {
 	f2, tp, err := ru.r.load(ctx, ru.thread, "")
 	if err != nil {
 		return nil, nil, err
 	}
-	if f2.id != f.id { // cannot happen while the lease is held
-		return nil, nil, &checkpoint.ConflictError{Thread: ru.thread, NS: ru.ns, Expected: f.id, Head: f2.id}
+	if f2.id != head { // cannot happen while the lease is held
+		return nil, nil, &checkpoint.ConflictError{Thread: ru.thread, NS: ru.ns, Expected: head, Head: f2.id}
 	}
 	return f2, tp, nil
 }
