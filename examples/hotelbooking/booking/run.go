@@ -121,7 +121,8 @@ type app struct {
 	cfg    Config
 	saver  *sqlite.Saver
 	api    *HotelAPI
-	store  approval.Store // this example's threads only
+	store  approval.Store
+	owns   func(thread string) bool // this example's threads
 	inbox  *approval.Inbox
 	worker *approval.Worker
 	r      *graph.Runnable[State]
@@ -172,11 +173,10 @@ func open(ctx context.Context, cfg Config) (_ *app, err error) {
 		return nil, err
 	}
 	owns := demo.Prefix(ThreadPrefix)
-	own := demo.Decisions(store, owns)
 	return &app{
-		cfg: cfg, saver: saver, api: api, store: own, r: r, log: log,
-		inbox:  approval.NewInbox(demo.Interrupts(saver, owns), store, cfg.Now),
-		worker: approval.NewWorker(own, approval.ResumeGraph(r), approval.WorkerOptions{Now: cfg.Now}),
+		cfg: cfg, saver: saver, api: api, store: store, owns: owns, r: r, log: log,
+		inbox:  approval.NewInbox(saver, store, cfg.Now).ForThreads(owns),
+		worker: approval.NewWorker(store, approval.ResumeGraph(r), approval.WorkerOptions{Now: cfg.Now, Threads: owns}),
 	}, nil
 }
 
@@ -396,7 +396,7 @@ func (a *app) command(cmd string) string {
 
 // resume runs the approval worker once over this example's threads.
 func (a *app) resume(ctx context.Context, p *demo.Printer, c *Counts) error {
-	recs, err := a.store.Unresumed(ctx, 0)
+	recs, err := demo.Unresumed(ctx, a.store, a.owns)
 	if err != nil {
 		return err
 	}

@@ -254,56 +254,15 @@ func Prefix(p string) func(thread string) bool {
 	return func(thread string) bool { return strings.HasPrefix(thread, p) }
 }
 
-// ownInterrupts is the lister Interrupts returns.
-type ownInterrupts struct {
-	l    checkpoint.InterruptLister
-	owns func(string) bool
-}
-
-// Interrupts returns an InterruptLister that lists the pending interrupts
-// of l whose thread owns keeps. An approval.Inbox over it lists, decides
-// and sweeps the approvals of those threads only, so that an example that
-// moves its clock forward to expire its own request never expires
-// another's. Pages keep l's cursors and may come out short or empty.
-func Interrupts(l checkpoint.InterruptLister, owns func(thread string) bool) checkpoint.InterruptLister {
-	return ownInterrupts{l: l, owns: owns}
-}
-
-// PendingInterrupts implements checkpoint.InterruptLister.
-func (o ownInterrupts) PendingInterrupts(ctx context.Context, q checkpoint.InterruptQuery) ([]checkpoint.PendingInterrupt, string, error) {
-	pis, next, err := o.l.PendingInterrupts(ctx, q)
-	if err != nil {
-		return nil, "", err
-	}
-	return slices.DeleteFunc(pis, func(pi checkpoint.PendingInterrupt) bool { return !o.owns(pi.Thread) }), next, nil
-}
-
-// ownDecisions is the store Decisions returns.
-type ownDecisions struct {
-	approval.Store
-	owns func(string) bool
-}
-
-// Decisions returns s, except that Unresumed lists only the decisions of
-// threads that owns keeps. An approval.Worker over it resumes those
-// threads only: a worker resumes a thread with the graph it holds, so a
-// worker must never pick up a decision for a thread of another graph
-// sharing the database.
-func Decisions(s approval.Store, owns func(thread string) bool) approval.Store {
-	return ownDecisions{Store: s, owns: owns}
-}
-
-// Unresumed implements approval.Store.
-func (o ownDecisions) Unresumed(ctx context.Context, limit int) ([]approval.Record, error) {
-	all, err := o.Store.Unresumed(ctx, 0)
+// Unresumed returns the decided approvals of s waiting to be resumed
+// whose thread owns keeps: what an approval.Worker limited to those threads
+// (WorkerOptions.Threads) would pick up.
+func Unresumed(ctx context.Context, s approval.Store, owns func(thread string) bool) ([]approval.Record, error) {
+	all, err := s.Unresumed(ctx, 0)
 	if err != nil {
 		return nil, err
 	}
-	out := slices.DeleteFunc(all, func(r approval.Record) bool { return !o.owns(r.Thread) })
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
+	return slices.DeleteFunc(all, func(r approval.Record) bool { return !owns(r.Thread) }), nil
 }
 
 // Printer writes a narrative and keeps the first write error, so that a

@@ -12,9 +12,10 @@
 //     narrative and the tests;
 //   - [Clock] is a clock that a program can move forward (to expire an
 //     approval request without waiting for it);
-//   - [Interrupts] and [Decisions] keep an example's approval inbox,
-//     sweeper and worker to its own threads, so that several examples can
-//     share one database file without resuming each other's threads.
+//   - [Prefix] and [Unresumed] pick an example's own threads, so that
+//     several examples can share one database file (their inboxes and
+//     workers are limited the same way, with approval.Inbox.ForThreads and
+//     approval.WorkerOptions.Threads).
 //
 // Nothing here is needed by an application built on lockstep; it exists so
 // that the examples run offline, deterministically and side by side.

@@ -129,8 +129,8 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	owns := demo.Prefix(ThreadPrefix)
 	return &App{
 		Shop: shop, Runnable: r, Store: store, saver: saver, clock: clock, log: log,
-		Inbox:  approval.NewInbox(demo.Interrupts(saver, owns), store, clock.Now),
-		Worker: approval.NewWorker(demo.Decisions(store, owns), approval.ResumeGraph(r), approval.WorkerOptions{Now: clock.Now, Lease: cfg.Lease}),
+		Inbox:  approval.NewInbox(saver, store, clock.Now).ForThreads(owns),
+		Worker: approval.NewWorker(store, approval.ResumeGraph(r), approval.WorkerOptions{Now: clock.Now, Lease: cfg.Lease, Threads: owns}),
 	}, nil
 }
 

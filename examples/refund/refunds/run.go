@@ -187,7 +187,7 @@ func paidStory(ctx context.Context, a *App, cfg Config, p *demo.Printer, c *Coun
 	if snap, err = a.Runnable.GetState(ctx, s.thread); err != nil {
 		return a, err
 	}
-	unresumed, err := demo.Decisions(a.Store, demo.Prefix(ThreadPrefix)).Unresumed(ctx, 0)
+	unresumed, err := demo.Unresumed(ctx, a.Store, demo.Prefix(ThreadPrefix))
 	if err != nil {
 		return a, err
 	}
