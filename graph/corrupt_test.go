@@ -2,6 +2,7 @@ package graph_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -173,5 +174,31 @@ func TestStateTypeGrows(t *testing.T) {
 	}
 	if diff := cmp.Diff(evolveV2{Item: evolveItemV2{ID: "i-1"}}, s.Values); diff != "" {
 		t.Errorf("values (-want +got):\n%s", diff)
+	}
+}
+
+type rawState struct{ Raw json.RawMessage }
+
+// TestWriteRefusesWhatReadRefuses: a write whose JSON the strict decoder
+// would refuse (a json.RawMessage with invalid UTF-8 or a duplicate key)
+// is refused when it is written, so a thread never holds a value it cannot
+// read back.
+func TestWriteRefusesWhatReadRefuses(t *testing.T) {
+	for _, raw := range []string{`"\x83"`, `{"a":1,"a":2}`, `[{"k":{"x":1,"x":1}}]`} {
+		saver := checkpoint.NewMemorySaver(nil)
+		r := mustCompile(t, graph.New[rawState]().AddNode("w", func(ctx context.Context, s rawState) (graph.Update[rawState], error) {
+			return graph.Set(rawState{Raw: json.RawMessage(raw)}, "Raw"), nil
+		}).AddEdge(graph.START, "w"), graph.WithSaver(saver))
+		_, err := r.Invoke(context.Background(), "t", graph.Update[rawState]{})
+		var ee *graph.EncodeError
+		if !errors.Is(err, graph.ErrNotSerializable) || !errors.As(err, &ee) {
+			t.Errorf("writing %q: %v, want an *EncodeError", raw, err)
+		}
+		if _, err := r.Invoke(context.Background(), "t2", graph.Set(rawState{Raw: json.RawMessage(raw)}, "Raw")); !errors.Is(err, graph.ErrNotSerializable) {
+			t.Errorf("input %q: %v, want ErrNotSerializable", raw, err)
+		}
+		if tps, _ := saver.List(context.Background(), "t2", checkpoint.ListOptions{}); len(tps) != 0 {
+			t.Errorf("input %q: %d checkpoints written", raw, len(tps))
+		}
 	}
 }

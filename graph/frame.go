@@ -357,7 +357,7 @@ func (r *Runnable[S]) encodeFields(st S, what string) (map[string]json.RawMessag
 	v := reflect.ValueOf(&st).Elem()
 	out := make(map[string]json.RawMessage, len(r.schema.fields))
 	for _, f := range r.schema.fields {
-		b, err := encodeValue(v.Field(f.index), what+" field "+f.name, r.cfg.maxValueBytes)
+		b, err := encodeValue(v.Field(f.index), &f, what+" field "+f.name, r.cfg.maxValueBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -408,9 +408,9 @@ func (r *Runnable[S]) encodeFrame(f *frame[S], id string) (checkpoint.Checkpoint
 			old := f.versions[ch]
 			if fl.reducer.kind == kindAppend && !d.full {
 				b.Append, b.Base = true, old
-				b.Data, err = encodeValue(fv.Slice(d.from, fv.Len()), "field "+ch, r.cfg.maxValueBytes)
+				b.Data, err = encodeValue(fv.Slice(d.from, fv.Len()), fl, "field "+ch, r.cfg.maxValueBytes)
 			} else {
-				b.Data, err = encodeValue(fv, "field "+ch, r.cfg.maxValueBytes)
+				b.Data, err = encodeValue(fv, fl, "field "+ch, r.cfg.maxValueBytes)
 			}
 		} else {
 			b.Data, err = r.encodeInternal(f, ch)

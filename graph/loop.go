@@ -366,7 +366,7 @@ func (r *Runnable[S]) encodeInput(input Update[S]) (*startInput, error) {
 			return nil, &UnknownFieldError{Field: name}
 		}
 		fl := &r.schema.fields[i]
-		b, err := encodeValue(v.Field(fl.index), "input field "+name, r.cfg.maxValueBytes)
+		b, err := encodeValue(v.Field(fl.index), fl, "input field "+name, r.cfg.maxValueBytes)
 		if err != nil {
 			return nil, err
 		}

@@ -238,8 +238,12 @@ func capped(v reflect.Value) reflect.Value {
 	return v
 }
 
-// encodeValue marshals a field value or items for storage.
-func encodeValue(v reflect.Value, what string, limit int) (json.RawMessage, error) {
+// encodeValue marshals a value (or the new items) of field fl for storage.
+// What it returns, decodeValue reads back: JSON that the strict decoder
+// would refuse (invalid UTF-8 or duplicate keys from a MarshalJSON or a
+// json.RawMessage, say) is refused here, when it is written, not reported
+// as corrupt when it is read.
+func encodeValue(v reflect.Value, fl *field, what string, limit int) (json.RawMessage, error) {
 	var x any
 	if v.IsValid() {
 		x = v.Interface()
@@ -253,6 +257,9 @@ func encodeValue(v reflect.Value, what string, limit int) (json.RawMessage, erro
 	}
 	if limit > 0 && len(b) > limit {
 		return nil, &SizeError{What: what, Size: len(b), Limit: limit}
+	}
+	if err := fl.strict.Check(b); err != nil {
+		return nil, &EncodeError{What: what, Err: err}
 	}
 	return b, nil
 }

@@ -624,7 +624,7 @@ func (r *Runnable[S]) encodeWrites(t *task[S]) ([]checkpoint.Write, error) {
 			if w.overwrite {
 				ch = overwritePrefix + w.channel
 			}
-			b, err = encodeValue(w.value, fmt.Sprintf("write of node %q to field %s", t.name, w.channel), r.cfg.maxValueBytes)
+			b, err = encodeValue(w.value, &r.schema.fields[w.field], fmt.Sprintf("write of node %q to field %s", t.name, w.channel), r.cfg.maxValueBytes)
 		case w.send != nil:
 			s := w.send.(*Send[S])
 			var arg map[string]json.RawMessage
