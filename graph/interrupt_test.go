@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,6 +168,25 @@ func TestResumeWithoutReplay(t *testing.T) {
 			t.Errorf("%s ran %d times, want %d", name, got, n)
 		}
 	}
+	// The pause left no trace in the checkpoint chain (R16): the same
+	// checkpoints as a run that never paused, the input, START's step and
+	// one per superstep.
+	hist, err := r.History(ctx, "t", graph.HistoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type cp struct {
+		Source string
+		Step   int
+	}
+	var got []cp
+	for _, h := range slices.Backward(hist) {
+		got = append(got, cp{string(h.Metadata.Source), h.Metadata.Step})
+	}
+	wantChain := []cp{{"input", -1}, {"loop", 0}, {"loop", 1}, {"loop", 2}, {"loop", 3}}
+	if diff := cmp.Diff(wantChain, got); diff != "" {
+		t.Errorf("checkpoints, oldest first (-want +got):\n%s", diff)
+	}
 }
 
 // Several Ask calls in one node are answered in order, one resume each.
@@ -302,6 +322,30 @@ func TestParallelInterrupts(t *testing.T) {
 			t.Errorf("error = %v, want ErrUnknownInterrupt", err)
 		}
 	})
+	t.Run("another thread's interrupt ID", func(t *testing.T) {
+		// Interrupt IDs include the thread (through the task ID): an
+		// answer meant for t2 cannot resume t, and nothing is written.
+		ctx := context.Background()
+		r := build(newCounter())
+		r.Invoke(ctx, "t", graph.Update[State]{})
+		r.Invoke(ctx, "t2", graph.Update[State]{})
+		s2, err := r.GetState(ctx, "t2")
+		if err != nil || len(s2.Interrupts) == 0 {
+			t.Fatalf("t2: %v, %d interrupts", err, len(s2.Interrupts))
+		}
+		before, _ := r.History(ctx, "t", graph.HistoryOptions{})
+		_, err = r.Resume(ctx, "t", graph.Command[State]{ResumeByID: map[string]any{s2.Interrupts[0].ID: "x"}})
+		if !errors.Is(err, graph.ErrUnknownInterrupt) {
+			t.Errorf("error = %v, want ErrUnknownInterrupt", err)
+		}
+		after, _ := r.History(ctx, "t", graph.HistoryOptions{})
+		if len(after) != len(before) {
+			t.Errorf("refused resume wrote checkpoints: %d, then %d", len(before), len(after))
+		}
+		if s, _ := r.GetState(ctx, "t"); s.Status != graph.StatusWaiting || len(s.Interrupts) != 2 {
+			t.Errorf("t after the refused resume: %v with %d interrupts, want waiting with 2", s.Status, len(s.Interrupts))
+		}
+	})
 }
 
 // Resume and new input fail closed.
@@ -355,9 +399,14 @@ func TestConcurrentResume(t *testing.T) {
 	const n = 8
 	results := make(chan error, n)
 	var wg sync.WaitGroup
+	var winner atomic.Int64
+	winner.Store(-1)
 	for i := range n {
 		wg.Go(func() {
 			_, err := r.Resume(ctx, "t", graph.Command[State]{Resume: fmt.Sprint(i)})
+			if err == nil {
+				winner.Store(int64(i))
+			}
 			results <- err
 		})
 	}
@@ -382,6 +431,14 @@ func TestConcurrentResume(t *testing.T) {
 	}
 	if wins != 1 || c.get("effect") != 1 {
 		t.Errorf("wins = %d, effects = %d; want 1 and 1", wins, c.get("effect"))
+	}
+	// The state holds the winner's answer, not a loser's (R18).
+	s, err := r.GetState(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprint(winner.Load()); s.Values.Answer != want {
+		t.Errorf("answer = %q, want the winner's %q", s.Values.Answer, want)
 	}
 }
 
@@ -766,5 +823,64 @@ func TestClaimWithStaleCachedHead(t *testing.T) {
 	res, err = r1.Resume(ctx, "t", graph.Command[State]{Resume: "carl"})
 	if err != nil || res.Status != graph.StatusDone || res.Values.Answer != "carl/2" {
 		t.Fatalf("resume = %v, %+v, %v", res.Status, res.Values, err)
+	}
+}
+
+// A node that asks three times in a loop, with a side-effecting durable
+// call before each ask (R19): three resumes finish it, each call runs
+// once, the answers come back in order, and a fourth resume has nothing
+// to answer.
+func TestAskInALoop(t *testing.T) {
+	ctx := context.Background()
+	c := newCounter()
+	g := graph.New[State]().
+		AddNode("loop", func(ctx context.Context, s State) (graph.Update[State], error) {
+			var answers []string
+			for i := range 3 {
+				if _, err := graph.Durable(ctx, fmt.Sprint("call", i), func(ctx context.Context) (int, error) {
+					c.inc(fmt.Sprint("call", i))
+					return i, nil
+				}); err != nil {
+					return graph.Update[State]{}, err
+				}
+				ans, err := interrupt.Ask[string](ctx, fmt.Sprint("question ", i))
+				if err != nil {
+					return graph.Update[State]{}, err
+				}
+				answers = append(answers, ans)
+			}
+			return graph.Set(State{Log: answers}, "Log"), nil
+		}).AddEdge(graph.START, "loop")
+	r := mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+	res, err := r.Invoke(ctx, "t", graph.Update[State]{})
+	if err != nil || res.Status != graph.StatusWaiting {
+		t.Fatalf("Invoke = %v, %v", res.Status, err)
+	}
+	for i, ans := range []string{"a", "b", "c"} {
+		var q string
+		if len(res.Interrupts) != 1 || res.Interrupts[0].Decode(&q) != nil || q != fmt.Sprint("question ", i) {
+			t.Fatalf("before answer %d: interrupts %+v, want question %d", i, res.Interrupts, i)
+		}
+		if res, err = r.Resume(ctx, "t", graph.Command[State]{Resume: ans}); err != nil {
+			t.Fatalf("Resume %d: %v", i, err)
+		}
+		want := graph.StatusWaiting
+		if i == 2 {
+			want = graph.StatusDone
+		}
+		if res.Status != want {
+			t.Fatalf("after answer %d: %v, want %v", i, res.Status, want)
+		}
+	}
+	if diff := cmp.Diff([]string{"a", "b", "c"}, res.Values.Log); diff != "" {
+		t.Errorf("answers (-want +got):\n%s", diff)
+	}
+	for i := range 3 {
+		if n := c.get(fmt.Sprint("call", i)); n != 1 {
+			t.Errorf("call%d ran %d times, want 1", i, n)
+		}
+	}
+	if _, err := r.Resume(ctx, "t", graph.Command[State]{Resume: "d"}); !errors.Is(err, graph.ErrNothingToResume) {
+		t.Errorf("fourth resume: %v, want ErrNothingToResume", err)
 	}
 }
