@@ -84,6 +84,15 @@
 // on a local file system (WAL does not work over a network file system),
 // and nothing but SQLite should open it while it is in use.
 //
+// Keep a database's -wal and -shm files with it, and only with it. SQLite
+// replays whatever WAL it finds next to the file, and nothing in a WAL ties
+// it to one database: a -wal copied from another database is replayed into
+// this one, which then silently holds the other's pages (a test confirmed
+// it; the saver cannot tell, so Open does not refuse it). A damaged header
+// is refused: Open fails with an error wrapping the driver's SQLITE_NOTADB
+// and leaves the file as it was. Copy a live database with VACUUM INTO or
+// the sqlite3 shell's .backup, never by copying its files.
+//
 // # Tables
 //
 // The schema version is kept in PRAGMA user_version and brought up to date

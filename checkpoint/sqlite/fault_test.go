@@ -5,10 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	sqlite3 "github.com/mattn/go-sqlite3"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
@@ -323,4 +326,138 @@ func TestStoreBusy(t *testing.T) {
 		t.Fatalf("%d checkpoints, want 3", len(ids))
 	}
 	integrityOK(t, s.DB())
+}
+
+// nodeRuns counts the executions of each node of a graph.
+type nodeRuns struct {
+	mu   sync.Mutex
+	runs map[string]int
+	last string // the node that ran last
+}
+
+func (c *nodeRuns) ran(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.runs[name]++
+	c.last = name
+}
+
+// snapshot returns a copy of the counts and the node that ran last.
+func (c *nodeRuns) snapshot() (map[string]int, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.runs), c.last
+}
+
+// countingW1Graph is w1Graph (a chain n1 -> ... -> n10) whose nodes count
+// their executions in runs.
+func countingW1Graph(t *testing.T, s checkpoint.Saver, runs *nodeRuns) *graph.Runnable[w1State] {
+	t.Helper()
+	g := graph.New[w1State]()
+	for i := 1; i <= 10; i++ {
+		name := fmt.Sprintf("n%d", i)
+		g.AddNode(name, func(ctx context.Context, st w1State) (graph.Update[w1State], error) {
+			runs.ran(name)
+			return graph.Set(w1State{Count: st.Count + 1, Log: []string{"0123456789abcdef"}}, "Count", "Log"), nil
+		})
+	}
+	g.AddEdge(graph.START, "n1")
+	for i := 1; i < 10; i++ {
+		g.AddEdge(fmt.Sprintf("n%d", i), fmt.Sprintf("n%d", i+1))
+	}
+	g.AddEdge("n10", graph.END)
+	r, err := g.Compile(graph.WithSaver(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestFaultsRunEachNodeOnce (R08): the run of TestFaultsThroughTheRuntime,
+// with a fault on every COMMIT of the run in turn, each node counting its
+// executions over the whole run, the runtime's own recovery and the
+// caller's Continue included. A fault after the COMMIT took effect (the
+// runtime reads the head back and goes on) runs every node exactly once.
+// A fault before it (the step is lost, Continue resumes from the last
+// saved checkpoint) runs the node of the failed step at most twice and
+// every other node exactly once.
+func TestFaultsRunEachNodeOnce(t *testing.T) {
+	drv := faults(t)
+	ctx := t.Context()
+	// Reference run on the fault driver, nothing armed: the final state and
+	// the number of COMMITs a run makes.
+	ref := openTemp(t, Config{Synchronous: SyncNormal, DriverName: faultDriverName})
+	refRuns := &nodeRuns{runs: map[string]int{}}
+	drv.Reset()
+	want, err := countingW1Graph(t, ref, refRuns).Invoke(ctx, "t", graph.Set(w1State{}, "Count"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commits := drv.Count(faultdb.OpCommit)
+	wantCount := len(listIDs(t, ref, "t"))
+	once := map[string]int{}
+	for i := 1; i <= 10; i++ {
+		once[fmt.Sprintf("n%d", i)] = 1
+	}
+	if got, _ := refRuns.snapshot(); !cmp.Equal(once, got) {
+		t.Fatalf("reference run without faults: node runs (-want +got):\n%s", cmp.Diff(once, got))
+	}
+	if commits < 11 {
+		t.Fatalf("reference run made %d COMMITs, want at least 11 (input + 10 steps)", commits)
+	}
+	for _, when := range []faultdb.When{faultdb.After, faultdb.Before} {
+		for n := 1; n <= commits; n++ {
+			name := fmt.Sprintf("when=%s/commit=%d", map[faultdb.When]string{faultdb.Before: "before", faultdb.After: "after"}[when], n)
+			t.Run(name, func(t *testing.T) {
+				drv.Reset()
+				s := openTemp(t, Config{Synchronous: SyncNormal, DriverName: faultDriverName})
+				runs := &nodeRuns{runs: map[string]int{}}
+				r := countingW1Graph(t, s, runs)
+				var atFault map[string]int // node runs when the fault fired
+				var failedNode string      // the node whose step the failed COMMIT saved
+				drv.Arm(faultdb.Fault{Op: faultdb.OpCommit, Match: "COMMIT", N: n, When: when, Err: sqliteErr(sqlite3.ErrIoErr),
+					Action: func() { atFault, failedNode = runs.snapshot() }})
+				got, err := r.Invoke(ctx, "t", graph.Set(w1State{}, "Count"))
+				if when == faultdb.Before {
+					if !errors.Is(err, ErrCommitIndeterminate) {
+						t.Fatalf("%s: Invoke: %v, want the commit error", name, err)
+					}
+					got, err = r.Continue(ctx, "t")
+					if n == 1 {
+						if !errors.Is(err, graph.ErrThreadNotFound) {
+							t.Fatalf("%s: Continue: %v, want ErrThreadNotFound", name, err)
+						}
+						got, err = r.Invoke(ctx, "t", graph.Set(w1State{}, "Count"))
+					}
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if len(drv.Events()) != 1 {
+					t.Fatalf("%s: fault fired %d times, want 1", name, len(drv.Events()))
+				}
+				if d := cmp.Diff(want.Values, got.Values); d != "" {
+					t.Errorf("%s: final state (-want +got):\n%s", name, d)
+				}
+				if c := len(listIDs(t, s, "t")); c != wantCount {
+					t.Errorf("%s: %d checkpoints, want %d (one per step)", name, c, wantCount)
+				}
+				gotRuns, _ := runs.snapshot()
+				t.Logf("%s: the failed COMMIT followed node %q; node runs over the whole run: %v", name, failedNode, gotRuns)
+				wantRuns := maps.Clone(once)
+				if when == faultdb.Before && failedNode != "" {
+					// The failed step's node may run again after the
+					// resume; every other node runs exactly once.
+					if c := gotRuns[failedNode]; c == 2 {
+						wantRuns[failedNode] = 2
+					}
+				}
+				if d := cmp.Diff(wantRuns, gotRuns); d != "" {
+					t.Errorf("%s: node runs (-want +got); the failed COMMIT saved the step of %q (node runs then: %v):\n%s",
+						name, failedNode, atFault, d)
+				}
+				integrityOK(t, s.DB())
+			})
+		}
+	}
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	sqlite3 "github.com/mattn/go-sqlite3"
+
 	"github.com/lockstepgo/lockstep/checkpoint"
 )
 
@@ -258,5 +260,97 @@ func TestClosedSaver(t *testing.T) {
 		if !errors.Is(err, checkpoint.ErrClosed) {
 			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
 		}
+	}
+}
+
+// openNoPanic calls Open and turns a panic into a test failure naming the
+// case.
+func openNoPanic(t *testing.T, name, path string) (s *Saver, err error) {
+	t.Helper()
+	defer func() {
+		if p := recover(); p != nil {
+			t.Fatalf("%s: Open(%q) panicked: %v", name, path, p)
+		}
+	}()
+	return Open(path, Config{})
+}
+
+// typedOpenFailure reports whether err is one of the typed failures a
+// damaged file may give: a driver error with code SQLITE_NOTADB or
+// SQLITE_CORRUPT, a *StoreError, or a *checkpoint.CorruptError. what names
+// the kind found, for the log.
+func typedOpenFailure(err error) (what string, ok bool) {
+	var de sqlite3.Error
+	if errors.As(err, &de) && (de.Code == sqlite3.ErrNotADB || de.Code == sqlite3.ErrCorrupt) {
+		what = "sqlite3.Error code " + de.Code.Error()
+		ok = true
+	}
+	var se *StoreError
+	if errors.As(err, &se) {
+		what += " in a *StoreError"
+		ok = true
+	}
+	var ce *checkpoint.CorruptError
+	if errors.As(err, &ce) {
+		what += " in a *checkpoint.CorruptError"
+		ok = true
+	}
+	return what, ok
+}
+
+// TestOpenZeroedHeader (R12 c): a database the saver wrote, closed, then
+// its header (and, in a second case, the first byte of page 1's b-tree
+// header too) overwritten with zeros. Open does not panic, fails with an
+// error wrapping the driver's SQLITE_NOTADB or SQLITE_CORRUPT, and leaves
+// the file byte for byte as it was: it does not try to repair it.
+func TestOpenZeroedHeader(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		n    int // bytes zeroed from offset 0
+	}{
+		{"header bytes 0-99", 100},
+		{"header and first b-tree byte 0-100", 101},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "zeroed.db")
+			s, err := Open(path, Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			putLine(t, s, "t", 3)
+			putLine(t, s, "u", 2)
+			closeChecked(t, s)
+			if _, err := os.Stat(path + "-wal"); err == nil {
+				t.Fatalf("%s: a -wal file is left after Close: the zeroed main file would not be all there is", tc.name)
+			}
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt(make([]byte, tc.n), 0); err != nil {
+				f.Close()
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			before := fileBytes(t, path)
+			s2, err := openNoPanic(t, tc.name, path)
+			if err == nil {
+				// Should a driver ever open it, reading must fail, typed.
+				_, gerr := s2.Get(context.Background(), checkpoint.Ref{Thread: "t"}, checkpoint.GetOptions{})
+				closeChecked(t, s2)
+				if _, ok := typedOpenFailure(gerr); !ok {
+					t.Errorf("%s: Open succeeded and Get = %v (%T), want a typed failure", tc.name, gerr, gerr)
+				}
+			} else if what, ok := typedOpenFailure(err); !ok {
+				t.Errorf("%s: Open = %v (%T), want an error wrapping SQLITE_NOTADB or SQLITE_CORRUPT", tc.name, err, err)
+			} else {
+				t.Logf("%s: Open refused the file: %s", tc.name, what)
+			}
+			if !bytes.Equal(before, fileBytes(t, path)) {
+				t.Errorf("%s: Open changed the damaged file", tc.name)
+			}
+		})
 	}
 }
