@@ -9,8 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 )
 
 // Sentinel errors. Each is matched with errors.Is.
@@ -76,10 +80,17 @@ func Is(err error) bool {
 // ValueError reports a value that cannot be used as an interrupt value or an
 // answer because it does not encode to JSON. It matches ErrNotSerializable.
 type ValueError struct {
-	Err error
+	// Path is where in the value the problem is, as a JSONPath-like
+	// location ("$", "$.items[2].price", `$["key"]`), or "" when it
+	// could not be located.
+	Path string
+	Err  error
 }
 
 func (e *ValueError) Error() string {
+	if e.Path != "" {
+		return "interrupt: value is not serialisable as JSON at " + e.Path + ": " + e.Err.Error()
+	}
 	return "interrupt: value is not serialisable as JSON: " + e.Err.Error()
 }
 
@@ -109,23 +120,148 @@ func (e *AnswerError) Unwrap() error { return e.Err }
 // values JSON would store with a loss: a string that is not valid UTF-8
 // (JSON replaces its bytes) and a struct whose fields are all unexported
 // (JSON stores {}).
+//
+// A *ValueError's Path says where the problem is when it can be found
+// (the value is walked only after encoding failed).
 func Marshal(v any) (data json.RawMessage, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			data, err = nil, &ValueError{Err: fmt.Errorf("MarshalJSON panicked: %v", r)}
-		}
-	}()
 	if t := opaqueStruct(v); t != nil {
-		return nil, &ValueError{Err: fmt.Errorf("%v has only unexported fields and would be stored as {}", t)}
+		return nil, &ValueError{Path: "$", Err: fmt.Errorf("%v has only unexported fields and would be stored as {}", t)}
 	}
-	b, err := json.Marshal(v)
+	b, err := safeMarshal(v)
+	if err == nil && replacedUTF8(b) {
+		err = errInvalidUTF8
+	}
 	if err != nil {
-		return nil, &ValueError{Err: err}
-	}
-	if replacedUTF8(b) {
-		return nil, &ValueError{Err: errors.New("a string is not valid UTF-8 (JSON would replace its bytes)")}
+		path, reason := locate(reflect.ValueOf(v), "$", 0, map[uintptr]bool{})
+		if reason != nil {
+			err = reason
+		}
+		return nil, &ValueError{Path: path, Err: err}
 	}
 	return b, nil
+}
+
+var errInvalidUTF8 = errors.New("a string is not valid UTF-8 (JSON would replace its bytes)")
+
+// safeMarshal is json.Marshal with a panic in a MarshalJSON method turned
+// into an error.
+func safeMarshal(v any) (b []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			b, err = nil, fmt.Errorf("MarshalJSON panicked: %v", r)
+		}
+	}()
+	return json.Marshal(v)
+}
+
+// maxLocateDepth bounds the walk of locate: a deeper value is reported
+// as too deep (JSON encoding of a cyclic value fails the same way).
+const maxLocateDepth = 1000
+
+// locate walks v, the value whose encoding failed, and returns the path of
+// the first part that cannot be encoded without a loss and why; or "" and
+// nil when it finds none (the failure is then reported without a path).
+func locate(v reflect.Value, path string, depth int, seen map[uintptr]bool) (string, error) {
+	if !v.IsValid() {
+		return "", nil
+	}
+	if depth > maxLocateDepth {
+		return path, errors.New("nested too deeply (a cycle?)")
+	}
+	t := v.Type()
+	if t.Implements(jsonMarshaler) || t.Implements(textMarshaler) {
+		if v.Kind() == reflect.Pointer && v.IsNil() || !v.CanInterface() {
+			return "", nil
+		}
+		if _, err := safeMarshal(v.Interface()); err != nil {
+			return path, err
+		}
+		return "", nil
+	}
+	switch v.Kind() {
+	case reflect.Float32, reflect.Float64:
+		if f := v.Float(); math.IsNaN(f) || math.IsInf(f, 0) {
+			return path, fmt.Errorf("the number %v has no JSON form", f)
+		}
+	case reflect.Complex64, reflect.Complex128, reflect.Chan, reflect.Func, reflect.UnsafePointer:
+		return path, fmt.Errorf("a %v has no JSON form", t)
+	case reflect.String:
+		if !utf8.ValidString(v.String()) {
+			return path, errInvalidUTF8
+		}
+	case reflect.Interface:
+		return locate(v.Elem(), path, depth+1, seen)
+	case reflect.Pointer:
+		if v.IsNil() {
+			return "", nil
+		}
+		if seen[v.Pointer()] {
+			return path, errors.New("the value refers to itself (a cycle)")
+		}
+		seen[v.Pointer()] = true
+		defer delete(seen, v.Pointer())
+		return locate(v.Elem(), path, depth+1, seen)
+	case reflect.Map:
+		if v.IsNil() {
+			return "", nil
+		}
+		if seen[v.Pointer()] {
+			return path, errors.New("the value refers to itself (a cycle)")
+		}
+		seen[v.Pointer()] = true
+		defer delete(seen, v.Pointer())
+		keys := v.MapKeys()
+		names := make([]string, len(keys))
+		for i, k := range keys {
+			names[i] = fmt.Sprint(k.Interface())
+			if k.Kind() == reflect.String && !utf8.ValidString(k.String()) {
+				return path + "[" + strconv.QuoteToASCII(names[i]) + "]", errors.New("a key is not valid UTF-8")
+			}
+		}
+		order := make([]int, len(keys))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(a, b int) int { return strings.Compare(names[a], names[b]) })
+		for _, i := range order {
+			if p, err := locate(v.MapIndex(keys[i]), path+"["+strconv.Quote(names[i])+"]", depth+1, seen); err != nil {
+				return p, err
+			}
+		}
+	case reflect.Slice:
+		if v.IsNil() || t.Elem().Kind() == reflect.Uint8 {
+			return "", nil
+		}
+		fallthrough
+	case reflect.Array:
+		for i := range v.Len() {
+			if p, err := locate(v.Index(i), path+"["+strconv.Itoa(i)+"]", depth+1, seen); err != nil {
+				return p, err
+			}
+		}
+	case reflect.Struct:
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() && !f.Anonymous {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" && !strings.HasPrefix(f.Tag.Get("json"), "-,") {
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			sub := path + "." + name
+			if f.Anonymous {
+				sub = path // embedded fields are promoted
+			}
+			if p, err := locate(v.Field(i), sub, depth+1, seen); err != nil {
+				return p, err
+			}
+		}
+	}
+	return "", nil
 }
 
 var (

@@ -60,25 +60,55 @@ type badJSON struct{}
 
 func (badJSON) MarshalJSON() ([]byte, error) { return []byte("{not json"), nil }
 
+type withBad struct {
+	Name  string
+	Items []item `json:"items"`
+	hide  chan int
+}
+
+type item struct {
+	Price float64
+	Meta  map[string]any
+}
+
+type embedsBad struct {
+	withBad
+	P *panicky
+}
+
 func TestNonSerialisableValues(t *testing.T) {
 	ctx := interrupt.NewContext(context.Background(), &fakeResumer{task: "t"})
-	for name, v := range map[string]any{
-		"NaN":               math.NaN(),
-		"channel":           make(chan int),
-		"func":              func() {},
-		"panicking marshal": panicky{},
-		"invalid JSON":      badJSON{},
-		"nested infinity":   map[string]any{"x": []float64{math.Inf(1)}},
-		"invalid UTF-8":     "\xff\xfe",
-		"nested bad UTF-8":  map[string][]string{"k": {"ok", "a\x80b"}},
-		"unexported only":   opaque{secret: "x"},
-		"*unexported only":  &opaque{secret: "x"},
+	cyclic := map[string]any{}
+	cyclic["self"] = cyclic
+	for _, tc := range []struct {
+		name     string
+		v        any
+		wantPath string
+	}{
+		{"NaN", math.NaN(), "$"},
+		{"channel", make(chan int), "$"},
+		{"func", func() {}, "$"},
+		{"panicking marshal", panicky{}, "$"},
+		{"invalid JSON", badJSON{}, "$"},
+		{"nested infinity", map[string]any{"x": []float64{1, math.Inf(1)}}, `$["x"][1]`},
+		{"invalid UTF-8", "\xff\xfe", "$"},
+		{"nested bad UTF-8", map[string][]string{"k": {"ok", "a\x80b"}}, `$["k"][1]`},
+		{"bad UTF-8 key", map[string]int{"a\xffb": 1}, `$["a\xffb"]`},
+		{"unexported only", opaque{secret: "x"}, "$"},
+		{"*unexported only", &opaque{secret: "x"}, "$"},
+		{"struct field, json name", withBad{Name: "n", Items: []item{{Price: 1}, {Price: math.NaN()}}, hide: make(chan int)}, "$.items[1].Price"},
+		{"deep in a map", withBad{Items: []item{{Meta: map[string]any{"a": 1, "b": []any{func() {}}}}}}, `$.items[0].Meta["b"][0]`},
+		{"embedded and a marshaler field", embedsBad{P: &panicky{}}, "$.P"},
+		{"cycle", cyclic, `$["self"]`},
 	} {
-		t.Run(name, func(t *testing.T) {
-			_, err := interrupt.Ask[string](ctx, v)
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := interrupt.Ask[string](ctx, tc.v)
 			var ve *interrupt.ValueError
 			if !errors.Is(err, interrupt.ErrNotSerializable) || !errors.As(err, &ve) || interrupt.Is(err) {
-				t.Errorf("Ask(%s) error = %v, want a *ValueError that is not a pause", name, err)
+				t.Fatalf("Ask error = %v, want a *ValueError that is not a pause", err)
+			}
+			if ve.Path != tc.wantPath {
+				t.Errorf("Path = %q, want %q (error: %v)", ve.Path, tc.wantPath, err)
 			}
 		})
 	}
