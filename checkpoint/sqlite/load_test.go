@@ -3,6 +3,7 @@ package sqlite
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
 // loadLines writes count checkpoints as lines of 10 steps on threads
@@ -155,5 +158,100 @@ func TestLoadConcurrentWriters(t *testing.T) {
 		if !raceEnabled && p99 > 500*time.Millisecond {
 			t.Errorf("p99 commit latency %v", p99)
 		}
+	}
+}
+
+// TestLoadNegativeControl (R09): the read-then-write transaction that every
+// Put makes is safe only because the saver begins its transactions
+// IMMEDIATE. Raw transactions on one file, 8 goroutines each reading the
+// tip and then inserting, get no SQLITE_BUSY with _txlock=immediate, the
+// saver's setting; with _txlock=deferred, once all 8 have read (a barrier
+// per round makes the interleaving certain, on any number of CPUs), all
+// but the first to commit get SQLITE_BUSY: a reader's snapshot cannot be
+// upgraded to a write after another commit, and the busy timeout does not
+// help. So TestLoadConcurrentWriters can fail.
+func TestLoadNegativeControl(t *testing.T) {
+	if testing.Short() {
+		t.Skip("load test")
+	}
+	path := filepath.Join(t.TempDir(), "control.db")
+	s, err := Open(path, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().Exec(`CREATE TABLE control (g INTEGER, i INTEGER, tip INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	closeChecked(t, s)
+
+	run := func(txlock string, barrier bool) (busy, other int) {
+		db, err := sql.Open("sqlite3", path+"?_journal_mode=WAL&_busy_timeout=5000&_txlock="+txlock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		const goroutines, each = 8, 100
+		db.SetMaxOpenConns(goroutines)
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		rounds := make([]sync.WaitGroup, each) // everyone has read in round i
+		for i := range rounds {
+			rounds[i].Add(goroutines)
+		}
+		for g := range goroutines {
+			wg.Go(func() {
+				for i := range each {
+					err := func() error {
+						tx, err := db.Begin()
+						if err != nil {
+							if barrier {
+								rounds[i].Done()
+							}
+							return err
+						}
+						defer tx.Rollback()
+						var tip int
+						err = tx.QueryRow(`SELECT coalesce(max(rowid), 0) FROM control`).Scan(&tip)
+						if barrier {
+							rounds[i].Done()
+							rounds[i].Wait()
+						}
+						if err != nil {
+							return err
+						}
+						if _, err := tx.Exec(`INSERT INTO control VALUES (?, ?, ?)`, g, i, tip); err != nil {
+							return err
+						}
+						return tx.Commit()
+					}()
+					var se sqlite3.Error
+					mu.Lock()
+					switch {
+					case err == nil:
+					case errors.As(err, &se) && se.Code == sqlite3.ErrBusy:
+						busy++
+					default:
+						other++
+						if other == 1 {
+							t.Logf("txlock=%s: %v", txlock, err)
+						}
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		return busy, other
+	}
+	if busy, other := run("immediate", false); busy != 0 || other != 0 {
+		t.Errorf("_txlock=immediate: %d SQLITE_BUSY and %d other errors in 800 transactions, want none", busy, other)
+	}
+	busy, other := run("deferred", true)
+	t.Logf("_txlock=deferred: %d of 800 transactions got SQLITE_BUSY", busy)
+	if busy != 100*(8-1) { // per round, all but the first to commit
+		t.Errorf("_txlock=deferred: %d SQLITE_BUSY in 800 read-then-write transactions, want the 700 that read before another committed: the control does not show the failure it guards against", busy)
+	}
+	if other != 0 {
+		t.Errorf("_txlock=deferred: %d errors other than SQLITE_BUSY", other)
 	}
 }
