@@ -121,7 +121,13 @@
 // tool failed; FallbackFor names the tool) or approval.KindOutcomeUnknown
 // (run a write again whose earlier outcome is unknown). On resume an
 // approval runs exactly the approved arguments once; a decision recorded
-// for another request (its ID differs) is refused (*DecisionIDError); an
+// for another request (its ID differs) is refused (*DecisionIDError). A
+// decision is bound to its thread, task and call by where it arrives,
+// not by what it says: the approval ID is the interrupt ID, derived from
+// the thread, the task and the call's key, and a resume answer reaches
+// only the task that raised that interrupt, so a decision made for one
+// thread cannot be presented to another (an answer keyed by another
+// thread's interrupt ID is refused with graph.ErrUnknownInterrupt); an
 // edit is validated and gated again (and asked again if another rule
 // gates it); a rejection or expiry becomes a result telling the model not
 // to retry. Past WithMaxApprovalRequests requests for the same call in one
