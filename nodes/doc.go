@@ -82,8 +82,15 @@
 // attempts, with exponential backoff, jitter and a cap on the executor's
 // Clock; a Retry-After is honoured up to MaxRetryAfter; no attempt starts
 // past the context's deadline; cancellation stops at once. An attempt that
-// outlives the tool's timeout is a *TimeoutError: its outcome is unknown,
-// so a retry of a write reuses the key.
+// outlives the tool's timeout is a *TimeoutError: its outcome is unknown
+// (Indeterminate), so a retry of a write reuses the key. A body that
+// ignores its context is abandoned at the timeout and left running
+// (Executor.Abandoned counts them); if a write's abandoned body succeeds
+// after all, its late result goes into the ledger, unless an outcome is
+// recorded there first, so that a repeat replays it. At most
+// WithMaxAbandoned (default DefaultMaxAbandoned, 64) abandoned bodies run
+// at once: at the cap no attempt of any tool starts, and the call fails at
+// once with *AbandonedLimitError, until some of them return.
 //
 // # Logging
 //
@@ -92,7 +99,7 @@
 // replayed, executed, retry, failed, fallback), tool, call_id, thread, and
 // args: the canonical arguments with known secret values and the values of
 // credential-like keys replaced by [REDACTED] and long strings cut; plus
-// rule, reviewer, key, attempt, wait, error or reason as they apply.
+// rule, reviewer, key, attempt, wait, late, error or reason as they apply.
 //
 // # Secrets
 //

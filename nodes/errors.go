@@ -57,6 +57,10 @@ var (
 	// ErrSecret: a declared secret could not be provided, or a tool asked
 	// Env for a secret it did not declare. Matches *SecretError.
 	ErrSecret = errors.New("nodes: secret unavailable")
+	// ErrAbandonedLimit: the executor's cap on abandoned tool bodies
+	// (WithMaxAbandoned) was reached, so the attempt was not started.
+	// Matches *AbandonedLimitError.
+	ErrAbandonedLimit = errors.New("nodes: too many abandoned tool bodies still running")
 )
 
 // ScopeError reports a call to a tool that is not bound to the agent:
@@ -282,14 +286,18 @@ func (e *ReplayedError) Is(target error) bool { return target == ErrToolFailed }
 func (e *ReplayedError) RetryClass() Class { return ClassPermanent }
 
 // TimeoutError reports an attempt that outlived the tool's timeout. The
-// outcome is indeterminate: the call may have succeeded downstream (a late
-// success), which is why a retry reuses the same idempotency key. It is
-// ClassTransient and matches ErrToolTimeout.
+// outcome is indeterminate (Indeterminate reports true): the call may have
+// succeeded downstream (a late success), which is why a retry reuses the
+// same idempotency key. It is ClassTransient and matches ErrToolTimeout.
 type TimeoutError struct {
 	Tool    string
 	After   time.Duration // the tool's timeout
 	Attempt int
 }
+
+// Indeterminate reports true: whether a timed-out attempt took effect is
+// unknown. Check it with errors.As instead of reading the message.
+func (e *TimeoutError) Indeterminate() bool { return true }
 
 // Error describes the failure, naming the tool or key and never a secret.
 func (e *TimeoutError) Error() string {
@@ -323,6 +331,39 @@ func (e *PanicError) Is(target error) bool { return target == ErrToolPanic }
 
 // RetryClass implements Classifier: ClassPermanent.
 func (e *PanicError) RetryClass() Class { return ClassPermanent }
+
+// AbandonedLimitError reports an attempt of Tool that was not started
+// because Limit tool bodies of the executor that outlived their timeout
+// (they ignore their context) are still running (see WithMaxAbandoned).
+// Nothing ran for this attempt. When a retry was refused, Attempts counts
+// the attempts that ran before and Err is the last one's error (a
+// *TimeoutError, say), so errors.Is(err, ErrToolTimeout) tells that the
+// call may have taken effect. It is ClassNone (not retried, not stored by
+// the ledger, and no fallback runs) and matches ErrAbandonedLimit.
+type AbandonedLimitError struct {
+	Tool     string
+	Limit    int
+	Attempts int
+	Err      error
+}
+
+// Error describes the failure, naming the tool or key and never a secret.
+func (e *AbandonedLimitError) Error() string {
+	s := fmt.Sprintf("nodes: tool %q not started: %d abandoned tool bodies are still running (the limit)", e.Tool, e.Limit)
+	if e.Attempts > 0 {
+		s += fmt.Sprintf("; %d earlier attempts ran, the last one timed out or failed", e.Attempts)
+	}
+	return s
+}
+
+// Unwrap returns the last attempt's error before the refusal, or nil.
+func (e *AbandonedLimitError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrAbandonedLimit) true.
+func (e *AbandonedLimitError) Is(target error) bool { return target == ErrAbandonedLimit }
+
+// RetryClass implements Classifier: ClassNone.
+func (e *AbandonedLimitError) RetryClass() Class { return ClassNone }
 
 // SecretError reports a secret that could not be provided to a tool, or a
 // tool asking for one it did not declare. It names the secret, never its

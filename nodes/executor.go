@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +28,12 @@ import (
 
 // maxFallbackDepth bounds chains of fallbacks.
 const maxFallbackDepth = 4
+
+// DefaultMaxAbandoned is the executor's default cap on abandoned tool
+// bodies still running (see WithMaxAbandoned): enough for a burst of slow
+// calls, small enough that a tool that never returns cannot pile up
+// goroutines without bound.
+const DefaultMaxAbandoned = 64
 
 // Executor runs tool calls safely for one agent: it asks scope, gate,
 // memo, ledger, run (with retries), fallback, in that order (see the
@@ -46,7 +53,9 @@ type Executor struct {
 	names     map[string]bool // declared secret names, lower case
 	red       *redactor
 	flight    singleflight.Group
-	abandoned atomic.Int64
+	abandoned atomic.Int64 // attempts abandoned, ever
+	running   atomic.Int64 // abandoned bodies that have not returned
+	maxAband  int64
 }
 
 // ExecutorOption configures NewExecutor.
@@ -120,6 +129,22 @@ func WithWaitInProgress(d time.Duration) ExecutorOption { return func(e *Executo
 // true). Nothing is ever expanded either way.
 func WithStrictSecrets(strict bool) ExecutorOption { return func(e *Executor) { e.strict = strict } }
 
+// WithMaxAbandoned caps the abandoned tool bodies still running at n
+// (default DefaultMaxAbandoned; n < 1 keeps the default). A body is
+// abandoned when it ignores its context and is still running when its
+// attempt's timeout fires; it counts until it returns. While n are
+// running, no new attempt of any tool starts: it fails at once with
+// *AbandonedLimitError (ErrAbandonedLimit). Attempts already running when
+// the cap is reached may still be abandoned, so the count can pass n by
+// as many; it cannot grow further.
+func WithMaxAbandoned(n int) ExecutorOption {
+	return func(e *Executor) {
+		if n >= 1 {
+			e.maxAband = int64(n)
+		}
+	}
+}
+
 // NewExecutor binds tools to an agent. Their fallbacks are reachable as
 // fallbacks only. It returns an error matching ErrInvalidConfig for a nil
 // tool, two tools of one name, or a tool that declares secrets when no
@@ -129,6 +154,7 @@ func NewExecutor(tools []*Tool, opts ...ExecutorOption) (*Executor, error) {
 		tools: map[string]*Tool{}, fallbacks: map[string]*Tool{},
 		policy: DenyDestructive(), log: slog.New(slog.DiscardHandler), clock: SystemClock(),
 		rand: rand.Float64, owners: randomID, strict: true, names: map[string]bool{}, red: newRedactor(),
+		maxAband: DefaultMaxAbandoned,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -201,8 +227,14 @@ func (e *Executor) Definitions() []Definition {
 func (e *Executor) Tool(name string) *Tool { return e.tools[name] }
 
 // Abandoned returns how many attempts were left running when their timeout
-// fired (tool bodies that ignore their context).
+// fired (tool bodies that ignore their context, or had not returned yet
+// at that instant), since the executor was made: the
+// abandoned_tool_goroutines counter. It never fails.
 func (e *Executor) Abandoned() int64 { return e.abandoned.Load() }
+
+// AbandonedRunning returns how many abandoned tool bodies have not
+// returned yet: what WithMaxAbandoned caps. It never fails.
+func (e *Executor) AbandonedRunning() int64 { return e.running.Load() }
 
 // Redact replaces every secret value the executor has handed to a tool
 // with [REDACTED]. The tool node passes application text (reviewer
@@ -286,6 +318,8 @@ func (p *prepared) argsHash() string {
 //   - *ToolError (with *TimeoutError, *PanicError or the tool's error
 //     inside), *ReplayedError: the tool failed, and so did its fallback if
 //     it has one (then both are joined);
+//   - *AbandonedLimitError: WithMaxAbandoned's cap on abandoned tool
+//     bodies is reached, so the tool was not started (or not retried);
 //   - an interrupt from the tool body, unchanged; ctx's error.
 //
 // Error messages name the tool and never contain a secret.
@@ -322,7 +356,7 @@ func (e *Executor) execute(ctx context.Context, c Call, depth int) (Result, erro
 	case e.ledger != nil:
 		res, err = e.runWrite(ctx, &c, p)
 	default:
-		res, err = e.runPlain(ctx, &c, p, "")
+		res, err = e.runPlain(ctx, &c, p, "", nil)
 	}
 	// 6. Fallback.
 	if err != nil && t.fallback != nil && depth < maxFallbackDepth && errors.Is(err, ErrToolFailed) && ctx.Err() == nil {
@@ -457,7 +491,7 @@ func (e *Executor) gate(ctx context.Context, c *Call, p *prepared) error {
 func (e *Executor) runRead(ctx context.Context, c *Call, p *prepared) (Result, error) {
 	t := p.tool
 	if c.Memo == nil || t.noMemo {
-		return e.runPlain(ctx, c, p, "")
+		return e.runPlain(ctx, c, p, "", nil)
 	}
 	key := MemoKey(t.name, t.version, p.args)
 	hit := func() (Result, bool) {
@@ -480,7 +514,7 @@ func (e *Executor) runRead(ctx context.Context, c *Call, p *prepared) (Result, e
 		if res, ok := hit(); ok {
 			return res, nil
 		}
-		res, err := e.runPlain(ctx, c, p, "")
+		res, err := e.runPlain(ctx, c, p, "", nil)
 		if err == nil {
 			c.Memo.Put(key, MemoEntry{Tool: t.name, Version: t.version, Result: res.Output})
 		}
@@ -504,9 +538,10 @@ func (e *Executor) runRead(ctx context.Context, c *Call, p *prepared) (Result, e
 }
 
 // runPlain runs the call with retries, without a ledger (key is "" unless
-// a write runs through runWrite).
-func (e *Executor) runPlain(ctx context.Context, c *Call, p *prepared, key string) (Result, error) {
-	out, attempts, err := e.attempts(ctx, c, p, key)
+// a write runs through runWrite). late, if set, gets the result of an
+// abandoned attempt that succeeds after all (see attempt).
+func (e *Executor) runPlain(ctx context.Context, c *Call, p *prepared, key string, late func(json.RawMessage)) (Result, error) {
+	out, attempts, err := e.attempts(ctx, c, p, key, late)
 	if err != nil {
 		return Result{}, err
 	}
@@ -605,12 +640,24 @@ func (e *Executor) replay(ctx context.Context, c *Call, p *prepared, entry ledge
 // runHeld runs a write whose intent the executor holds, and records the
 // outcome: the result, or a permanent failure. Anything else (a transient
 // failure, a pause, a cancellation) releases the intent so that a retry
-// runs, with the same key.
+// runs, with the same key. An abandoned attempt that succeeds late records
+// its result too (recordLate); whichever outcome is recorded first stays.
 func (e *Executor) runHeld(ctx context.Context, c *Call, p *prepared, key, owner string) (Result, error) {
-	res, err := e.runPlain(ctx, c, p, key)
 	store := context.WithoutCancel(ctx)
+	lc := *c // the late hook may run after this call returns
+	late := func(out json.RawMessage) { e.recordLate(store, &lc, p, key, owner, out) }
+	res, err := e.runPlain(ctx, c, p, key, late)
 	if err == nil {
-		if cerr := e.ledger.Complete(store, key, owner, ledger.Outcome{Result: res.Output}); cerr != nil {
+		cerr := e.ledger.Complete(store, key, owner, ledger.Outcome{Result: res.Output})
+		if errors.Is(cerr, ledger.ErrNotHeld) {
+			// Another outcome was recorded first (a late result of an
+			// abandoned attempt): it is the operation's result.
+			if entry, gerr := e.ledger.Get(store, key); gerr == nil && entry.State == ledger.StateDone && entry.Outcome.Failure == nil {
+				res.Output = slices.Clone(entry.Outcome.Result)
+				return res, nil
+			}
+		}
+		if cerr != nil {
 			e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.String("reason", "ledger outcome not recorded"), slog.String("key", key), e.errAttr(cerr))
 		}
 		return res, nil
@@ -630,6 +677,38 @@ func (e *Executor) runHeld(ctx context.Context, c *Call, p *prepared, key, owner
 		e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.String("reason", "ledger intent not released"), slog.String("key", key), e.errAttr(rerr))
 	}
 	return Result{}, err
+}
+
+// recordLate records the result of an abandoned attempt of a write that
+// succeeded after its timeout: the operation took effect, so a repeat
+// must replay it rather than run it again. The ledger takes one outcome
+// per key, so nothing is recorded twice: the result completes the intent
+// if this execution still holds it (its retry is running), or a fresh
+// intent if the execution released it (it failed); if an outcome is
+// recorded already, or another execution holds the key, the late result
+// is dropped (that execution records its own).
+func (e *Executor) recordLate(ctx context.Context, c *Call, p *prepared, key, owner string, out json.RawMessage) {
+	o := ledger.Outcome{Result: e.red.Bytes(out)}
+	keyAttr, lateAttr := slog.String("key", key), slog.Bool("late", true)
+	err := e.ledger.Complete(ctx, key, owner, o)
+	if errors.Is(err, ledger.ErrNotHeld) {
+		fresh := e.owners()
+		_, started, berr := e.ledger.Begin(ctx, ledger.Intent{Key: key, Tool: p.tool.name, ArgsHash: p.argsHash(), Owner: fresh, Lease: lease(p.tool)})
+		switch {
+		case berr == nil && started:
+			err = e.ledger.Complete(ctx, key, fresh, o)
+		case berr == nil || errors.Is(berr, ledger.ErrInProgress) || errors.Is(berr, ledger.ErrOutcomeUnknown) || errors.Is(berr, ledger.ErrKeyReuse):
+			e.event(ctx, slog.LevelInfo, StatusExecuted, c, p.args, keyAttr, lateAttr, slog.String("reason", "late result not recorded: the key has an outcome or another holder"))
+			return
+		default:
+			err = berr
+		}
+	}
+	if err != nil {
+		e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, keyAttr, lateAttr, slog.String("reason", "late result not recorded"), e.errAttr(err))
+		return
+	}
+	e.event(ctx, slog.LevelInfo, StatusExecuted, c, p.args, keyAttr, lateAttr, slog.String("reason", "late result recorded"))
 }
 
 // reconcile asks the tool whether an attempt with an unknown outcome took
@@ -690,8 +769,9 @@ func (e *Executor) env(ctx context.Context, c *Call, p *prepared, key string) (E
 }
 
 // attempts runs the call until it succeeds, fails for good, or uses up
-// its retry policy. A write without a key (no ledger) gets one attempt.
-func (e *Executor) attempts(ctx context.Context, c *Call, p *prepared, key string) (json.RawMessage, int, error) {
+// its retry policy. A write without a key (no ledger) gets one attempt. No
+// attempt starts while the executor's abandoned bodies are at their cap.
+func (e *Executor) attempts(ctx context.Context, c *Call, p *prepared, key string, late func(json.RawMessage)) (json.RawMessage, int, error) {
 	t := p.tool
 	rp := t.retry.withDefaults()
 	limit := rp.MaxAttempts
@@ -702,9 +782,15 @@ func (e *Executor) attempts(ctx context.Context, c *Call, p *prepared, key strin
 	if err != nil {
 		return nil, 0, err
 	}
+	var last error // the previous attempt's error
 	for attempt := 1; ; attempt++ {
+		if e.running.Load() >= e.maxAband {
+			le := &AbandonedLimitError{Tool: t.name, Limit: int(e.maxAband), Attempts: attempt - 1, Err: last}
+			e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.Int("attempts", attempt-1), slog.String("reason", "abandoned limit"), e.errAttr(le))
+			return nil, attempt - 1, le
+		}
 		env.Attempt = attempt
-		out, err := e.attempt(ctx, t, p.args, env)
+		out, err := e.attempt(ctx, t, p.args, env, late)
 		if err == nil {
 			return e.red.Bytes(out), attempt, nil
 		}
@@ -731,6 +817,7 @@ func (e *Executor) attempts(ctx context.Context, c *Call, p *prepared, key strin
 			e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.Int("attempts", attempt), slog.String("reason", "the next attempt would miss the deadline"), e.errAttr(te))
 			return nil, attempt, te
 		}
+		last = err
 		e.event(ctx, slog.LevelInfo, StatusRetry, c, p.args, slog.Int("attempt", attempt), slog.Duration("wait", wait), e.errAttr(err))
 		if err := e.clock.Sleep(ctx, wait); err != nil {
 			return nil, attempt, fmt.Errorf("nodes: tool %q: backoff: %w", t.name, err)
@@ -748,23 +835,43 @@ func (e *Executor) toolError(t *Tool, attempts int, err error) *ToolError {
 
 // attempt runs the body once under the tool's timeout. The body runs on its
 // own goroutine so that a body that ignores its context cannot hold the
-// call past the timeout; it is then abandoned (and counted).
-func (e *Executor) attempt(ctx context.Context, t *Tool, args []byte, env Env) (json.RawMessage, error) {
+// call past the timeout; it is then abandoned (counted in abandoned, and
+// in running until it returns), and if it succeeds after all, late (when
+// set) gets its result.
+func (e *Executor) attempt(ctx context.Context, t *Tool, args []byte, env Env, late func(json.RawMessage)) (json.RawMessage, error) {
 	actx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	type outcome struct {
 		out json.RawMessage
 		err error
 	}
-	done := make(chan outcome, 1)
+	var (
+		mu   sync.Mutex // orders the body's answer against its abandonment
+		gone bool       // abandoned: nobody receives from done
+		done = make(chan outcome, 1)
+	)
 	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				done <- outcome{err: &PanicError{Tool: t.name, Value: e.red.String(fmt.Sprint(r)), Stack: e.red.Bytes(debug.Stack())}}
-			}
+		o := func() (o outcome) {
+			defer func() {
+				if r := recover(); r != nil {
+					o = outcome{err: &PanicError{Tool: t.name, Value: e.red.String(fmt.Sprint(r)), Stack: e.red.Bytes(debug.Stack())}}
+				}
+			}()
+			out, err := t.invoke(actx, args, env)
+			return outcome{out, err}
 		}()
-		out, err := t.invoke(actx, args, env)
-		done <- outcome{out, err}
+		mu.Lock()
+		abandoned := gone
+		if !abandoned {
+			done <- o // buffered: never blocks
+		}
+		mu.Unlock()
+		if abandoned {
+			defer e.running.Add(-1)
+			if o.err == nil && late != nil {
+				late(o.out)
+			}
+		}
 	}()
 	timedOut := func(err error) bool {
 		return ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) &&
@@ -777,19 +884,28 @@ func (e *Executor) attempt(ctx context.Context, t *Tool, args []byte, env Env) (
 		}
 		return o.out, o.err
 	case <-actx.Done():
-		select {
-		case o := <-done:
-			if o.err == nil || !timedOut(o.err) {
-				return o.out, o.err
-			}
-		default:
-			e.abandoned.Add(1)
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, &TimeoutError{Tool: t.name, After: t.timeout, Attempt: env.Attempt}
 	}
+	mu.Lock()
+	var (
+		o        outcome
+		answered bool
+	)
+	select {
+	case o = <-done:
+		answered = true
+	default:
+		gone = true
+		e.abandoned.Add(1)
+		e.running.Add(1)
+	}
+	mu.Unlock()
+	if answered && (o.err == nil || !timedOut(o.err)) {
+		return o.out, o.err
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return nil, &TimeoutError{Tool: t.name, After: t.timeout, Attempt: env.Attempt}
 }
 
 // fallback runs t's fallback after err, through the whole executor path.

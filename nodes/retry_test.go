@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/lockstepgo/lockstep/internal/jsonschema"
 	"github.com/lockstepgo/lockstep/interrupt"
 	"github.com/lockstepgo/lockstep/nodes"
+	"github.com/lockstepgo/lockstep/nodes/ledger"
 )
 
 type Empty struct{}
@@ -332,25 +334,42 @@ func TestWriteRetriedOnlyThroughLedger(t *testing.T) {
 
 // TestLateSuccess (R31): the tracker records the issue and answers after
 // the timeout; the attempt is a typed timeout, and the retry carries the
-// same key, which the tracker dedupes: one issue.
+// same key, which the tracker dedupes: one issue. The body honours its
+// context, so the late success happens downstream only: the executor never
+// sees it, and the ledger holds what the retry answered.
 func TestLateSuccess(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		args := json.RawMessage(`{"title":"login broken"}`)
+		call := nodes.Call{Tool: "create_issue", Args: args, Scope: "t"}
 		// One attempt only: the timeout is reported as such, not as success.
 		tr1 := newTracker(6 * time.Second)
-		ex1, _ := nodes.NewExecutor([]*nodes.Tool{tr1.tool(t, nodes.Timeout(5*time.Second), nodes.Retry(nodes.NoRetry))}, nodes.WithLedger(newMemLedger(t, nil)))
-		_, err := ex1.Execute(context.Background(), nodes.Call{Tool: "create_issue", Args: args, Scope: "t"})
+		l1 := newMemLedger(t, nil)
+		ex1, _ := nodes.NewExecutor([]*nodes.Tool{tr1.tool(t, nodes.Timeout(5*time.Second), nodes.Retry(nodes.NoRetry))}, nodes.WithLedger(l1))
+		_, err := ex1.Execute(context.Background(), call)
 		var te *nodes.TimeoutError
-		if !errors.As(err, &te) || !errors.Is(err, nodes.ErrToolTimeout) || te.After != 5*time.Second || te.Attempt != 1 {
-			t.Fatalf("single attempt: %v, want *TimeoutError", err)
+		if !errors.As(err, &te) || !errors.Is(err, nodes.ErrToolTimeout) || te.After != 5*time.Second || te.Attempt != 1 || !te.Indeterminate() {
+			t.Fatalf("single attempt: %v, want an indeterminate *TimeoutError", err)
 		}
 		if tr1.issues() != 1 {
 			t.Errorf("the late success did not happen downstream: %d issues", tr1.issues())
 		}
+		time.Sleep(time.Minute) // the tracker answers; nobody listens
+		// The timeout released the intent: nothing is recorded, and a
+		// repeat runs again with the same key, which the tracker dedupes.
+		if es := l1.Entries(); len(es) != 0 {
+			t.Errorf("ledger after a released timeout: %+v, want nothing", es)
+		}
+		again, err := ex1.Execute(context.Background(), call)
+		var is Issue
+		if err != nil || again.Status != nodes.StatusExecuted || json.Unmarshal(again.Output, &is) != nil || is.Created || is.Number != 1 || tr1.issues() != 1 {
+			t.Errorf("repeat after a timeout: %+v %v; %d issues", again, err, tr1.issues())
+		}
+
 		// With retries: the second attempt reuses the key; one issue.
 		tr := newTracker(6 * time.Second)
-		ex, _ := nodes.NewExecutor([]*nodes.Tool{tr.tool(t, nodes.Timeout(5*time.Second))}, nodes.WithLedger(newMemLedger(t, nil)))
-		res, err := ex.Execute(context.Background(), nodes.Call{Tool: "create_issue", Args: args, Scope: "t"})
+		l := newMemLedger(t, nil)
+		ex, _ := nodes.NewExecutor([]*nodes.Tool{tr.tool(t, nodes.Timeout(5*time.Second))}, nodes.WithLedger(l))
+		res, err := ex.Execute(context.Background(), call)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -361,11 +380,134 @@ func TestLateSuccess(t *testing.T) {
 		if len(keys) != 2 || keys[0] != keys[1] || keys[0] != res.Key || res.Key == "" {
 			t.Errorf("keys seen %v, result key %s", keys, res.Key)
 		}
-		var is Issue
+		is = Issue{}
 		if json.Unmarshal(res.Output, &is) != nil || is.Created || is.Number != 1 {
 			t.Errorf("result %s, want issue 1, already existing", res.Output)
 		}
+		recorded := l.Entries()
 		time.Sleep(time.Minute) // let the tracker's slow answers finish
+		// The ledger holds one outcome under the key: the tracker's one
+		// issue, as the retry reported it, untouched by the late answer.
+		if d := cmp.Diff(recorded, l.Entries()); d != "" {
+			t.Errorf("the late answer changed the ledger (-before +after):\n%s", d)
+		}
+		assertOneOutcome(t, l, res.Key, tr.first())
+		replay, err := ex.Execute(context.Background(), call)
+		if err != nil || replay.Status != nodes.StatusReplayed || !replay.Replayed || string(replay.Output) != string(res.Output) {
+			t.Errorf("repeat: %+v %v, want a replay of %s", replay, err, res.Output)
+		}
+		if tr.requests() != 2 || tr.issues() != 1 {
+			t.Errorf("the replay reached the tracker: %d requests, %d issues", tr.requests(), tr.issues())
+		}
+	})
+}
+
+// assertOneOutcome checks that l holds exactly one record, done under key,
+// whose result is the tracker's issue want (Created aside: a deduped
+// request reports false).
+func assertOneOutcome(t *testing.T, l *ledger.Memory, key string, want Issue) Issue {
+	t.Helper()
+	es := l.Entries()
+	if len(es) != 1 || es[0].Key != key || es[0].State != ledger.StateDone || es[0].Outcome.Failure != nil {
+		t.Fatalf("ledger %+v, want one done record under %s", es, key)
+	}
+	var got Issue
+	if err := json.Unmarshal(es[0].Outcome.Result, &got); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, got, cmpopts.IgnoreFields(Issue{}, "Created")); d != "" {
+		t.Errorf("recorded outcome (-tracker +ledger):\n%s", d)
+	}
+	return got
+}
+
+// TestLateSuccessRecorded (R31): a body that ignores its context creates
+// the issue, is abandoned at the timeout and succeeds late. Its result
+// goes into the ledger once, without overwriting an outcome recorded
+// first, and a repeat replays it without reaching the tracker.
+func TestLateSuccessRecorded(t *testing.T) {
+	args := json.RawMessage(`{"title":"login broken"}`)
+	call := nodes.Call{Tool: "create_issue", Args: args, Scope: "t"}
+	run := func(t *testing.T, retry nodes.RetryPolicy, retryDelay time.Duration) (*tracker, *ledger.Memory, *nodes.Executor, nodes.Result, error) {
+		tr := newTracker(6 * time.Second)
+		l := newMemLedger(t, nil)
+		ex, _ := nodes.NewExecutor([]*nodes.Tool{tr.stubbornTool(t, retryDelay, nodes.Timeout(5*time.Second), nodes.Retry(retry))},
+			nodes.WithLedger(l), nodes.WithJitterSource(func() float64 { return 0.5 }))
+		res, err := ex.Execute(context.Background(), call)
+		return tr, l, ex, res, err
+	}
+	replays := func(t *testing.T, tr *tracker, ex *nodes.Executor, want json.RawMessage) {
+		t.Helper()
+		before := tr.requests()
+		res, err := ex.Execute(context.Background(), call)
+		if err != nil || res.Status != nodes.StatusReplayed || !res.Replayed || string(res.Output) != string(want) {
+			t.Errorf("repeat: %+v %v, want a replay of %s", res, err, want)
+		}
+		if tr.requests() != before || tr.issues() != 1 {
+			t.Errorf("the repeat reached the tracker: %d requests (was %d), %d issues", tr.requests(), before, tr.issues())
+		}
+	}
+
+	t.Run("no retry", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			tr, l, ex, _, err := run(t, nodes.NoRetry, 0)
+			var te *nodes.TimeoutError
+			if !errors.As(err, &te) || !te.Indeterminate() || ex.Abandoned() != 1 || ex.AbandonedRunning() != 1 {
+				t.Fatalf("err %v (%+v), abandoned %d, running %d", err, te, ex.Abandoned(), ex.AbandonedRunning())
+			}
+			if es := l.Entries(); len(es) != 0 {
+				t.Errorf("ledger right after the timeout: %+v, want the intent released", es)
+			}
+			time.Sleep(2 * time.Second) // the body answers at 6s
+			synctest.Wait()
+			if ex.AbandonedRunning() != 0 {
+				t.Errorf("abandoned bodies running: %d", ex.AbandonedRunning())
+			}
+			key := nodes.IdempotencyKey("t", "create_issue", []byte(`{"title":"login broken"}`))
+			got := assertOneOutcome(t, l, key, tr.first())
+			if !got.Created {
+				t.Errorf("recorded %+v, want the issue as the slow attempt created it", got)
+			}
+			replays(t, tr, ex, l.Entries()[0].Outcome.Result)
+		})
+	})
+
+	t.Run("retry recorded first", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			// The retry (at 5.2s) answers at once and is recorded; the late
+			// success (at 6s) finds an outcome and is dropped.
+			tr, l, ex, res, err := run(t, nodes.RetryPolicy{}, 0)
+			if err != nil || res.Attempts != 2 || ex.Abandoned() != 1 {
+				t.Fatalf("%+v %v, abandoned %d", res, err, ex.Abandoned())
+			}
+			recorded := l.Entries()
+			time.Sleep(2 * time.Second)
+			synctest.Wait()
+			if d := cmp.Diff(recorded, l.Entries()); d != "" {
+				t.Errorf("the late success changed the ledger (-before +after):\n%s", d)
+			}
+			if got := assertOneOutcome(t, l, res.Key, tr.first()); got.Created {
+				t.Errorf("recorded %+v, want the retry's answer (already existing)", got)
+			}
+			replays(t, tr, ex, res.Output)
+		})
+	})
+
+	t.Run("late success recorded first", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			// The retry (at 5.2s) answers at 8.2s; the late success (at
+			// 6s) completes the intent first, and the call returns it.
+			tr, l, ex, res, err := run(t, nodes.RetryPolicy{}, 3*time.Second)
+			if err != nil || res.Attempts != 2 || res.Status != nodes.StatusExecuted {
+				t.Fatalf("%+v %v", res, err)
+			}
+			synctest.Wait()
+			got := assertOneOutcome(t, l, res.Key, tr.first())
+			if !got.Created || string(res.Output) != string(l.Entries()[0].Outcome.Result) {
+				t.Errorf("recorded %+v, returned %s; want the late success, returned as recorded", got, res.Output)
+			}
+			replays(t, tr, ex, res.Output)
+		})
 	})
 }
 
@@ -381,11 +523,104 @@ func TestToolIgnoringContext(t *testing.T) {
 		ex, _ := nodes.NewExecutor([]*nodes.Tool{tool})
 		start := time.Now()
 		_, err := ex.Execute(context.Background(), nodes.Call{Tool: "stuck", Scope: "t"})
-		if !errors.Is(err, nodes.ErrToolTimeout) || time.Since(start) != time.Second || ex.Abandoned() != 1 {
-			t.Errorf("err %v after %v, abandoned %d", err, time.Since(start), ex.Abandoned())
+		var te *nodes.TimeoutError
+		if !errors.As(err, &te) || !te.Indeterminate() || time.Since(start) != time.Second || ex.Abandoned() != 1 || ex.AbandonedRunning() != 1 {
+			t.Errorf("err %v after %v, abandoned %d, running %d", err, time.Since(start), ex.Abandoned(), ex.AbandonedRunning())
 		}
 		close(release)
 		time.Sleep(time.Second)
+		if ex.AbandonedRunning() != 0 || ex.Abandoned() != 1 {
+			t.Errorf("after release: running %d, abandoned %d", ex.AbandonedRunning(), ex.Abandoned())
+		}
+	})
+}
+
+// TestAbandonedLimit (R33): with n abandoned bodies still running, a new
+// call of any tool fails at once with *AbandonedLimitError and starts no
+// body; once the bodies return, calls run again.
+func TestAbandonedLimit(t *testing.T) {
+	const n = 3
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		started := &counter{}
+		stuck := mustTool(t)(nodes.NewTool("stuck", "Answers when released.", func(ctx context.Context, _ Empty, env nodes.Env) (string, error) {
+			started.inc("stuck")
+			<-release
+			return "late", nil
+		}, nodes.Idempotent(), nodes.Timeout(time.Second), nodes.Retry(nodes.NoRetry)))
+		quick := mustTool(t)(nodes.NewTool("quick", "Answers at once.", func(ctx context.Context, _ Empty, env nodes.Env) (string, error) {
+			started.inc("quick")
+			return "ok", nil
+		}, nodes.Idempotent()))
+		ex, err := nodes.NewExecutor([]*nodes.Tool{stuck, quick}, nodes.WithMaxAbandoned(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				if _, err := ex.Execute(context.Background(), nodes.Call{Tool: "stuck", Scope: "t"}); !errors.Is(err, nodes.ErrToolTimeout) {
+					t.Errorf("stuck call: %v, want a timeout", err)
+				}
+			})
+		}
+		wg.Wait()
+		if ex.AbandonedRunning() != n || ex.Abandoned() != n {
+			t.Fatalf("running %d, abandoned %d; want %d", ex.AbandonedRunning(), ex.Abandoned(), n)
+		}
+		for _, name := range []string{"stuck", "quick"} {
+			start := time.Now()
+			_, err := ex.Execute(context.Background(), nodes.Call{Tool: name, Scope: "t"})
+			var le *nodes.AbandonedLimitError
+			if !errors.As(err, &le) || !errors.Is(err, nodes.ErrAbandonedLimit) || le.Tool != name || le.Limit != n || le.Attempts != 0 || le.Err != nil {
+				t.Errorf("%s at the cap: %v (%+v), want *AbandonedLimitError", name, err, le)
+			}
+			if errors.Is(err, nodes.ErrToolFailed) || nodes.Classify(err) != nodes.ClassNone {
+				t.Errorf("%s at the cap: %v is a tool failure or retryable", name, err)
+			}
+			if d := time.Since(start); d != 0 {
+				t.Errorf("%s at the cap took %v, want an immediate refusal", name, d)
+			}
+		}
+		if started.get("stuck") != n || started.get("quick") != 0 {
+			t.Errorf("bodies started at the cap: stuck %d, quick %d", started.get("stuck"), started.get("quick"))
+		}
+		close(release)
+		synctest.Wait()
+		if ex.AbandonedRunning() != 0 {
+			t.Fatalf("running %d after release", ex.AbandonedRunning())
+		}
+		for _, name := range []string{"stuck", "quick"} {
+			if _, err := ex.Execute(context.Background(), nodes.Call{Tool: name, Scope: "t"}); err != nil {
+				t.Errorf("%s after release: %v", name, err)
+			}
+		}
+	})
+}
+
+// TestAbandonedLimitRefusesRetry: a retry is an attempt like any other; when
+// the first attempt's abandonment reaches the cap, the retry is refused,
+// and the error still says that the call timed out (it may have taken
+// effect). No fallback runs.
+func TestAbandonedLimitRefusesRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		fb := mustTool(t)(nodes.NewTool("stuck_fallback", "A fallback.", func(ctx context.Context, _ Empty, env nodes.Env) (string, error) {
+			return "fallback", nil
+		}, nodes.Idempotent()))
+		stuck := mustTool(t)(nodes.NewTool("stuck", "Answers when released.", func(ctx context.Context, _ Empty, env nodes.Env) (string, error) {
+			<-release
+			return "late", nil
+		}, nodes.Idempotent(), nodes.NoMemo(), nodes.Timeout(time.Second), nodes.Fallback(fb)))
+		ex, _ := nodes.NewExecutor([]*nodes.Tool{stuck}, nodes.WithMaxAbandoned(1))
+		_, err := ex.Execute(context.Background(), nodes.Call{Tool: "stuck", Scope: "t"})
+		var le *nodes.AbandonedLimitError
+		var te *nodes.TimeoutError
+		if !errors.As(err, &le) || le.Attempts != 1 || !errors.As(err, &te) || !te.Indeterminate() || errors.Is(err, nodes.ErrToolFailed) {
+			t.Errorf("err %v (%+v), want *AbandonedLimitError after one timed-out attempt, no fallback", err, le)
+		}
+		close(release)
+		synctest.Wait()
 	})
 }
 

@@ -681,6 +681,11 @@ func (n *toolNode) errorMessage(tc ToolCall, c Call, err error) *Message {
 	case errors.As(err, &re):
 		obs.Status, obs.Key = StatusReplayed, re.Key
 		obs.Note = "This operation already ran and failed permanently; retrying it will fail the same way."
+	case errors.Is(err, ErrAbandonedLimit):
+		obs.Note = "Too many earlier tool calls are still running past their timeout, so this call was not started. Try again later, or tell the user."
+		if errors.Is(err, ErrToolTimeout) {
+			obs.Note += " An earlier attempt of it timed out and may have taken effect. Check before calling again."
+		}
 	case errors.As(err, &te) && te.Exhausted:
 		obs.Note = "The service kept failing; retries are used up. Try again later, or tell the user."
 	case errors.Is(err, ErrToolTimeout):

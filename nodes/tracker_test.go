@@ -89,3 +89,33 @@ func (tr *tracker) tool(t testing.TB, opts ...nodes.ToolOption) *nodes.Tool {
 			}
 		}, opts...))
 }
+
+// requests returns how many requests the tracker served.
+func (tr *tracker) requests() int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.served
+}
+
+// first returns the first issue created.
+func (tr *tracker) first() Issue {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.all[0]
+}
+
+// stubbornTool is create_issue with a body that ignores its context: it
+// waits for the tracker's answer however long it takes, so that the
+// executor abandons it at the timeout and its success comes late. An
+// attempt after the first waits retryDelay more before answering.
+func (tr *tracker) stubbornTool(t testing.TB, retryDelay time.Duration, opts ...nodes.ToolOption) *nodes.Tool {
+	return mustTool(t)(nodes.NewTool("create_issue",
+		"Create an issue in the tracker. Call it to escalate a problem. Returns the issue's number and URL.",
+		func(ctx context.Context, a IssueArgs, env nodes.Env) (Issue, error) {
+			is := tr.create(a.Title, env.IdempotencyKey())
+			if env.Attempt > 1 {
+				time.Sleep(retryDelay)
+			}
+			return is, nil
+		}, opts...))
+}
