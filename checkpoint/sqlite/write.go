@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
 )
@@ -191,7 +192,9 @@ func encodeRow(req *checkpoint.PutRequest, now time.Time) (putRow, error) {
 	next() // 12: pruned
 	b = append(b, '0')
 	next()
-	all := string(b)
+	// The columns are substrings of b, which nothing writes again: share
+	// its bytes rather than copy a row that may be megabytes.
+	all := unsafe.String(unsafe.SliceData(b), len(b))
 	col := func(i int) string { return all[at[i] : at[i+1]-1] }
 	r := putRow{step: int64(cp.Metadata.Step), source: col(5), created: col(6), metadata: col(7), versions: col(8), channels: col(9),
 		crc: int64(crc32.Checksum(b, castagnoli))}
