@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 		if role == crashLoopRole {
 			os.Exit(runCrashLoopChild())
 		}
+		if role == freezeRole {
+			os.Exit(runFreezeChild())
+		}
 		os.Exit(runChild(role))
 	}
 	goleak.VerifyTestMain(m)

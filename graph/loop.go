@@ -1014,6 +1014,21 @@ func (ru *run[S]) reportTasks(todo []*task[S]) {
 	}
 }
 
+// confirmOwner confirms, with a write, that the run still owns the thread
+// whose head is head: it renews the lease (or takes it again if it lapsed
+// and nobody else took it). It fails with an error matching
+// checkpoint.ErrThreadBusy or checkpoint.ErrConflict when another runner
+// has taken the thread over, as after this process was paused past its
+// lease. Durable calls it before running a step.
+func (ru *run[S]) confirmOwner(ctx context.Context, head string) error {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	if err := ru.saver.Claim(ctx, checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: head}, ru.lease); err != nil {
+		return fmt.Errorf("graph: thread %q: the run no longer owns the thread: %w", ru.thread, err)
+	}
+	return nil
+}
+
 // scratchFor builds the per-execution scratchpad of a task, wired to save
 // durable step results on the head.
 func (ru *run[S]) scratchFor(t *task[S]) *scratch {
@@ -1023,6 +1038,7 @@ func (ru *run[S]) scratchFor(t *task[S]) *scratch {
 	}
 	if ru.saver != nil {
 		head := ru.fr.id
+		sp.fence = func(ctx context.Context) error { return ru.confirmOwner(ctx, head) }
 		sp.persist = func(ctx context.Context, n int, sr checkpoint.StepResult) error {
 			b, err := json.Marshal(sr)
 			if err != nil {

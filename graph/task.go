@@ -191,6 +191,7 @@ type scratch struct {
 	inflight map[string]chan struct{}
 	slots    int
 	persist  func(ctx context.Context, slot int, sr checkpoint.StepResult) error
+	fence    func(ctx context.Context) error // confirms the run still owns the thread
 }
 
 // Answer implements interrupt.Resumer.
@@ -259,12 +260,22 @@ func TaskFrom(ctx context.Context) (TaskInfo, bool) {
 // in any order and from several goroutines; concurrent calls with the same
 // name run fn once.
 //
+// Before running fn, Durable confirms with a write that the run still owns
+// the thread (it renews the run's lease). A run that has lost the thread,
+// because its process was paused past the lease and another runner took
+// over, gets an error matching checkpoint.ErrThreadBusy or
+// checkpoint.ErrConflict, and fn does not run. That narrows, but cannot
+// close, the window in which a paused process repeats an effect another
+// runner made: a pause between the check and the effect still lets it
+// through.
+//
 // The result must encode as JSON (an *EncodeError otherwise). An error from
 // fn is returned as is and not saved, so the next run tries again. Saving
 // can fail after fn succeeded (the saver is unreachable, the lease was
 // lost); Durable then returns the save error, and fn will run again on the
-// next attempt, so effects that must happen once also need an idempotency
-// key. Outside a run (no runtime in ctx) Durable just calls fn.
+// next attempt. So effects that must happen once also need an idempotency
+// key (package nodes' ledger), which is the real fence. Outside a run (no
+// runtime in ctx) Durable just calls fn.
 func Durable[T any](ctx context.Context, name string, fn func(ctx context.Context) (T, error)) (T, error) {
 	var zero T
 	res, ok := interrupt.FromContext(ctx)
@@ -308,6 +319,11 @@ func Durable[T any](ctx context.Context, name string, fn func(ctx context.Contex
 		close(done)
 	}()
 
+	if sp.fence != nil {
+		if err := sp.fence(ctx); err != nil {
+			return zero, fmt.Errorf("graph: durable step %q not run: %w", name, err)
+		}
+	}
 	v, err := fn(ctx)
 	if err != nil {
 		return zero, err
