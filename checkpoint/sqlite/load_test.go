@@ -70,8 +70,10 @@ func helperLoad() error {
 // different threads of one file at the same time (8 x 250 and 4 x 500
 // checkpoints; a tenth under -race). No SQLITE_BUSY or "database is
 // locked" reaches any caller, every row is there, and the file passes
-// integrity_check. The p99 commit latency is logged (RELIABILITY.md aims
-// at 50 ms) and must stay under a generous 500 ms.
+// integrity_check. The p99 commit latency must stay under RELIABILITY.md's
+// 50 ms in the long tier (LOCKSTEP_LONG=1; measured here about 2.5 ms),
+// and under a generous 500 ms otherwise, where CI machines may be busy;
+// neither bound applies under the race detector.
 func TestLoadConcurrentWriters(t *testing.T) {
 	perGoroutine, perProcess := 250, 500
 	if raceEnabled {
@@ -155,8 +157,12 @@ func TestLoadConcurrentWriters(t *testing.T) {
 	if len(lat) > 0 {
 		p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
 		t.Logf("%d commits: p50 %v, p99 %v, max %v", len(lat), p50, p99, lat[len(lat)-1])
-		if !raceEnabled && p99 > 500*time.Millisecond {
-			t.Errorf("p99 commit latency %v", p99)
+		bound := 500 * time.Millisecond
+		if os.Getenv("LOCKSTEP_LONG") == "1" {
+			bound = 50 * time.Millisecond
+		}
+		if !raceEnabled && p99 > bound {
+			t.Errorf("p99 commit latency %v, over %v", p99, bound)
 		}
 	}
 }
