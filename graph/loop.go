@@ -32,7 +32,10 @@ var errStopped = errors.New("graph: stream consumer stopped")
 // *PanicError when it panicked), a *ConflictError, a *RecursionError, a
 // *checkpoint.ConflictError or *checkpoint.BusyError (another runner owns the
 // thread), the context's error (the run stopped between steps; the thread
-// is pending), or a saver error. When the thread's next tasks name a node
+// is pending), or a saver error. After a saver error (SQLite busy past its
+// timeout, an I/O error, a commit whose outcome is unknown and could not be
+// read back) the thread is pending, never half-saved: the runtime does not
+// retry a save itself, and Continue picks the run up where it stopped. When the thread's next tasks name a node
 // this graph no longer has (the graph changed since they were saved),
 // Invoke, Resume, Continue and GetState return an *UnknownNodeError naming
 // it, and nothing is written; UpdateState, or new input with
