@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"os"
-	"os/signal"
 
 	"github.com/lockstepgo/lockstep/examples/hotelbooking/booking"
+	"github.com/lockstepgo/lockstep/examples/internal/demo"
 )
 
 // config is what the flags say.
@@ -18,42 +16,35 @@ type config struct {
 	resume bool
 }
 
+// command is the program, its -resume flag bound to c.resume.
+func command(c *config) demo.Command {
+	return demo.Command{
+		Name: "hotelbooking", DefaultDB: booking.DefaultDB,
+		Flags: func(fs *flag.FlagSet) {
+			fs.BoolVar(&c.resume, "resume", false, "only resume the threads whose approvals were decided (lockstep approve/reject)")
+		},
+		Run: func(ctx context.Context, db string, out io.Writer) error {
+			_, err := booking.Run(ctx, booking.Config{DB: db, Out: out, Resume: c.resume})
+			return err
+		},
+	}
+}
+
 // parseFlags reads the command line (without the program name).
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("hotelbooking", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&c.db, "db", booking.DefaultDB, "the SQLite database `PATH` (created if missing)")
-	fs.BoolVar(&c.resume, "resume", false, "only resume the threads whose approvals were decided (lockstep approve/reject)")
-	if err := fs.Parse(args); err != nil {
+	db, err := command(&c).Parse(args, stderr)
+	if err != nil {
 		return config{}, err
 	}
-	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected argument %q (see -h)", fs.Arg(0))
-	}
+	c.db = db
 	return c, nil
 }
 
 // run is main without the exit: it returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c, err := parseFlags(args, stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(stderr, "hotelbooking:", err)
-		return 2
-	}
-	if _, err := booking.Run(ctx, booking.Config{DB: c.db, Out: stdout, Resume: c.resume}); err != nil {
-		fmt.Fprintln(stderr, "hotelbooking:", err)
-		return 1
-	}
-	return 0
+	var c config
+	return command(&c).Main(ctx, args, stdout, stderr)
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { os.Exit(demo.Exec(run)) }
