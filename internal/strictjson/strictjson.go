@@ -53,7 +53,8 @@ func (e *Error) Is(target error) bool { return target == ErrInvalid }
 // goroutines: Check keeps all its working state in variables of its own
 // call. The zero Schema and a nil *Schema check like For(nil).
 type Schema struct {
-	root *node
+	root   *node
+	opaque bool // see Opaque
 }
 
 // For compiles the checker for t, following encoding/json's rules for t's
@@ -66,10 +67,26 @@ type Schema struct {
 // still subject to the syntax, UTF-8, surrogate and duplicate-key rules.
 func For(t reflect.Type) *Schema {
 	if t == nil {
-		return &Schema{root: &node{kind: kindAny, nullOK: true, typ: "interface {}"}}
+		return &Schema{root: &node{kind: kindAny, nullOK: true, typ: "interface {}"}, opaque: true}
 	}
-	return &Schema{root: newCompiler().node(t)}
+	c := newCompiler()
+	s := &Schema{root: c.node(t)}
+	for _, n := range c.nodes {
+		if n.kind == kindAny || n.kind == kindUnsupported || n.kind == kindMap && n.keys == keyText {
+			s.opaque = true
+		}
+	}
+	return s
 }
+
+// Opaque reports whether the type has parts whose JSON json.Marshal does
+// not write by its own rules: an interface, a type with its own JSON or
+// text methods (json.RawMessage, time.Time...), a map keyed by a text
+// marshaler, or a type Marshal cannot encode. For a type that is not
+// opaque, whatever json.Marshal writes passes Check, unless Marshal
+// replaced invalid UTF-8 (which can make two map keys equal), so a writer
+// that detects that need not check Marshal's output again.
+func (s *Schema) Opaque() bool { return s == nil || s.root == nil || s.opaque }
 
 // Check returns nil when data could have been written by json.Marshal for a
 // value of the schema's type, and otherwise an *Error (matching ErrInvalid)

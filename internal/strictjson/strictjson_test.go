@@ -1181,3 +1181,40 @@ func TestLongPathMessage(t *testing.T) {
 		t.Errorf("message of %d bytes, path of %d bytes; want a short message and the whole path", len(se.Error()), len(se.Path))
 	}
 }
+
+type textKey struct{ s string }
+
+func (k textKey) MarshalText() ([]byte, error) { return []byte(k.s), nil }
+
+// TestOpaque: a type is opaque when json.Marshal hands some of its JSON to
+// code other than its own rules.
+func TestOpaque(t *testing.T) {
+	type plain struct {
+		N    int
+		Tags map[string][]string
+		Ptr  *struct{ B []byte }
+		Arr  [2]float64
+	}
+	type withRaw struct{ R json.RawMessage }
+	type withAny struct{ V []any }
+	type withTime struct{ At *time.Time }
+	type withTextKeys struct{ M map[textKey]int }
+	for _, tc := range []struct {
+		name string
+		t    reflect.Type
+		want bool
+	}{
+		{"plain struct", reflect.TypeFor[plain](), false},
+		{"int", reflect.TypeFor[int](), false},
+		{"json.RawMessage field", reflect.TypeFor[withRaw](), true},
+		{"interface inside a slice", reflect.TypeFor[withAny](), true},
+		{"time.Time behind a pointer", reflect.TypeFor[withTime](), true},
+		{"text-marshaler map keys", reflect.TypeFor[withTextKeys](), true},
+		{"channel", reflect.TypeFor[chan int](), true},
+		{"nil type", nil, true},
+	} {
+		if got := strictjson.For(tc.t).Opaque(); got != tc.want {
+			t.Errorf("%s: Opaque() = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
