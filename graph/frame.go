@@ -499,7 +499,6 @@ func (r *Runnable[S]) consume(f *frame[S], tasks []*task[S]) {
 		f.sends = nil
 		f.clearInternal(checkpoint.ChannelSends)
 	}
-	r.dropOrphans(f)
 }
 
 // orphan returns the first node, in name order, that f's next tasks name

@@ -333,6 +333,7 @@ func (ru *run[S]) startInput(ctx context.Context, input Update[S]) error {
 	} else {
 		f = head.derive(true)
 		r.consume(f, r.plan(head, ru.ns, prevStep+1))
+		r.dropOrphans(f) // with DiscardPending: tasks of nodes removed since
 		f.parentID = head.id
 	}
 	f.start = start
