@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/lockstepgo/lockstep/approval"
+	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 )
 
@@ -88,4 +89,17 @@ func (e *env) writeDecisions(ctx context.Context, s *sqlite.Saver) (approval.Sto
 		return nil, fmt.Errorf("open the approval decisions of %s: %w", e.opts.db, err)
 	}
 	return st, nil
+}
+
+// readHead reads a thread's latest checkpoint. An unknown thread is a
+// not-found failure that says how to list the threads.
+func (e *env) readHead(ctx context.Context, s *sqlite.Saver, thread string) (*checkpoint.Tuple, error) {
+	head, err := s.Get(ctx, checkpoint.Ref{Thread: thread}, checkpoint.GetOptions{})
+	if errors.Is(err, checkpoint.ErrNotFound) {
+		return nil, notFound(fmt.Sprintf("no thread %s in %s", quote(thread), e.opts.db), "run `lockstep threads` to list the threads", err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read thread %s: %w", quote(thread), err)
+	}
+	return head, nil
 }

@@ -49,12 +49,9 @@ func historyCommand(fs *flag.FlagSet) runner {
 			return err
 		}
 		defer s.Close()
-		head, err := s.Get(ctx, checkpoint.Ref{Thread: thread}, checkpoint.GetOptions{})
-		if errors.Is(err, checkpoint.ErrNotFound) {
-			return notFound(fmt.Sprintf("no thread %s in %s", quote(thread), e.opts.db), "run `lockstep threads` to list the threads", err)
-		}
+		head, err := e.readHead(ctx, s, thread)
 		if err != nil {
-			return fmt.Errorf("read thread %s: %w", quote(thread), err)
+			return err
 		}
 		if *before != "" {
 			// A page starts after a checkpoint of this thread; anything

@@ -77,12 +77,9 @@ func stateCommand(fs *flag.FlagSet) runner {
 			return err
 		}
 		defer s.Close()
-		head, err := s.Get(ctx, checkpoint.Ref{Thread: thread}, checkpoint.GetOptions{})
-		if errors.Is(err, checkpoint.ErrNotFound) {
-			return notFound(fmt.Sprintf("no thread %s in %s", quote(thread), e.opts.db), "run `lockstep threads` to list the threads", err)
-		}
+		head, err := e.readHead(ctx, s, thread)
 		if err != nil {
-			return fmt.Errorf("read thread %s: %w", quote(thread), err)
+			return err
 		}
 		tp := head
 		if *at != "" && *at != head.Checkpoint.ID {
