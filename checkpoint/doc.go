@@ -31,7 +31,10 @@
 // stores once; special writes (errors, interrupts, resume answers,
 // breakpoint markers, durable step results: [IsSpecial]) replace. When the
 // step commits, the writes of the tasks not saved yet travel in the same
-// transaction as the new checkpoint ([PutRequest.ParentWrites]).
+// transaction as the new checkpoint ([PutRequest.ParentWrites]). A saver
+// that implements [ChainPutter] can commit several checkpoints of a thread
+// in one transaction ([PutChain]); the runtime commits a run's input
+// checkpoint with its __start__ step's that way.
 //
 // # One writer per thread
 //

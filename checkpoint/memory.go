@@ -339,6 +339,39 @@ func validatePut(req *PutRequest) error {
 // malformed. Savers call it before touching storage.
 func ValidatePut(req *PutRequest) error { return validatePut(req) }
 
+// ValidateChain checks that reqs can be saved as one chain: at least one
+// request, each valid for Put (ValidatePut), all on one thread and
+// namespace with one lease owner, each after the first the child of the
+// one before and not a fork, and none but the last releasing the lease.
+// It returns an error wrapping ErrInvalid when they cannot.
+func ValidateChain(reqs []PutRequest) error {
+	if len(reqs) == 0 {
+		return fmt.Errorf("%w: an empty chain of checkpoints", ErrInvalid)
+	}
+	first := &reqs[0]
+	for i := range reqs {
+		req := &reqs[i]
+		if err := validatePut(req); err != nil {
+			return err
+		}
+		if i == 0 {
+			continue
+		}
+		prev := &reqs[i-1]
+		switch {
+		case req.Thread != first.Thread || req.NS != first.NS:
+			return fmt.Errorf("%w: checkpoint %s: a chain stays on thread %q namespace %q", ErrInvalid, req.Checkpoint.ID, first.Thread, first.NS)
+		case req.Lease.Owner != first.Lease.Owner:
+			return fmt.Errorf("%w: checkpoint %s: a chain has one lease owner", ErrInvalid, req.Checkpoint.ID)
+		case req.Fork || req.Checkpoint.ParentID != prev.Checkpoint.ID:
+			return fmt.Errorf("%w: checkpoint %s: its parent must be %s, the checkpoint before it in the chain", ErrInvalid, req.Checkpoint.ID, prev.Checkpoint.ID)
+		case prev.Release:
+			return fmt.Errorf("%w: checkpoint %s: only the last checkpoint of a chain may release the lease", ErrInvalid, prev.Checkpoint.ID)
+		}
+	}
+	return nil
+}
+
 // ValidateWrites checks a WritesRequest's shape and returns an error wrapping
 // ErrInvalid when it is malformed.
 func ValidateWrites(req *WritesRequest) error {
@@ -381,9 +414,43 @@ func (s *MemorySaver) Put(ctx context.Context, req PutRequest) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	key := threadKey{req.Thread, req.NS}
-	t := s.threads[key]
 	now := s.now()
+	if err := s.checkPut(&req, now); err != nil {
+		return err
+	}
+	s.applyPut(&req, now)
+	return nil
+}
+
+// PutChain implements ChainPutter: reqs are checked as a chain, the first
+// against the thread as Put would, and then all applied under one lock.
+// The others cannot fail once the first passes: each is the child of the
+// head the one before made, its ID sorts after every existing one, and the
+// lease is the chain's owner's.
+func (s *MemorySaver) PutChain(ctx context.Context, reqs []PutRequest) error {
+	if err := ValidateChain(reqs); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if err := s.checkPut(&reqs[0], now); err != nil {
+		return err
+	}
+	for i := range reqs {
+		s.applyPut(&reqs[i], now)
+	}
+	return nil
+}
+
+// checkPut applies Put's rules (lease, parent is the head or a fork's
+// parent exists, the ID is new and could become the head) to a valid
+// request; the caller holds s.mu.
+func (s *MemorySaver) checkPut(req *PutRequest, now time.Time) error {
+	t := s.threads[threadKey{req.Thread, req.NS}]
 	head := ""
 	if t != nil {
 		head = t.head
@@ -391,21 +458,28 @@ func (s *MemorySaver) Put(ctx context.Context, req PutRequest) error {
 			return err
 		}
 	}
-	cp := req.Checkpoint
+	cp := &req.Checkpoint
+	conflict := &ConflictError{Thread: req.Thread, NS: req.NS, Expected: cp.ParentID, Head: head}
 	if req.Fork {
 		if cp.ParentID != "" && (t == nil || t.checkpoints[cp.ParentID] == nil) {
-			return &ConflictError{Thread: req.Thread, NS: req.NS, Expected: cp.ParentID, Head: head}
+			return conflict
 		}
 		if cp.ID <= head { // it could never be the head (the latest checkpoint)
-			return &ConflictError{Thread: req.Thread, NS: req.NS, Expected: cp.ParentID, Head: head}
+			return conflict
 		}
 	} else if head != cp.ParentID {
-		return &ConflictError{Thread: req.Thread, NS: req.NS, Expected: cp.ParentID, Head: head}
+		return conflict
 	}
 	if t != nil && t.checkpoints[cp.ID] != nil {
-		return &ConflictError{Thread: req.Thread, NS: req.NS, Expected: cp.ParentID, Head: head}
+		return conflict
 	}
-	t = s.thread(key)
+	return nil
+}
+
+// applyPut stores a request that passed checkPut; the caller holds s.mu.
+func (s *MemorySaver) applyPut(req *PutRequest, now time.Time) {
+	t := s.thread(threadKey{req.Thread, req.NS})
+	cp := req.Checkpoint
 	for ch, blobs := range cp.Channels {
 		b := blobs[0]
 		b.Data = bytes.Clone(b.Data)
@@ -430,7 +504,6 @@ func (s *MemorySaver) Put(ctx context.Context, req PutRequest) error {
 	t.head = cp.ID
 	t.updated = now
 	takeLease(t, req.Lease, now, req.Release, false)
-	return nil
 }
 
 func (s *MemorySaver) addWrites(c *memCheckpoint, tasks []TaskWrites, now time.Time) {

@@ -63,6 +63,39 @@ type Saver interface {
 	DeleteThread(ctx context.Context, thread string) error
 }
 
+// ChainPutter is implemented by savers that can add several checkpoints of
+// one thread, each the parent of the next, in one transaction. The graph
+// runtime uses it to commit a run's input checkpoint together with the
+// checkpoint of its __start__ step, which runs no node: one transaction
+// instead of two, and the same history.
+type ChainPutter interface {
+	// PutChain saves reqs as Put would, one after the other, but all of
+	// them or none. reqs must pass ValidateChain. It returns what Put
+	// returns for the request that could not be saved; nothing is written
+	// on any error but an indeterminate commit.
+	PutChain(ctx context.Context, reqs []PutRequest) error
+}
+
+// PutChain saves reqs on s: in one transaction when s implements
+// ChainPutter, otherwise with one Put per request, in order, which can
+// leave the first requests saved when a later one fails. It returns an
+// error wrapping ErrInvalid when reqs are not a chain (ValidateChain), and
+// otherwise what Put returns.
+func PutChain(ctx context.Context, s Saver, reqs ...PutRequest) error {
+	if cp, ok := s.(ChainPutter); ok {
+		return cp.PutChain(ctx, reqs)
+	}
+	if err := ValidateChain(reqs); err != nil {
+		return err
+	}
+	for _, req := range reqs {
+		if err := s.Put(ctx, req); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ThreadLister is implemented by savers that can list their threads.
 type ThreadLister interface {
 	// Threads returns every thread's root-namespace head, most recently

@@ -27,7 +27,12 @@
 //
 // A run starts with an input checkpoint (step -1 on a new thread) and a
 // __start__ step (step 0) that copies the input into the state, as in
-// LangGraph. The recursion limit bounds the supersteps of one run.
+// LangGraph. Where the saver can ([checkpoint.ChainPutter]), those two
+// checkpoints are committed in one transaction: the __start__ step runs no
+// node, so both are still saved before the first node runs. When the
+// __start__ step fails (a router on START returns an error) the input
+// checkpoint is saved alone, with the failure. The recursion limit bounds
+// the supersteps of one run.
 //
 // # Pausing and resuming
 //

@@ -85,7 +85,7 @@ func TestHookPoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		graph.HookBeforeSave, graph.HookAfterSave, // input checkpoint
+		// The input checkpoint is saved with __start__'s, in one transaction.
 		graph.HookAfterTask, graph.HookBeforeSave, graph.HookAfterSave, // __start__
 		graph.HookAfterTask, graph.HookBeforeSave, graph.HookAfterSave, // a
 	}

@@ -127,6 +127,16 @@ type run[S any] struct {
 	done   bool
 	head   string
 	hb     *time.Timer
+
+	// held is the run's input checkpoint, encoded but not saved yet. It is
+	// saved in one transaction with the checkpoint of the __start__ step,
+	// which runs no node (so D3 holds: both are committed before the first
+	// node runs), or on its own before any other write and when the run
+	// ends before that step is saved. heldMu is held while it is saved, so
+	// that no write of a concurrent task overtakes it.
+	heldMu   sync.Mutex
+	held     *checkpoint.PutRequest
+	heldLost bool // saving held failed: fr is not the thread's head
 }
 
 func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opts []RunOption, emit func(Event[S]) bool) (Result[S], error) {
@@ -162,7 +172,13 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 		return zero, err
 	}
 	res, err := ru.loop(ctx)
-	if ru.saver != nil && ru.fr != nil && len(ru.fr.dirty) == 0 {
+	if ferr := ru.flushHeld(ctx); ferr != nil {
+		// The run ended before its __start__ step was saved (cancelled,
+		// stopped, or the step failed) and the input could not be saved
+		// either: the run failed, whatever the loop says.
+		res, err = zero, errors.Join(ferr, err)
+	}
+	if ru.saver != nil && ru.fr != nil && len(ru.fr.dirty) == 0 && !ru.heldLost {
 		r.cache.put(thread, ru.fr) // the last saved frame: the thread's head
 	}
 	return res, err
@@ -291,8 +307,9 @@ func (ru *run[S]) readClaimed(ctx context.Context, head string) (*frame[S], *che
 	return f2, tp, nil
 }
 
-// startInput prepares a run with new input: the input checkpoint is saved
-// (claiming the thread) before any node runs.
+// startInput prepares a run with new input: the input checkpoint is
+// prepared and held, to be saved (claiming a new thread) with the
+// __start__ step's checkpoint, before any node runs.
 func (ru *run[S]) startInput(ctx context.Context, input Update[S]) error {
 	r := ru.r
 	start, err := r.encodeInput(input)
@@ -348,9 +365,13 @@ func (ru *run[S]) startInput(ctx context.Context, input Update[S]) error {
 		ru.step++
 		return nil
 	}
-	if err := ru.save(ctx, f, checkpoint.SourceInput, nil, nil, false); err != nil {
+	// The input checkpoint is held and saved with the __start__ step's.
+	req, err := ru.prepareSave(f, checkpoint.SourceInput, nil, nil, false)
+	if err != nil {
 		return err
 	}
+	f.markSaved(&req.Checkpoint)
+	ru.held = &req
 	ru.fr = f
 	ru.step++
 	return nil
@@ -601,6 +622,9 @@ func (ru *run[S]) putWrites(ctx context.Context, head string, tasks []checkpoint
 	// Work that already happened is saved even when the caller has
 	// cancelled: cancellation takes effect at the next step boundary.
 	ctx = context.WithoutCancel(ctx)
+	if err := ru.flushHeld(ctx); err != nil {
+		return err
+	}
 	err := ru.saver.PutWrites(ctx, checkpoint.WritesRequest{
 		Ref:   checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: head},
 		Tasks: tasks, Lease: ru.lease, Release: release,
@@ -614,8 +638,33 @@ func (ru *run[S]) putWrites(ctx context.Context, head string, tasks []checkpoint
 
 // save writes f as a new checkpoint whose parent is f.parentID. unsaved are
 // the tasks whose writes produced it and are not saved yet; they are saved
-// as pending writes of the parent in the same transaction.
+// as pending writes of the parent in the same transaction. A held input
+// checkpoint (the parent) is saved in the same transaction too.
 func (ru *run[S]) save(ctx context.Context, f *frame[S], source checkpoint.Source, unsaved []*task[S], writes []checkpoint.TaskWrites, release bool, fork ...bool) error {
+	req, err := ru.prepareSave(f, source, unsaved, writes, release, fork...)
+	if err != nil {
+		return err
+	}
+	ru.heldMu.Lock()
+	defer ru.heldMu.Unlock()
+	reqs := []checkpoint.PutRequest{req}
+	if ru.held != nil {
+		reqs = []checkpoint.PutRequest{*ru.held, req}
+		ru.held = nil
+	}
+	if err := ru.put(ctx, reqs); err != nil {
+		ru.heldLost = len(reqs) > 1
+		return err
+	}
+	f.markSaved(&req.Checkpoint)
+	for _, t := range unsaved {
+		t.saved = true
+	}
+	return nil
+}
+
+// prepareSave encodes f as the request of a new checkpoint (see save).
+func (ru *run[S]) prepareSave(f *frame[S], source checkpoint.Source, unsaved []*task[S], writes []checkpoint.TaskWrites, release bool, fork ...bool) (checkpoint.PutRequest, error) {
 	r := ru.r
 	step := ru.step
 	if source == checkpoint.SourceFork {
@@ -629,32 +678,56 @@ func (ru *run[S]) save(ctx context.Context, f *frame[S], source checkpoint.Sourc
 	f.createdAt = r.cfg.now()
 	cp, err := r.encodeFrame(f, id)
 	if err != nil {
-		return fmt.Errorf("graph: thread %q step %d: %w", ru.thread, step, err)
+		return checkpoint.PutRequest{}, fmt.Errorf("graph: thread %q step %d: %w", ru.thread, step, err)
 	}
 	var parentWrites []checkpoint.TaskWrites
 	for _, t := range unsaved {
 		ws, err := r.encodeWrites(t)
 		if err != nil {
-			return fmt.Errorf("graph: thread %q step %d: %w", ru.thread, step, err)
+			return checkpoint.PutRequest{}, fmt.Errorf("graph: thread %q step %d: %w", ru.thread, step, err)
 		}
 		parentWrites = append(parentWrites, checkpoint.TaskWrites{TaskID: t.id, Node: t.name, Path: t.path(), Writes: ws})
 	}
-	req := checkpoint.PutRequest{
+	return checkpoint.PutRequest{
 		Thread: ru.thread, NS: ru.ns, Checkpoint: cp,
 		ParentWrites: parentWrites, Writes: writes,
 		Fork: len(fork) > 0 && fork[0], Lease: ru.lease, Release: release,
-	}
-	r.hit(HookBeforeSave)
-	if err := ru.saver.Put(context.WithoutCancel(ctx), req); err != nil && !ru.committedAnyway(err, id) {
+	}, nil
+}
+
+// put saves reqs, a chain of checkpoints, in one transaction where the
+// saver can (checkpoint.PutChain), and records the last as the head. The
+// caller holds heldMu.
+func (ru *run[S]) put(ctx context.Context, reqs []checkpoint.PutRequest) error {
+	last := &reqs[len(reqs)-1]
+	id, step := last.Checkpoint.ID, last.Checkpoint.Metadata.Step
+	ru.r.hit(HookBeforeSave)
+	if err := checkpoint.PutChain(context.WithoutCancel(ctx), ru.saver, reqs...); err != nil && !ru.committedAnyway(err, id) {
 		return fmt.Errorf("graph: thread %q step %d: save checkpoint %s: %w", ru.thread, step, id, err)
 	}
-	r.hit(HookAfterSave)
-	ru.log.LogAttrs(ctx, slog.LevelDebug, "checkpoint saved", slog.Int("step", step), slog.String("source", string(source)), slog.String("checkpoint", id))
-	f.markSaved(&cp)
-	for _, t := range unsaved {
-		t.saved = true
+	ru.r.hit(HookAfterSave)
+	for i := range reqs {
+		cp := &reqs[i].Checkpoint
+		ru.log.LogAttrs(ctx, slog.LevelDebug, "checkpoint saved", slog.Int("step", cp.Metadata.Step), slog.String("source", string(cp.Metadata.Source)), slog.String("checkpoint", cp.ID))
 	}
-	ru.setLeased(id, !release)
+	ru.setLeased(id, !last.Release)
+	return nil
+}
+
+// flushHeld saves the held input checkpoint on its own, if there is one.
+// Every write other than the __start__ step's checkpoint calls it first.
+func (ru *run[S]) flushHeld(ctx context.Context) error {
+	ru.heldMu.Lock()
+	defer ru.heldMu.Unlock()
+	if ru.held == nil {
+		return nil
+	}
+	req := *ru.held
+	ru.held = nil
+	if err := ru.put(ctx, []checkpoint.PutRequest{req}); err != nil {
+		ru.heldLost = true
+		return err
+	}
 	return nil
 }
 
@@ -1025,6 +1098,9 @@ func (ru *run[S]) reportTasks(todo []*task[S]) {
 // has taken the thread over, as after this process was paused past its
 // lease. Durable calls it before running a step.
 func (ru *run[S]) confirmOwner(ctx context.Context, head string) error {
+	if err := ru.flushHeld(ctx); err != nil {
+		return err
+	}
 	ru.mu.Lock()
 	defer ru.mu.Unlock()
 	if err := ru.saver.Claim(ctx, checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: head}, ru.lease); err != nil {

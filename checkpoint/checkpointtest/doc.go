@@ -77,7 +77,9 @@
 //     nothing), Context (a cancelled write writes nothing) and Aliasing
 //     (savers copy requests; returned tuples belong to the caller).
 //   - Reopen, when Options.Reopen is set.
-//   - ThreadLister, InterruptLister, Pruner and Vacuumer, when the saver
+//   - ThreadLister, InterruptLister, Pruner, Vacuumer and ChainPutter
+//     (a chain reads back as Puts one by one would, and is refused as a
+//     whole, or as not a chain, writing nothing), when the saver
 //     implements them (found by type assertion; skipped otherwise).
 //
 // # Choices left to savers, and what is pinned

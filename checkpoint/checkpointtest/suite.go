@@ -92,6 +92,7 @@ func groups() []group {
 		{name: "ThreadLister", needs: "ThreadLister", has: func(s checkpoint.Saver) bool { _, ok := s.(checkpoint.ThreadLister); return ok }, cases: threadListerCases()},
 		{name: "InterruptLister", needs: "InterruptLister", has: func(s checkpoint.Saver) bool { _, ok := s.(checkpoint.InterruptLister); return ok }, cases: interruptListerCases()},
 		{name: "Pruner", needs: "Pruner", has: func(s checkpoint.Saver) bool { _, ok := s.(checkpoint.Pruner); return ok }, cases: prunerCases()},
+		{name: "ChainPutter", needs: "ChainPutter", has: func(s checkpoint.Saver) bool { _, ok := s.(checkpoint.ChainPutter); return ok }, cases: chainCases()},
 		{name: "Vacuumer", needs: "Vacuumer", has: func(s checkpoint.Saver) bool { _, ok := s.(checkpoint.Vacuumer); return ok }, cases: vacuumerCases()},
 	}
 }

@@ -199,7 +199,7 @@ func TestCrashAtHookPoints(t *testing.T) {
 		at    int
 	}
 	var kills []kill
-	puts := 7 // an input checkpoint and one per superstep (6)
+	puts := 6 // the input and __start__ checkpoints together, then one per node's superstep (5)
 	if raceEnabled {
 		puts = 3
 	}

@@ -14,7 +14,8 @@
 //     produced it), in one transaction begun with BEGIN IMMEDIATE; its own
 //     Writes (rare: a breakpoint marker) go to the writes table in the same
 //     transaction. A crash leaves either the old head or the new one, never
-//     part of a step.
+//     part of a step. PutChain (checkpoint.ChainPutter) inserts several
+//     Puts' rows in one such transaction: all of them or none.
 //   - The head of a thread is its largest checkpoint ID (IDs sort in
 //     creation order, and a new checkpoint's ID sorts after its parent's).
 //     One writer per thread: Put accepts a checkpoint only when its parent

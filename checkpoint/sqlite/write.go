@@ -384,89 +384,143 @@ func (s *Saver) Put(ctx context.Context, req checkpoint.PutRequest) error {
 		return err
 	}
 	now := s.cfg.now()
-	cp := &req.Checkpoint
-	row, err := encodeRow(&req, now)
+	p, err := preparePut(&req, now)
 	if err != nil {
 		return err
 	}
-	var writes []writeRow
-	if len(req.Writes) > 0 {
-		writes = writeRows(nil, cp.ID, req.Writes)
+	op := opInfo{op: "put", thread: req.Thread, ns: req.NS, checkpoint: req.Checkpoint.ID}
+	return s.write(ctx, op, "sqlite.put", func(t *wtx) error { return t.put(p) })
+}
+
+// PutChain implements checkpoint.ChainPutter: every request is inserted as
+// Put inserts it, in one IMMEDIATE transaction, so that all of them are
+// saved or none. It returns an error wrapping checkpoint.ErrInvalid when
+// reqs are not a chain (checkpoint.ValidateChain) and otherwise what Put
+// returns for the request that could not be saved; nothing is written on
+// any error but an indeterminate commit.
+func (s *Saver) PutChain(ctx context.Context, reqs []checkpoint.PutRequest) error {
+	if err := checkpoint.ValidateChain(reqs); err != nil {
+		return err
 	}
-	op := opInfo{op: "put", thread: req.Thread, ns: req.NS, checkpoint: cp.ID}
-	args := [...]any{req.Thread, req.NS, cp.ID, row.parent, row.step, row.source, row.created, row.metadata, row.versions, row.channels, row.taskWrites, cp.Mark, row.crc,
-		req.Lease.Owner, now.UnixNano()}
-	nowText := func() string { return formatTime(now) } // only a write of the threads row needs it
+	if err := s.live(); err != nil {
+		return err
+	}
+	now := s.cfg.now()
+	ps := make([]*preparedPut, len(reqs))
+	for i := range reqs {
+		p, err := preparePut(&reqs[i], now)
+		if err != nil {
+			return err
+		}
+		ps[i] = p
+	}
+	last := &reqs[len(reqs)-1]
+	op := opInfo{op: "put", thread: last.Thread, ns: last.NS, checkpoint: last.Checkpoint.ID}
 	return s.write(ctx, op, "sqlite.put", func(t *wtx) error {
+		for _, p := range ps {
+			if err := t.put(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// preparedPut is a Put's request encoded for its statements.
+type preparedPut struct {
+	req    *checkpoint.PutRequest
+	now    time.Time
+	writes []writeRow
+	args   [15]any
+}
+
+func preparePut(req *checkpoint.PutRequest, now time.Time) (*preparedPut, error) {
+	cp := &req.Checkpoint
+	row, err := encodeRow(req, now)
+	if err != nil {
+		return nil, err
+	}
+	p := &preparedPut{req: req, now: now}
+	if len(req.Writes) > 0 {
+		p.writes = writeRows(nil, cp.ID, req.Writes)
+	}
+	p.args = [...]any{req.Thread, req.NS, cp.ID, row.parent, row.step, row.source, row.created, row.metadata, row.versions, row.channels, row.taskWrites, cp.Mark, row.crc,
+		req.Lease.Owner, now.UnixNano()}
+	return p, nil
+}
+
+// put inserts one prepared Put in the open transaction.
+func (t *wtx) put(p *preparedPut) error {
+	req, cp, now, args := p.req, &p.req.Checkpoint, p.now, p.args[:]
+	nowText := func() string { return formatTime(now) } // only a write of the threads row needs it
+	if cp.ParentID != "" {
+		_, err := t.exec(putFast, args...)
+		if err != nil && !isConstraint(err) {
+			return err
+		}
+		if err == nil {
+			if req.Release {
+				if _, err := t.exec(releaseLease, req.Thread, req.NS, nowText()); err != nil {
+					return err
+				}
+			}
+			return t.insertWrites(req.Thread, req.NS, p.writes, nowText)
+		}
+	} else {
+		// A new thread: the row, then the threads row with the lease.
+		_, err := t.exec(putNew, args[:13]...)
+		if err != nil && !isConstraint(err) {
+			return err
+		}
+		if err == nil {
+			if err := t.setLease(req.Thread, req.NS, threadRow{}, req.Lease, now, req.Release, false, nowText()); err != nil {
+				return err
+			}
+			return t.insertWrites(req.Thread, req.NS, p.writes, nowText)
+		}
+	}
+	th, err := t.thread(req.Thread, req.NS)
+	if err != nil {
+		return err
+	}
+	if th.exists {
+		if err := leaseBusy(req.Thread, req.NS, th.owner, th.until, req.Lease.Owner, now); err != nil {
+			return errRollback{err}
+		}
+	}
+	head, err := t.head(req.Thread, req.NS)
+	if err != nil {
+		return err
+	}
+	conflict := errRollback{&checkpoint.ConflictError{Thread: req.Thread, NS: req.NS, Expected: cp.ParentID, Head: head}}
+	if req.Fork {
 		if cp.ParentID != "" {
-			_, err := t.exec(putFast, args[:]...)
-			if err != nil && !isConstraint(err) {
+			ok, err := t.exists(req.Thread, req.NS, cp.ParentID)
+			if err != nil {
 				return err
 			}
-			if err == nil {
-				if req.Release {
-					if _, err := t.exec(releaseLease, req.Thread, req.NS, nowText()); err != nil {
-						return err
-					}
-				}
-				return t.insertWrites(req.Thread, req.NS, writes, nowText)
-			}
-		} else {
-			// A new thread: the row, then the threads row with the lease.
-			_, err := t.exec(putNew, args[:13]...)
-			if err != nil && !isConstraint(err) {
-				return err
-			}
-			if err == nil {
-				if err := t.setLease(req.Thread, req.NS, threadRow{}, req.Lease, now, req.Release, false, nowText()); err != nil {
-					return err
-				}
-				return t.insertWrites(req.Thread, req.NS, writes, nowText)
-			}
-		}
-		th, err := t.thread(req.Thread, req.NS)
-		if err != nil {
-			return err
-		}
-		if th.exists {
-			if err := leaseBusy(req.Thread, req.NS, th.owner, th.until, req.Lease.Owner, now); err != nil {
-				return errRollback{err}
-			}
-		}
-		head, err := t.head(req.Thread, req.NS)
-		if err != nil {
-			return err
-		}
-		conflict := errRollback{&checkpoint.ConflictError{Thread: req.Thread, NS: req.NS, Expected: cp.ParentID, Head: head}}
-		if req.Fork {
-			if cp.ParentID != "" {
-				ok, err := t.exists(req.Thread, req.NS, cp.ParentID)
-				if err != nil {
-					return err
-				}
-				if !ok {
-					return conflict
-				}
-			}
-		} else if head != cp.ParentID {
-			return conflict
-		}
-		// The ID is taken, or (a fork) it does not sort after the head and
-		// so could not become the head.
-		if head != "" && cp.ID <= head {
-			return conflict
-		}
-		if err := t.setLease(req.Thread, req.NS, th, req.Lease, now, req.Release, false, nowText()); err != nil {
-			return err
-		}
-		if _, err := t.exec(putInsert, args[:13]...); err != nil {
-			if isConstraint(err) {
+			if !ok {
 				return conflict
 			}
-			return err
 		}
-		return t.insertWrites(req.Thread, req.NS, writes, nowText)
-	})
+	} else if head != cp.ParentID {
+		return conflict
+	}
+	// The ID is taken, or (a fork) it does not sort after the head and
+	// so could not become the head.
+	if head != "" && cp.ID <= head {
+		return conflict
+	}
+	if err := t.setLease(req.Thread, req.NS, th, req.Lease, now, req.Release, false, nowText()); err != nil {
+		return err
+	}
+	if _, err := t.exec(putInsert, args[:13]...); err != nil {
+		if isConstraint(err) {
+			return conflict
+		}
+		return err
+	}
+	return t.insertWrites(req.Thread, req.NS, p.writes, nowText)
 }
 
 const releaseLease = `UPDATE threads SET lease_owner = NULL, lease_until = NULL, updated_at = ?3 WHERE thread_id = ?1 AND checkpoint_ns = ?2`
