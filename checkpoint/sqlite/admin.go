@@ -420,6 +420,7 @@ func (s *Saver) Vacuum(ctx context.Context, pages int) error {
 	if _, err := s.writer(ctx); err != nil {
 		return op.storeErr(err)
 	}
+	s.heads.reset(-1)
 	// The pragma frees one page per step: read it to the end.
 	rows, err := s.wconn.QueryContext(ctx, "PRAGMA incremental_vacuum("+strconv.Itoa(pages)+")")
 	if err != nil {

@@ -134,6 +134,10 @@ type opInfo struct {
 	op, thread, ns, checkpoint string
 }
 
+// changesHeads reports whether the operation can change what Get reads
+// of op.thread (every operation but taking and dropping a lease can).
+func (o opInfo) changesHeads() bool { return o.op != "claim" && o.op != "release" }
+
 // storeErr wraps a driver error. Context errors and errors that are
 // already typed pass through unchanged (wrapped with the operation).
 func (o opInfo) storeErr(err error) error {

@@ -84,6 +84,9 @@ func (s *Saver) firstGet(ctx context.Context, ref checkpoint.Ref) (getResult, er
 		defer func() { <-s.wsem }()
 		if s.live() == nil {
 			if c, err := s.writer(ctx); err == nil {
+				if ref.ID == "" {
+					return s.cachedGet(ctx, c, ref)
+				}
 				return runGet(ctx, c, ref)
 			}
 		}

@@ -33,6 +33,7 @@ type Saver struct {
 	wsem  chan struct{}
 	wconn *sql.Conn            // guarded by wsem
 	stmts map[string]*sql.Stmt // prepared on wconn; guarded by wsem
+	heads *headCache           // heads as wconn read or wrote them; guarded by wsem
 
 	closeOnce sync.Once
 	closeErr  error
@@ -67,7 +68,7 @@ func Open(path string, cfg Config) (*Saver, error) {
 	}
 	db.SetMaxOpenConns(r.maxOpenConns)
 	db.SetMaxIdleConns(r.maxOpenConns)
-	s := &Saver{cfg: r, db: db, wsem: make(chan struct{}, 1), stmts: map[string]*sql.Stmt{}}
+	s := &Saver{cfg: r, db: db, wsem: make(chan struct{}, 1), stmts: map[string]*sql.Stmt{}, heads: newHeadCache()}
 	if err := s.init(ctx); err != nil {
 		s.closeConns()
 		return nil, err
@@ -217,6 +218,12 @@ func (s *Saver) hook(point string) {
 type wtx struct {
 	s   *Saver
 	ctx context.Context // not cancellable: statements inside run to the end
+	// onCommit, when fn sets it, runs after a successful COMMIT (still
+	// under wsem): it records the head the transaction wrote.
+	onCommit func()
+	// prevHead is the cached head of the thread written, as it was before
+	// the transaction (nil when there was none).
+	prevHead *cachedHead
 }
 
 // stmt returns the statement for query, prepared once on the writer.
@@ -292,6 +299,11 @@ func (s *Saver) write(ctx context.Context, op opInfo, prefix string, fn func(t *
 	}
 	bg := context.WithoutCancel(ctx)
 	t := &wtx{s: s, ctx: bg}
+	if op.changesHeads() {
+		// Dropped first, recorded again (onCommit) only once committed.
+		t.prevHead = s.heads.entry(op.thread, op.ns)
+		s.heads.dropThread(op.thread)
+	}
 	// BEGIN waits up to busy_timeout for the write lock; the caller's
 	// context can cut that short.
 	begin, err := t.stmt("BEGIN IMMEDIATE")
@@ -326,6 +338,9 @@ func (s *Saver) write(ctx context.Context, op opInfo, prefix string, fn func(t *
 		s.rollback(bg)
 		return op.commitErr(err)
 	}
+	if t.onCommit != nil {
+		t.onCommit()
+	}
 	if prefix != "" {
 		s.hook(prefix + ".afterCommit")
 	}
@@ -355,6 +370,7 @@ func (s *Saver) dropWriter() {
 	s.wconn.Raw(func(any) error { return driver.ErrBadConn })
 	s.wconn.Close()
 	s.wconn = nil
+	s.heads.reset(-1) // a new connection counts data_version anew
 }
 
 // inTransaction reports whether a transaction is open on conn (true when

@@ -389,7 +389,10 @@ func (s *Saver) Put(ctx context.Context, req checkpoint.PutRequest) error {
 		return err
 	}
 	op := opInfo{op: "put", thread: req.Thread, ns: req.NS, checkpoint: req.Checkpoint.ID}
-	return s.write(ctx, op, "sqlite.put", func(t *wtx) error { return t.put(p) })
+	return s.write(ctx, op, "sqlite.put", func(t *wtx) error {
+		t.onCommit = func() { s.heads.putRow(p) }
+		return t.put(p)
+	})
 }
 
 // PutChain implements checkpoint.ChainPutter: every request is inserted as
@@ -417,6 +420,7 @@ func (s *Saver) PutChain(ctx context.Context, reqs []checkpoint.PutRequest) erro
 	last := &reqs[len(reqs)-1]
 	op := opInfo{op: "put", thread: last.Thread, ns: last.NS, checkpoint: last.Checkpoint.ID}
 	return s.write(ctx, op, "sqlite.put", func(t *wtx) error {
+		t.onCommit = func() { s.heads.putRow(ps[len(ps)-1]) }
 		for _, p := range ps {
 			if err := t.put(p); err != nil {
 				return err
@@ -430,6 +434,7 @@ func (s *Saver) PutChain(ctx context.Context, reqs []checkpoint.PutRequest) erro
 type preparedPut struct {
 	req    *checkpoint.PutRequest
 	now    time.Time
+	row    putRow
 	writes []writeRow
 	args   [15]any
 }
@@ -440,7 +445,7 @@ func preparePut(req *checkpoint.PutRequest, now time.Time) (*preparedPut, error)
 	if err != nil {
 		return nil, err
 	}
-	p := &preparedPut{req: req, now: now}
+	p := &preparedPut{req: req, now: now, row: row}
 	if len(req.Writes) > 0 {
 		p.writes = writeRows(nil, cp.ID, req.Writes)
 	}
@@ -556,6 +561,7 @@ func (s *Saver) PutWrites(ctx context.Context, req checkpoint.WritesRequest) err
 	ref := req.Ref
 	op := opInfo{op: "put writes", thread: ref.Thread, ns: ref.NS, checkpoint: ref.ID}
 	return s.write(ctx, op, "sqlite.writes", func(t *wtx) error {
+		t.onCommit = func() { s.heads.addWrites(t.prevHead, ref, rows) }
 		n, err := t.exec(writesFast, ref.Thread, ref.NS, nowText, req.Lease.Owner, now.UnixNano(), req.Release, ref.ID)
 		if err != nil {
 			return err

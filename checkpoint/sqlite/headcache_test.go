@@ -1,0 +1,263 @@
+package sqlite
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	gocmp "github.com/google/go-cmp/cmp"
+
+	"github.com/lockstepgo/lockstep/checkpoint"
+)
+
+// rowView is what getQuery returns for a head, comparable.
+type rowView struct {
+	NS, ID, Parent, Source, Created, Mark string
+	Step, CRC                             int64
+	Pruned                                bool
+	Metadata, Versions, Channels, Tasks   string
+	Writes                                []string
+}
+
+func viewResult(res getResult) rowView {
+	r := res.row
+	v := rowView{NS: r.ns, ID: r.id, Parent: r.parent, Source: r.source, Created: r.created, Mark: r.mark,
+		Step: r.step, CRC: r.crc, Pruned: r.pruned,
+		Metadata: string(r.metadata), Versions: string(r.versions), Channels: string(r.channels), Tasks: string(r.taskWrite)}
+	ws := slices.Clone(res.writes)
+	slices.SortFunc(ws, func(a, b pendingRow) int {
+		return cmp.Or(strings.Compare(a.w.TaskID, b.w.TaskID), cmp.Compare(a.idx, b.idx))
+	})
+	for _, w := range ws {
+		j, _ := json.Marshal(struct {
+			NS, CP string
+			W      checkpoint.PendingWrite
+			Idx    int
+			CRC    int64
+		}{w.ns, w.checkpoint, w.w, w.idx, w.crc})
+		v.Writes = append(v.Writes, string(j))
+	}
+	return v
+}
+
+// checkHeadCache compares the cached head of thread, if any, with what
+// getQuery reads from the file through the pool.
+func checkHeadCache(t *testing.T, s *Saver, what, thread string) {
+	t.Helper()
+	s.wsem <- struct{}{}
+	cached, ok := s.heads.get(thread, "")
+	<-s.wsem
+	if !ok {
+		return
+	}
+	stored, err := runGet(t.Context(), s.db, checkpoint.Ref{Thread: thread})
+	if err != nil || stored.row == nil {
+		t.Fatalf("%s: read %s: %v (row %v)", what, thread, err, stored.row)
+	}
+	if diff := gocmp.Diff(viewResult(stored), viewResult(cached)); diff != "" {
+		t.Errorf("%s: cached head of %s differs from the file (-file +cache):\n%s", what, thread, diff)
+	}
+}
+
+// TestHeadCacheIsExact: after every kind of write this Saver makes (a new
+// thread, steady Puts, Puts with their own writes, a chain, regular and
+// special pending writes, a repeated write, a release), the head the cache
+// holds is byte for byte what the file holds.
+func TestHeadCacheIsExact(t *testing.T) {
+	s := openTemp(t, Config{Synchronous: SyncNormal})
+	ctx := t.Context()
+	l := newLine("t")
+	get := func() {
+		t.Helper()
+		if _, err := s.Get(ctx, checkpoint.Ref{Thread: "t"}, checkpoint.GetOptions{}); err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
+			t.Fatal(err)
+		}
+	}
+	lease := checkpoint.Lease{Owner: l.owner, TTL: 60e9}
+	steps := []struct {
+		name string
+		do   func() error
+	}{
+		{"first put", func() error { req := l.next(); err := s.Put(ctx, req); l.committed(req); return err }},
+		{"steady put", func() error { req := l.next(); err := s.Put(ctx, req); l.committed(req); return err }},
+		{"put with its own writes", func() error {
+			req := l.next()
+			req.Writes = []checkpoint.TaskWrites{{TaskID: checkpoint.NullTaskID, Writes: []checkpoint.Write{
+				{Channel: checkpoint.ChannelBreakpoint, Value: json.RawMessage(`{"when":"after","nodes":["n"]}`)}}}}
+			err := s.Put(ctx, req)
+			l.committed(req)
+			return err
+		}},
+		{"regular writes", func() error {
+			return s.PutWrites(ctx, checkpoint.WritesRequest{Ref: checkpoint.Ref{Thread: "t", ID: l.head}, Lease: lease,
+				Tasks: []checkpoint.TaskWrites{{TaskID: "a", Node: "n", Path: "pull", Writes: []checkpoint.Write{{Channel: "x", Value: json.RawMessage(`1`)}, {Channel: "y", Value: json.RawMessage(`2`)}}}}})
+		}},
+		{"the same regular write again, another value", func() error {
+			return s.PutWrites(ctx, checkpoint.WritesRequest{Ref: checkpoint.Ref{Thread: "t", ID: l.head}, Lease: lease,
+				Tasks: []checkpoint.TaskWrites{{TaskID: "a", Node: "n", Path: "pull", Writes: []checkpoint.Write{{Channel: "x", Value: json.RawMessage(`99`)}}}}})
+		}},
+		{"special writes replace", func() error {
+			for _, v := range []string{`[{"id":"i1","value":"q"}]`, `[{"id":"i1","value":"q2"}]`} {
+				err := s.PutWrites(ctx, checkpoint.WritesRequest{Ref: checkpoint.Ref{Thread: "t", ID: l.head}, Lease: lease,
+					Tasks: []checkpoint.TaskWrites{{TaskID: "b", Node: "m", Path: "pull", Writes: []checkpoint.Write{{Channel: checkpoint.ChannelInterrupt, Value: json.RawMessage(v)}}}}})
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"writes that release the lease", func() error {
+			return s.PutWrites(ctx, checkpoint.WritesRequest{Ref: checkpoint.Ref{Thread: "t", ID: l.head}, Lease: lease, Release: true,
+				Tasks: []checkpoint.TaskWrites{{TaskID: "c", Writes: []checkpoint.Write{{Channel: checkpoint.ChannelResume, Value: json.RawMessage(`["yes"]`)}}}}})
+		}},
+		{"claim", func() error { return s.Claim(ctx, checkpoint.Ref{Thread: "t", ID: l.head}, lease) }},
+		{"chain", func() error {
+			var reqs []checkpoint.PutRequest
+			for range 3 {
+				req := l.next()
+				reqs = append(reqs, req)
+				l.committed(req)
+			}
+			reqs[2].Release = true
+			return s.PutChain(ctx, reqs)
+		}},
+	}
+	for _, st := range steps {
+		get() // the cache holds the head before each write
+		if err := st.do(); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		s.wsem <- struct{}{}
+		_, cached := s.heads.get("t", "")
+		<-s.wsem
+		if !cached {
+			t.Errorf("%s: the head is not cached after the write", st.name)
+		}
+		checkHeadCache(t, s, st.name, "t")
+	}
+}
+
+// TestHeadCacheSeesOtherWriters: a head this Saver cached is read again
+// from the file once anybody else has committed: another Saver on the same
+// file (a Put, pending writes), and a statement through DB() that changes
+// the row behind the saver's back, which then reads as corrupt.
+func TestHeadCacheSeesOtherWriters(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shared.db")
+	a := openAt(t, path, Config{Synchronous: SyncNormal})
+	b := openAt(t, path, Config{Synchronous: SyncNormal})
+	ctx := t.Context()
+	l := putLine(t, a, "t", 2)
+	// Reads pass the versions the reader holds, as the graph runtime does:
+	// the row of the head is then all a read needs (without them a read
+	// of this thread goes on to read older rows in a transaction, which
+	// would hide a stale first statement).
+	var have map[string]string
+	headOf := func(s *Saver) *checkpoint.Tuple {
+		t.Helper()
+		tp, err := s.Get(ctx, checkpoint.Ref{Thread: "t"}, checkpoint.GetOptions{Have: have})
+		if err != nil {
+			t.Fatal(err)
+		}
+		have = tp.Checkpoint.Versions
+		return tp
+	}
+	headOf(a)
+	headOf(a) // cached
+
+	req := l.next()
+	if err := b.Put(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	l.committed(req)
+	if got := headOf(a).Checkpoint.ID; got != l.head {
+		t.Fatalf("after another saver's Put, the head is %s, want %s", got, l.head)
+	}
+
+	lease := checkpoint.Lease{Owner: l.owner, TTL: 60e9}
+	err := b.PutWrites(ctx, checkpoint.WritesRequest{Ref: checkpoint.Ref{Thread: "t", ID: l.head}, Lease: lease,
+		Tasks: []checkpoint.TaskWrites{{TaskID: "z", Writes: []checkpoint.Write{{Channel: "x", Value: json.RawMessage(`1`)}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := headOf(a).Pending; len(got) != 1 || got[0].TaskID != "z" {
+		t.Fatalf("after another saver's PutWrites, pending = %+v, want task z's write", got)
+	}
+
+	if _, err := a.DB().ExecContext(ctx, `UPDATE checkpoints SET channels = '{}' WHERE checkpoint_id = ?`, l.head); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Get(ctx, checkpoint.Ref{Thread: "t"}, checkpoint.GetOptions{Have: have})
+	var ce *checkpoint.CorruptError
+	if !errors.As(err, &ce) || ce.Checkpoint != l.head {
+		t.Fatalf("after a change through DB(), Get = %v, want a *CorruptError naming %s", err, l.head)
+	}
+}
+
+// TestHeadCacheFailedWrite: a write that fails, before or at its commit,
+// leaves no entry for its thread: the next Get reads the file.
+func TestHeadCacheFailedWrite(t *testing.T) {
+	s := openTemp(t, Config{Synchronous: SyncNormal})
+	ctx := t.Context()
+	l := putLine(t, s, "t", 2)
+	if _, err := s.Get(ctx, checkpoint.Ref{Thread: "t"}, checkpoint.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stale := l.next()
+	stale.Checkpoint.ParentID = "00000000-0000-7000-8000-000000000001" // not the head: a conflict
+	if err := s.Put(ctx, stale); !errors.Is(err, checkpoint.ErrConflict) {
+		t.Fatalf("Put on a stale parent: %v, want a conflict", err)
+	}
+	s.wsem <- struct{}{}
+	_, cached := s.heads.get("t", "")
+	<-s.wsem
+	if cached {
+		t.Error("a refused Put left its thread's head cached")
+	}
+	if got := listIDs(t, s, "t"); len(got) != 2 || got[0] != l.head {
+		t.Errorf("history after the refused Put: %v", got)
+	}
+}
+
+// TestHeadCacheBounds: the cache holds at most maxCachedHeads entries and
+// no entry over maxCachedHeadBytes, and its count stays true through puts,
+// drops and resets.
+func TestHeadCacheBounds(t *testing.T) {
+	c := newHeadCache()
+	count := func() int {
+		n := 0
+		for _, byNS := range c.entries {
+			n += len(byNS)
+		}
+		return n
+	}
+	row := func(id string, size int) cpRow { return cpRow{id: id, channels: make([]byte, size)} }
+	for i := range maxCachedHeads + 100 {
+		c.put(strings.Repeat("t", 1+i%7)+string(rune('a'+i%26))+string(rune(i)), "", row("c", 10), nil)
+		c.put("shared", string(rune('a'+i%3)), row("c", 10), nil)
+	}
+	if c.n > maxCachedHeads || c.n != count() {
+		t.Errorf("after filling: n = %d, entries = %d, bound %d", c.n, count(), maxCachedHeads)
+	}
+	c.put("big", "", row("c", maxCachedHeadBytes+1), nil)
+	if c.entry("big", "") != nil {
+		t.Error("an entry over maxCachedHeadBytes was kept")
+	}
+	c.put("x", "", row("c1", 10), nil)
+	c.put("x", "", row("c2", 10), nil)
+	c.put("x", "child", row("c3", 10), nil)
+	if c.n != count() || c.entry("x", "").row.id != "c2" {
+		t.Errorf("after replacing: n = %d, entries = %d, head %q", c.n, count(), c.entry("x", "").row.id)
+	}
+	c.dropThread("x")
+	if c.entry("x", "") != nil || c.entry("x", "child") != nil || c.n != count() {
+		t.Errorf("dropThread left entries: n = %d, entries = %d", c.n, count())
+	}
+	c.reset(7)
+	if c.n != 0 || count() != 0 || c.version != 7 {
+		t.Errorf("after reset: n = %d, entries = %d, version %d", c.n, count(), c.version)
+	}
+}
