@@ -119,12 +119,8 @@ func cloneHead(row cpRow, writes []pendingRow) (cpRow, []pendingRow) {
 // it. It copies nothing: the caller hands over a row and writes nothing
 // else refers to.
 func (c *headCache) put(thread, ns string, row cpRow, writes []pendingRow) {
-	size := len(row.metadata) + len(row.versions) + len(row.channels) + len(row.taskWrite)
-	for _, w := range writes {
-		size += len(w.w.Value) + len(w.w.TaskID) + len(w.w.Channel) + len(w.w.Node) + len(w.w.Path)
-	}
 	c.drop(thread, ns)
-	if size > maxCachedHeadBytes {
+	if headBytes(&row, writes) > maxCachedHeadBytes {
 		return
 	}
 	if c.n >= maxCachedHeads {
@@ -145,10 +141,30 @@ func (c *headCache) put(thread, ns string, row cpRow, writes []pendingRow) {
 	c.n++
 }
 
+// headBytes is the size of a head's row and writes.
+func headBytes(row *cpRow, writes []pendingRow) int {
+	size := len(row.metadata) + len(row.versions) + len(row.channels) + len(row.taskWrite)
+	for _, w := range writes {
+		size += len(w.w.Value) + len(w.w.TaskID) + len(w.w.Channel) + len(w.w.Node) + len(w.w.Path)
+	}
+	return size
+}
+
 // putRow records the head a Put committed: the row it inserted and the
 // Put's own writes.
 func (c *headCache) putRow(p *preparedPut) {
 	req, cp := p.req, &p.req.Checkpoint
+	size := len(p.row.metadata) + len(p.row.versions) + len(p.row.channels)
+	if tw, ok := p.row.taskWrites.(string); ok {
+		size += len(tw)
+	}
+	for _, w := range p.writes {
+		size += len(w.value)
+	}
+	if size > maxCachedHeadBytes { // not worth copying
+		c.drop(req.Thread, req.NS)
+		return
+	}
 	row := cpRow{
 		ns: req.NS, id: cp.ID, parent: cp.ParentID, step: p.row.step,
 		source: p.row.source, created: p.row.created,
@@ -166,6 +182,13 @@ func (c *headCache) putRow(p *preparedPut) {
 // one (or with one of another head) there is nothing to add to.
 func (c *headCache) addWrites(prev *cachedHead, ref checkpoint.Ref, rows []writeRow) {
 	if prev == nil || prev.row.id != ref.ID {
+		return
+	}
+	size := 0
+	for _, r := range rows {
+		size += len(r.value)
+	}
+	if size > maxCachedHeadBytes { // not worth copying
 		return
 	}
 	c.put(ref.Thread, ref.NS, prev.row, mergeWrites(prev.writes, ref.NS, rows))
@@ -210,7 +233,7 @@ func (s *Saver) cachedGet(ctx context.Context, c *sql.Conn, ref checkpoint.Ref) 
 		return res, nil
 	}
 	res, err := runGet(ctx, c, ref)
-	if err == nil && res.row != nil {
+	if err == nil && res.row != nil && headBytes(res.row, res.writes) <= maxCachedHeadBytes {
 		row, writes := cloneHead(*res.row, res.writes)
 		s.heads.put(ref.Thread, ref.NS, row, writes)
 	}
