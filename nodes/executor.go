@@ -598,6 +598,15 @@ func (e *Executor) runWrite(ctx context.Context, c *Call, p *prepared) (Result, 
 	return e.runHeld(ctx, c, p, key, owner)
 }
 
+// beginRetries is how many times begin tries again after a store error.
+const beginRetries = 2
+
+// ledgerRefused reports whether err is one of the ledger's answers about
+// the key (or the intent), as opposed to a failure to reach its store.
+func ledgerRefused(err error) bool {
+	return errors.Is(err, ledger.ErrKeyReuse) || errors.Is(err, ledger.ErrInProgress) || errors.Is(err, ledger.ErrOutcomeUnknown) || errors.Is(err, ledger.ErrInvalid)
+}
+
 // ledgerRefusal logs and wraps an error of Begin: the ledger's typed
 // refusals keep their types; anything else is a *LedgerError.
 func (e *Executor) ledgerRefusal(ctx context.Context, c *Call, p *prepared, key string, err error) error {
@@ -609,11 +618,21 @@ func (e *Executor) ledgerRefusal(ctx context.Context, c *Call, p *prepared, key 
 }
 
 // begin records the intent, waiting for a concurrent duplicate when the
-// executor was asked to.
+// executor was asked to. A store error may have come after the intent was
+// committed (an I/O error at COMMIT): Begin is tried again, up to
+// beginRetries times, with the same owner, which the ledger answers with
+// the intent it recorded if it did, so that no intent is left that nobody
+// holds (a later call would find it in progress until its lease ended,
+// and then of unknown outcome).
 func (e *Executor) begin(ctx context.Context, in ledger.Intent) (ledger.Entry, bool, error) {
 	deadline := e.clock.Now().Add(e.wait)
+	retries := 0
 	for {
 		entry, started, err := e.ledger.Begin(ctx, in)
+		if err != nil && retries < beginRetries && ctx.Err() == nil && !ledgerRefused(err) {
+			retries++
+			continue
+		}
 		if e.wait <= 0 || !errors.Is(err, ledger.ErrInProgress) {
 			return entry, started, err
 		}

@@ -366,3 +366,90 @@ func TestToolNodeOutcomeUnknownAsksAgain(t *testing.T) {
 		}
 	}
 }
+
+// flakyBegin is a ledger whose Begin fails: after is how many of the next
+// calls fail after the real Begin (the intent is recorded, as when COMMIT
+// reports an I/O error), before how many fail without calling it.
+type flakyBegin struct {
+	ledger.Ledger
+	mu            sync.Mutex
+	after, before int
+	calls         int
+}
+
+var errDisk = errors.New("disk I/O error")
+
+func (l *flakyBegin) Begin(ctx context.Context, in ledger.Intent) (ledger.Entry, bool, error) {
+	l.mu.Lock()
+	l.calls++
+	before, after := l.before > 0, l.before == 0 && l.after > 0
+	if before {
+		l.before--
+	} else if after {
+		l.after--
+	}
+	l.mu.Unlock()
+	if before {
+		return ledger.Entry{}, false, errDisk
+	}
+	e, started, err := l.Ledger.Begin(ctx, in)
+	if after && err == nil {
+		return ledger.Entry{}, false, errDisk
+	}
+	return e, started, err
+}
+
+// TestLedgerAmbiguousBegin (R06): a Begin that fails, possibly after its
+// intent was committed, is tried again with the same owner: the call runs
+// once and its outcome is recorded, instead of leaving an intent nobody
+// holds (which the next call would find in progress, then of unknown
+// outcome, and never charge). A store that keeps failing fails the call
+// with a *LedgerError and runs nothing.
+func TestLedgerAmbiguousBegin(t *testing.T) {
+	tests := []struct {
+		name           string
+		after, before  int
+		wantErr        bool
+		wantCharges    int
+		wantBeginCalls int
+	}{
+		{"fault after the commit", 1, 0, false, 1, 2},
+		{"fault before, then after the commit", 1, 1, false, 1, 3},
+		{"two faults before", 0, 2, false, 1, 3},
+		{"the store keeps failing", 0, 3, true, 0, 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &payments{}
+			mem := newMemLedger(t, nil)
+			l := &flakyBegin{Ledger: mem, after: tc.after, before: tc.before}
+			ex, _ := nodes.NewExecutor([]*nodes.Tool{p.tool(t)}, nodes.WithLedger(l))
+			res, err := ex.Execute(context.Background(), charge("O-1", 5, "th"))
+			var le *nodes.LedgerError
+			switch {
+			case tc.wantErr && (!errors.As(err, &le) || !errors.Is(err, errDisk)):
+				t.Fatalf("Execute = %+v, %v; want a *LedgerError wrapping the store's error", res, err)
+			case !tc.wantErr && (err != nil || res.Status != nodes.StatusExecuted):
+				t.Fatalf("Execute = %+v, %v; want executed", res, err)
+			}
+			if got := p.calls.get("charge"); got != tc.wantCharges {
+				t.Errorf("charged %d times, want %d", got, tc.wantCharges)
+			}
+			if l.calls != tc.wantBeginCalls {
+				t.Errorf("Begin called %d times, want %d", l.calls, tc.wantBeginCalls)
+			}
+			// A second execution (another run, another owner) replays the
+			// outcome, or, after a store that never recorded anything, runs.
+			again, err := ex.Execute(context.Background(), charge("O-1", 5, "th"))
+			if err != nil {
+				t.Fatalf("second Execute: %v", err)
+			}
+			if want := !tc.wantErr; again.Replayed != want {
+				t.Errorf("second Execute replayed = %v, want %v", again.Replayed, want)
+			}
+			if got := p.calls.get("charge"); got != 1 {
+				t.Errorf("after the second Execute: charged %d times, want 1", got)
+			}
+		})
+	}
+}

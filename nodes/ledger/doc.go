@@ -14,6 +14,11 @@
 //
 // Begin on a key that already has a record returns:
 //
+//   - the pending intent again (started true, its lease renewed) when the
+//     record's owner is the caller: a caller whose Begin failed with an
+//     error that may have come after the commit (an I/O error at COMMIT)
+//     calls Begin again with the same owner to learn that it holds the
+//     intent, instead of leaving an intent nobody holds;
 //   - the stored outcome (State done, started false): the caller replays it
 //     and says that the operation already happened;
 //   - a *KeyReuseError (ErrKeyReuse) when the record's tool or fingerprint

@@ -250,6 +250,11 @@ func decide(e Entry, in Intent, now time.Time, retention time.Duration) (restart
 	if e.State == StateDone {
 		return false, nil
 	}
+	if e.Owner == in.Owner {
+		// The holder begins again (its earlier Begin failed in a way that
+		// may have come after the commit): it still holds the intent.
+		return true, nil
+	}
 	if now.Before(e.LeaseUntil) {
 		return false, &InProgressError{Key: in.Key, Tool: in.Tool, LeaseUntil: e.LeaseUntil}
 	}

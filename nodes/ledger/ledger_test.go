@@ -86,6 +86,7 @@ func TestLedger(t *testing.T) {
 			t.Run("replay", func(t *testing.T) { testReplay(t, newLedger) })
 			t.Run("key-reuse", func(t *testing.T) { testKeyReuse(t, newLedger) })
 			t.Run("in-progress-and-unknown", func(t *testing.T) { testInProgress(t, newLedger) })
+			t.Run("holder-begins-again", func(t *testing.T) { testHolderAgain(t, newLedger) })
 			t.Run("transient-release", func(t *testing.T) { testRelease(t, newLedger) })
 			t.Run("stored-failure", func(t *testing.T) { testStoredFailure(t, newLedger) })
 			t.Run("retention", func(t *testing.T) { testRetention(t, newLedger) })
@@ -439,5 +440,50 @@ func TestMemoryEntries(t *testing.T) {
 	}
 	if d := cmp.Diff([]string{"a", "b"}, keys); d != "" {
 		t.Error(d)
+	}
+}
+
+// testHolderAgain: Begin by the owner that holds the pending intent (after
+// a Begin whose error may have come after its commit) takes it again,
+// live or lapsed, with its lease renewed and its age kept; once the
+// outcome is recorded, the same owner gets the outcome like anyone else.
+func testHolderAgain(t *testing.T, newLedger factory) {
+	ctx := context.Background()
+	clk := newFakeClock()
+	l := newLedger(t, ledger.Options{Now: clk.Now})
+	created := clk.Now()
+	if _, started, err := l.Begin(ctx, intent("k", "a")); err != nil || !started {
+		t.Fatalf("first Begin = %v, started %v", err, started)
+	}
+	for _, wait := range []time.Duration{time.Second, 2 * time.Minute} {
+		clk.Advance(wait)
+		e, started, err := l.Begin(ctx, intent("k", "a"))
+		if err != nil || !started {
+			t.Fatalf("Begin by the holder after %v = %v, started %v; want the intent again", wait, err, started)
+		}
+		want := ledger.Entry{Key: "k", Tool: "create_issue", ArgsHash: "h1", State: ledger.StatePending, Owner: "a",
+			LeaseUntil: clk.Now().Add(time.Minute), CreatedAt: created}
+		if d := cmp.Diff(want, e, timeEqual); d != "" {
+			t.Errorf("entry after %v (-want +got):\n%s", wait, d)
+		}
+	}
+	if _, started, err := l.Begin(ctx, intent("k", "b")); !errors.Is(err, ledger.ErrInProgress) || started {
+		t.Errorf("Begin by another owner = %v, started %v; want ErrInProgress", err, started)
+	}
+	if err := l.Complete(ctx, "k", "a", ledger.Outcome{Result: json.RawMessage(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	e, started, err := l.Begin(ctx, intent("k", "a"))
+	if err != nil || started || e.State != ledger.StateDone {
+		t.Errorf("Begin by the holder after Complete = %+v, %v, %v; want the outcome", e, started, err)
+	}
+	in := intent("k2", "a")
+	in.ArgsHash = "h1"
+	if _, _, err := l.Begin(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	in.ArgsHash = "other"
+	if _, started, err := l.Begin(ctx, in); !errors.Is(err, ledger.ErrKeyReuse) || started {
+		t.Errorf("the holder beginning with other arguments = %v, started %v; want ErrKeyReuse", err, started)
 	}
 }
