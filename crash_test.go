@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 		if role == freezeRole {
 			os.Exit(runFreezeChild())
 		}
+		if role == branchRole {
+			os.Exit(runBranchChild())
+		}
 		os.Exit(runChild(role))
 	}
 	goleak.VerifyTestMain(m)

@@ -6,14 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	sqlite3 "github.com/mattn/go-sqlite3"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/lockstepgo/lockstep/approval"
@@ -21,6 +24,7 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/internal/crashtest"
+	"github.com/lockstepgo/lockstep/internal/faultdb"
 	"github.com/lockstepgo/lockstep/nodes"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
 	"github.com/lockstepgo/lockstep/nodes/scripted"
@@ -47,7 +51,115 @@ const crashLoopRole = "crashloop"
 const (
 	envLoopDir      = "LOCKSTEP_LOOP_DIR"
 	envLoopScenario = "LOCKSTEP_LOOP_SCENARIO"
+	// envLoopFaultSeed seeds the child's fault stream (R06), when its
+	// scenario injects faults.
+	envLoopFaultSeed = "LOCKSTEP_LOOP_FAULT_SEED"
 )
+
+// R06: faults inside the crash loop.
+const (
+	// loopFaultRate is the share of database operations that fail in
+	// TestCrashLoopFaults' children.
+	loopFaultRate = 0.01
+	// loopFaultDriver is the database/sql driver name the children open
+	// their file through when they inject faults.
+	loopFaultDriver = "lockstep_loop_fault"
+	// The notes a child writes about faults: "RETRY <kind>" when it
+	// continues a call later after a typed store error, and "FAULTS <n>"
+	// (faults injected) at a clean exit.
+	loopRetryLine  = "RETRY"
+	loopFaultsLine = "FAULTS"
+	// loopLaterLine is the note of a faulty child that made no progress
+	// for loopFaultStuck and leaves the rest to the next generation: an
+	// injected fault reported a lease-taking write as failed after it
+	// took effect (the approval worker's resume claim, a thread's lease),
+	// and this process's clock does not reach the lease's end. The next
+	// generation's clock does (loopSkew).
+	loopLaterLine  = "LATER"
+	loopFaultStuck = 2 * time.Second
+)
+
+// errLoopLater is returned by a faulty child's work when it leaves the rest
+// to the next generation (see loopLaterLine).
+var errLoopLater = errors.New("crash loop: no progress; continue in the next generation")
+
+// loopFaultSeed is the seed of cycle c's fault stream: a function of the
+// run's seed and the cycle alone, like the cycle's plan, so that a seed
+// replays the same faults.
+func loopFaultSeed(seed uint64, c int) uint64 {
+	return rand.New(rand.NewPCG(seed, 3<<40|uint64(c))).Uint64()
+}
+
+var (
+	loopFaultsOnce                  sync.Once
+	loopFaultBefore, loopFaultAfter *faultdb.Driver
+)
+
+// loopFaultDrivers registers, once per process, the fault-injecting driver
+// a faulty child opens its file through: one faultdb layer that fails
+// operations before they run and one that fails them after they took
+// effect (as the soak does).
+func loopFaultDrivers() (before, after *faultdb.Driver) {
+	loopFaultsOnce.Do(func() {
+		loopFaultBefore = faultdb.New(&sqlite3.SQLiteDriver{})
+		loopFaultAfter = faultdb.New(loopFaultBefore)
+		sql.Register(loopFaultDriver, loopFaultAfter)
+	})
+	return loopFaultBefore, loopFaultAfter
+}
+
+// armLoopFaults starts the fault stream of seed on both layers: half the
+// rate before Begin, Exec and Query (which then do not happen), half after
+// Exec, Query and Commit (which took effect; the caller is told they
+// failed), each with SQLITE_BUSY or SQLITE_IOERR. The layers are split as
+// in the soak (soak_test.go): BEGIN never fails after it began, and a
+// Before fault on a driver-level Commit would leave the transaction open.
+func armLoopFaults(seed uint64, rate float64) {
+	before, after := loopFaultDrivers()
+	errs := []error{sqlite3.Error{Code: sqlite3.ErrBusy}, sqlite3.Error{Code: sqlite3.ErrIoErr}}
+	before.ArmRandom(seed, rate/2, faultdb.Before, []faultdb.Op{faultdb.OpBegin, faultdb.OpExec, faultdb.OpQuery}, errs...)
+	after.ArmRandom(seed^0x5851f42d4c957f2d, rate/2, faultdb.After, []faultdb.Op{faultdb.OpExec, faultdb.OpQuery, faultdb.OpCommit}, errs...)
+}
+
+// loopFaultsInjected counts the faults injected so far.
+func loopFaultsInjected() int {
+	before, after := loopFaultDrivers()
+	return len(before.Events()) + len(after.Events())
+}
+
+// loopRetryKind reports whether err is a typed store error that a faulty
+// child continues later (R06), and names its kind: the saver's
+// *sqlite.StoreError (busy, commit indeterminate, I/O), the ledger's
+// storage failure (nodes.ErrLedger), or a driver error (sqlite3.Error,
+// BUSY or IOERR) from the ledger, the approval store or the desk's own
+// SQL; "node-" when a node failed of it. Anything else is not retried.
+func loopRetryKind(err error) (string, bool) {
+	var (
+		se *sqlite.StoreError
+		ne *graph.NodeError
+		de sqlite3.Error
+	)
+	prefix := ""
+	if errors.As(err, &ne) {
+		prefix = "node-"
+	}
+	switch {
+	case errors.Is(err, sqlite.ErrCommitIndeterminate):
+		return prefix + "store-commit", true
+	case errors.Is(err, sqlite.ErrStoreBusy):
+		return prefix + "store-busy", true
+	case errors.As(err, &se):
+		return prefix + "store", true
+	case errors.Is(err, nodes.ErrLedger):
+		return prefix + "ledger", true
+	case errors.As(err, &de) && (de.Code == sqlite3.ErrBusy || de.Code == sqlite3.ErrIoErr):
+		if de.Code == sqlite3.ErrBusy {
+			return prefix + "sqlite-busy", true
+		}
+		return prefix + "sqlite-ioerr", true
+	}
+	return "", false
+}
 
 const (
 	loopGateAbove   = 100 // charges above this need an approval
@@ -101,6 +213,9 @@ type loopScenario struct {
 	Sync     string      `json:"sync"`     // the saver's synchronous setting
 	Parallel int         `json:"parallel"` // threads advanced, and decisions resumed, at once
 	Dups     int         `json:"dups"`     // extra deliveries per child
+	// Faults is the share of database operations that fail in the
+	// children (R06, TestCrashLoopFaults; 0: none).
+	Faults float64 `json:"faults,omitempty"`
 	// Sabotage breaks the scenario on purpose, for the negative controls
 	// of TestCrashLoopDetects: "random-key" (the charge sends a fresh key
 	// downstream), "early-ack" (checkpoints acknowledged before their
@@ -398,6 +513,7 @@ type loopApp struct {
 	worker  *approval.Worker
 	run     *graph.Runnable[loopState]
 	witness *crashtest.Witness
+	out     io.Writer // the child's notes (R06's RETRY lines); nil: none
 }
 
 func loopPaths(dir string) (db, witness string) {
@@ -421,7 +537,12 @@ func openLoopApp(ctx context.Context, dir string, sc loopScenario, gen int, rep 
 	if err != nil {
 		return nil, err
 	}
-	if a.saver, err = sqlite.Open(dbPath, sqlite.Config{Synchronous: sqlite.Synchronous(sc.Sync), Now: now, Hook: hook.Hit}); err != nil {
+	cfg := sqlite.Config{Synchronous: sqlite.Synchronous(sc.Sync), Now: now, Hook: hook.Hit}
+	if sc.Faults > 0 {
+		loopFaultDrivers()
+		cfg.DriverName = loopFaultDriver
+	}
+	if a.saver, err = sqlite.Open(dbPath, cfg); err != nil {
 		return nil, err
 	}
 	db := a.saver.DB()
@@ -467,39 +588,85 @@ func (a *loopApp) close() error {
 }
 
 // work delivers the messages, then advances threads, decides approvals
-// and resumes decisions until every order is done.
+// and resumes decisions until every order is done. In a scenario with
+// faults (R06) a typed store error ends the pass, not the child: the next
+// pass does the work again (later).
 func (a *loopApp) work(ctx context.Context) error {
-	if err := a.deliver(ctx); err != nil {
-		return err
-	}
 	deadline := time.Now().Add(loopTimeout)
+	if a.sc.Faults > 0 {
+		deadline = time.Now().Add(loopFaultStuck)
+	}
+	delivered := false
 	for {
-		orders, err := a.orders(ctx)
+		done, why, err := a.pass(ctx, &delivered)
+		if err := a.later(err); err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
 		if err != nil {
-			return err
+			why = err.Error()
 		}
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(a.sc.Parallel)
-		for _, o := range orders {
-			g.Go(func() error { return a.advance(gctx, o) })
-		}
-		if err := g.Wait(); err != nil {
-			return err
-		}
-		if err := a.review(ctx); err != nil {
-			return err
-		}
-		if _, err := a.worker.RunOnce(ctx); err != nil {
-			return fmt.Errorf("worker: %w", err)
-		}
-		done, why, err := a.finished(ctx, orders)
-		if err != nil || done {
-			return err
+		if time.Now().After(deadline) && a.sc.Faults > 0 {
+			return fmt.Errorf("%w: %s", errLoopLater, why)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("stuck after %v: %s", loopTimeout, why)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// pass is one pass of work: deliver the messages (until they are), advance
+// every order's thread, review, resume, and report whether everything is
+// finished and if not, why.
+func (a *loopApp) pass(ctx context.Context, delivered *bool) (bool, string, error) {
+	if !*delivered {
+		if err := a.deliver(ctx); err != nil {
+			return false, "", err
+		}
+		*delivered = true
+	}
+	orders, err := a.orders(ctx)
+	if err != nil {
+		return false, "", err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(a.sc.Parallel)
+	for _, o := range orders {
+		g.Go(func() error { return a.later(a.advance(gctx, o)) })
+	}
+	if err := g.Wait(); err != nil {
+		return false, "", err
+	}
+	if err := a.review(ctx); err != nil {
+		return false, "", err
+	}
+	if _, err := a.worker.RunOnce(ctx); err != nil {
+		return false, "", fmt.Errorf("worker: %w", err)
+	}
+	return a.finished(ctx, orders)
+}
+
+// later returns err, or nil when the scenario injects faults (R06) and err
+// is a typed store error: the call is continued later, by the next pass.
+// It writes a "RETRY <kind>" note for each.
+func (a *loopApp) later(err error) error {
+	if err == nil || a.sc.Faults == 0 {
+		return err
+	}
+	kind, ok := loopRetryKind(err)
+	if !ok {
+		return err
+	}
+	a.retried(kind)
+	return nil
+}
+
+func (a *loopApp) retried(kind string) {
+	if a.out != nil {
+		fmt.Fprintf(a.out, "%s %s\n", loopRetryLine, kind) // one write: lines never interleave
 	}
 }
 
@@ -597,6 +764,11 @@ func (a *loopApp) advance(ctx context.Context, o loopOrder) error {
 		return fmt.Errorf("state of %s: %w", th, err)
 	case snap.Status == graph.StatusPending:
 		_, err = a.run.Continue(ctx, th)
+	case snap.Status == graph.StatusFailed && a.sc.Faults > 0:
+		// R06: a node failed of an injected fault (a ledger or approval
+		// store error); the thread is continued, as after a crash.
+		a.retried("continue-failed")
+		_, err = a.run.Continue(ctx, th)
 	case snap.Status == graph.StatusFailed:
 		return fmt.Errorf("thread %s failed: %+v", th, snap.Tasks)
 	default:
@@ -654,6 +826,11 @@ func (a *loopApp) finished(ctx context.Context, orders []loopOrder) (bool, strin
 	}
 	for _, o := range orders {
 		snap, err := a.run.GetState(ctx, o.thread())
+		if errors.Is(err, graph.ErrThreadNotFound) && a.sc.Faults > 0 {
+			// R06: a fault failed the thread's first save; the next
+			// pass starts it again.
+			return false, o.thread() + " is not started", nil
+		}
 		if err != nil {
 			return false, "", err
 		}
@@ -712,7 +889,26 @@ func runCrashLoopChild() int {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		return 4
 	}
-	if err := a.work(ctx); err != nil {
+	if sc.Faults > 0 {
+		// R06: the fault stream starts once the file is open (faults
+		// while opening are R07's business), seeded by the parent.
+		seed, err := strconv.ParseUint(os.Getenv(envLoopFaultSeed), 10, 64)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fault seed:", err)
+			return 3
+		}
+		a.out = os.Stdout
+		armLoopFaults(seed, sc.Faults)
+	}
+	err = a.work(ctx)
+	if errors.Is(err, errLoopLater) {
+		// R06: leave the rest to the next generation (exit 0 without DONE).
+		fmt.Printf("%s %q\n", loopLaterLine, err.Error())
+		fmt.Printf("%s %d\n", loopFaultsLine, loopFaultsInjected())
+		a.close()
+		return 0
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "work:", err)
 		a.close()
 		return 5
@@ -720,6 +916,9 @@ func runCrashLoopChild() int {
 	if err := a.close(); err != nil {
 		fmt.Fprintln(os.Stderr, "close:", err)
 		return 6
+	}
+	if sc.Faults > 0 {
+		fmt.Printf("%s %d\n", loopFaultsLine, loopFaultsInjected())
 	}
 	rep.Hits(hook.Hits())
 	rep.Done()

@@ -91,7 +91,7 @@ func loopSeed(t *testing.T) uint64 {
 	return rand.Uint64() >> 1
 }
 
-func loopCount(t *testing.T) int {
+func loopCount(t *testing.T, faults bool) int {
 	t.Helper()
 	if s := os.Getenv("LOCKSTEP_CYCLES"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -103,6 +103,9 @@ func loopCount(t *testing.T) int {
 	n := loopCycles
 	if os.Getenv("LOCKSTEP_LONG") == "1" {
 		n = loopLongCycles
+	}
+	if faults {
+		n = n * 3 / 8 // the faults loop runs next to the plain one
 	}
 	if crashLoopRace {
 		n /= 10
@@ -119,10 +122,13 @@ type loopRun struct {
 	scDir string
 	hist  *crashtest.History
 	kills int // of the current scenario
-	cycle int
-	gen   int
-	plan  crashtest.Plan
-	stats loopStats
+	// faults is the rate of injected database faults in the children
+	// (R06; 0: none). It is part of every scenario.
+	faults float64
+	cycle  int
+	gen    int
+	plan   crashtest.Plan
+	stats  loopStats
 	// histBefore is the history before the current cycle (JSON), for
 	// replays; nil when the loop does not snapshot.
 	histBefore []byte
@@ -135,10 +141,16 @@ type loopStats struct {
 	replayed                         int // charges answered from the ledger after a crash
 	checks                           time.Duration
 	children                         time.Duration
+	// R06: faults injected into the children that finished, and calls
+	// the children continued later after a typed store error, by kind.
+	faultsDone, retried int
+	retryKinds          map[string]int
+	later               int // children that left the rest to the next generation
 }
 
 func (lr *loopRun) newScenario(index int) {
 	lr.sc = newLoopScenario(lr.seed, index)
+	lr.sc.Faults = lr.faults
 	lr.scDir = filepath.Join(lr.dir, fmt.Sprintf("scenario-%d", index))
 	if err := os.MkdirAll(lr.scDir, 0o700); err != nil {
 		lr.t.Fatal(err)
@@ -182,7 +194,11 @@ func (lr *loopRun) snapshot() {
 // the scenario's files (before and after the cycle) and stops the test.
 func (lr *loopRun) fail(format string, args ...any) {
 	lr.t.Helper()
-	keep := filepath.Join(os.TempDir(), fmt.Sprintf("lockstep-crashloop-%d-cycle-%d", lr.seed, lr.cycle))
+	name := "crashloop"
+	if lr.faults > 0 {
+		name = "crashloop-faults"
+	}
+	keep := filepath.Join(os.TempDir(), fmt.Sprintf("lockstep-%s-%d-cycle-%d", name, lr.seed, lr.cycle))
 	if lr.replayOf != "" {
 		keep = lr.replayOf + "-replayed" // never overwrite what is replayed
 	}
@@ -193,8 +209,16 @@ func (lr *loopRun) fail(format string, args ...any) {
 		kept = fmt.Sprintf("\nfiles not kept: %v", err)
 	}
 	sc, _ := json.Marshal(lr.sc)
-	lr.t.Fatalf("crash loop seed %d, cycle %d (generation %d), scenario %s, plan %s: %s%s\nreproduce: LOCKSTEP_SEED=%d go test -run '^TestCrashLoop$' .",
-		lr.seed, lr.cycle, lr.gen, sc, lr.plan, fmt.Sprintf(format, args...), kept, lr.seed)
+	lr.t.Fatalf("crash loop seed %d, cycle %d (generation %d), scenario %s, plan %s: %s%s\nreproduce: LOCKSTEP_SEED=%d go test -run '^%s$' .",
+		lr.seed, lr.cycle, lr.gen, sc, lr.plan, fmt.Sprintf(format, args...), kept, lr.seed, lr.testName())
+}
+
+// testName is the test that replays the loop's seed.
+func (lr *loopRun) testName() string {
+	if lr.sc.Faults > 0 {
+		return "TestCrashLoopFaults"
+	}
+	return "TestCrashLoop"
 }
 
 func (lr *loopRun) keep(dir string) error {
@@ -228,14 +252,44 @@ func (lr *loopRun) keep(dir string) error {
 // a new scenario starts. A failure prints its seed;
 // LOCKSTEP_SEED=<seed> replays the same plans.
 func TestCrashLoop(t *testing.T) {
+	runCrashLoop(t, 0)
+}
+
+// TestCrashLoopFaults (R06: faults inside the crash loop) is TestCrashLoop
+// with the children's database opened through internal/faultdb: about 1%
+// of the Begin, Exec, Query and Commit operations fail with a transient
+// SQLITE_BUSY or SQLITE_IOERR, half before the operation and half after it
+// took effect (the caller is told it failed). Each child's fault stream is
+// a function of (seed, cycle) alone (loopFaultSeed), like its plan, so a
+// seed replays the same kills and the same fault streams. Children treat
+// the typed store errors the faults surface as "continue later" (the next
+// pass retries the call, or continues the thread a fault left failed or
+// pending, see loopApp.work); any other error still fails the cycle. Every
+// invariant of the crash loop must hold as before: integrity_check, every
+// acknowledged checkpoint, decision and effect, no committed step run
+// again, effects at most once (exactly once when acknowledged), and each
+// finished scenario equal to the reference conversation.
+//
+// The idempotency ledger shares the faulty database. This is how the
+// loop found that a fault reported after the commit of the ledger's Begin
+// left an intent nobody held: the next execution found it in progress,
+// the model was told so, and the charge never happened. The executor now
+// tries Begin again with the same owner (nodes.TestLedgerAmbiguousBegin).
+func TestCrashLoopFaults(t *testing.T) {
+	runCrashLoop(t, loopFaultRate)
+}
+
+// runCrashLoop is the crash loop, with a rate of injected database faults
+// in the children (0: none).
+func runCrashLoop(t *testing.T, faults float64) {
 	if testing.Short() {
 		t.Skip("runs child processes")
 	}
 	seed := loopSeed(t)
-	t.Logf("crash loop seed %d (LOCKSTEP_SEED=%d go test -run '^TestCrashLoop$' . replays it)", seed, seed)
-	cycles := loopCount(t)
+	t.Logf("crash loop seed %d (LOCKSTEP_SEED=%d go test -run '^%s$' . replays it)", seed, seed, t.Name())
+	cycles := loopCount(t, faults > 0)
 	verbose := os.Getenv("LOCKSTEP_VERBOSE") == "1" // a line per cycle
-	lr := &loopRun{t: t, seed: seed, dir: t.TempDir(), stats: loopStats{byPoint: map[string]int{}}}
+	lr := &loopRun{t: t, seed: seed, dir: t.TempDir(), faults: faults, stats: loopStats{byPoint: map[string]int{}}}
 	scenario := 0
 	lr.newScenario(scenario)
 	start := time.Now()
@@ -257,6 +311,11 @@ func TestCrashLoop(t *testing.T) {
 			lr.kills++
 			lr.stats.killed++
 			lr.stats.byPoint[loopPointOf(res)]++
+		case faults > 0 && loopLater(res):
+			// R06: the child left the rest to the next generation; it
+			// counts towards the kills after which a child runs clean.
+			lr.kills++
+			lr.stats.later++
 		default:
 			lr.fail("the child exited without finishing and without being killed\nstderr: %s", res.Stderr)
 		}
@@ -305,6 +364,16 @@ func TestCrashLoop(t *testing.T) {
 	if engine := lr.stats.killed - lr.stats.byPoint["delay"]; engine < cycles/4 {
 		t.Errorf("only %d children died at a named point, want at least %d", engine, cycles/4)
 	}
+	if faults > 0 {
+		t.Logf("faults: %d injected into the children that finished; %d calls continued later after a typed store error (by kind: %s); %d children left the rest to the next generation",
+			lr.stats.faultsDone, lr.stats.retried, loopKinds(lr.stats.retryKinds), lr.stats.later)
+		// A fault loop whose faults never reach the engine proves
+		// nothing: the children that finished must have met faults and
+		// continued after them.
+		if min := max(1, cycles/20); lr.stats.faultsDone < min || lr.stats.retried < min {
+			t.Errorf("faults reached too little: %d injected in finished children, %d calls continued later, want at least %d of each", lr.stats.faultsDone, lr.stats.retried, min)
+		}
+	}
 }
 
 // loopPointOf names where a child died, for the statistics.
@@ -323,8 +392,12 @@ func (lr *loopRun) child(ctx context.Context) *crashtest.Result {
 	if err != nil {
 		lr.t.Fatal(err)
 	}
+	env := []string{"LOCKSTEP_CHILD=" + crashLoopRole, envLoopDir + "=" + lr.scDir, envLoopScenario + "=" + string(sc)}
+	if lr.sc.Faults > 0 {
+		env = append(env, envLoopFaultSeed+"="+strconv.FormatUint(loopFaultSeed(lr.seed, lr.cycle), 10))
+	}
 	res, err := crashtest.Run(ctx, crashtest.Spawn{
-		Env:     []string{"LOCKSTEP_CHILD=" + crashLoopRole, envLoopDir + "=" + lr.scDir, envLoopScenario + "=" + string(sc)},
+		Env:     env,
 		Plan:    lr.plan,
 		Gen:     lr.gen,
 		Timeout: loopTimeout + 10*time.Second,
@@ -336,7 +409,49 @@ func (lr *loopRun) child(ctx context.Context) *crashtest.Result {
 		lr.fail("the child was told to die at %s and died at %q", lr.plan, res.KilledAt())
 	}
 	lr.hist.Add(res)
+	lr.countFaults(res)
 	return res
+}
+
+// countFaults adds a child's fault report (R06) to the statistics: a
+// "RETRY <kind>" line per call it continued later after a typed store
+// error, and at a clean exit "FAULTS <n>", the faults injected into it.
+func (lr *loopRun) countFaults(res *crashtest.Result) {
+	for _, note := range res.Notes {
+		f := strings.Fields(note)
+		switch {
+		case len(f) == 2 && f[0] == loopRetryLine:
+			lr.stats.retried++
+			if lr.stats.retryKinds == nil {
+				lr.stats.retryKinds = map[string]int{}
+			}
+			lr.stats.retryKinds[f[1]]++
+		case len(f) == 2 && f[0] == loopFaultsLine:
+			n, _ := strconv.Atoi(f[1])
+			lr.stats.faultsDone += n
+		}
+	}
+}
+
+// loopLater reports whether a faulty child left the rest of its scenario
+// to the next generation (loopLaterLine).
+func loopLater(res *crashtest.Result) bool {
+	for _, note := range res.Notes {
+		if strings.HasPrefix(note, loopLaterLine+" ") {
+			return true
+		}
+	}
+	return false
+}
+
+// loopKinds formats counts by kind, sorted.
+func loopKinds(m map[string]int) string {
+	var out []string
+	for k, n := range m {
+		out = append(out, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
 }
 
 // check runs every checker on the scenario's files; final adds the checks
@@ -382,6 +497,10 @@ func (lr *loopRun) verify(ctx context.Context, final bool) (crashtest.Violations
 		threads = append(threads, o.thread())
 	}
 	states, cv := crashtest.VerifyCheckpoints(ctx, s, threads, lr.hist.Checkpoints, crashtest.CheckpointOptions{
+		// R06: a thread an injected fault left failed is continued by
+		// the next child ("continue later"); a finished scenario must
+		// still have every thread done (checkFinal).
+		AllowFailed: lr.sc.Faults > 0,
 		Snapshot: func(ctx context.Context, thread string) (crashtest.SnapshotView, error) {
 			snap, err := run.GetState(ctx, thread)
 			if err != nil {
@@ -639,14 +758,21 @@ func TestCrashLoopDetects(t *testing.T) {
 		sabotage string
 		plan     crashtest.Plan
 		want     crashtest.CheckName
+		faults   float64 // R06: the checkers must see through injected faults too
 	}{
-		{"random-key", crashtest.Plan{Point: crashtest.AfterToolEffect, Occurrence: 1}, crashtest.CheckEffectOnce},
-		{"early-ack", crashtest.Plan{Point: crashtest.PutBegin, Occurrence: 3}, crashtest.CheckAcked},
-		{"no-claim", crashtest.Plan{}, crashtest.CheckEffectOnce},
-		{"early-decided", crashtest.Plan{Point: crashtest.AfterDecision, Occurrence: 1}, crashtest.CheckDecision},
+		{"random-key", crashtest.Plan{Point: crashtest.AfterToolEffect, Occurrence: 1}, crashtest.CheckEffectOnce, 0},
+		{"early-ack", crashtest.Plan{Point: crashtest.PutBegin, Occurrence: 3}, crashtest.CheckAcked, 0},
+		{"no-claim", crashtest.Plan{}, crashtest.CheckEffectOnce, 0},
+		{"early-decided", crashtest.Plan{Point: crashtest.AfterDecision, Occurrence: 1}, crashtest.CheckDecision, 0},
+		{"random-key", crashtest.Plan{Point: crashtest.AfterToolEffect, Occurrence: 1}, crashtest.CheckEffectOnce, loopFaultRate},
+		{"early-ack", crashtest.Plan{Point: crashtest.PutBegin, Occurrence: 3}, crashtest.CheckAcked, loopFaultRate},
 	} {
-		t.Run(tc.sabotage, func(t *testing.T) {
-			lr := &loopRun{t: t, seed: 1, dir: t.TempDir()}
+		name := tc.sabotage
+		if tc.faults > 0 {
+			name += "/faults"
+		}
+		t.Run(name, func(t *testing.T) {
+			lr := &loopRun{t: t, seed: 1, dir: t.TempDir(), faults: tc.faults}
 			lr.newScenario(0)
 			lr.sc.Dups = 2
 			lr.sc.Sabotage = tc.sabotage
