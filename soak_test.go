@@ -361,11 +361,15 @@ func soakCheck(t *testing.T, db, provider string, told map[string][]string, star
 		}
 	}
 	if len(untold) > 0 {
-		// A known gap, reported to the lead: when ledger.Complete fails
-		// after the effect and the node then runs again (a later save
-		// failed), the intent is still pending under the first attempt's
-		// lease, so the call gets ledger.ErrInProgress and the model reads
-		// "failed" although the provider was paid (once).
+		// When ledger.Complete fails after the effect and the node then
+		// runs again (a later save failed), the intent is still pending
+		// under the first attempt's lease, so the call gets
+		// ledger.ErrInProgress and the model reads "failed" although the
+		// provider was paid (once). The executor now tries Complete and
+		// Release again after a store error (and Begin, whose failure
+		// after its commit did the same), so this needs three failures in
+		// a row; it stays a report, not a failure, because with 1% faults
+		// that is rare but possible.
 		t.Logf("%d threads were paid once while their tool result says the call did not run, e.g. %s", len(untold), untold[0])
 	}
 

@@ -598,8 +598,24 @@ func (e *Executor) runWrite(ctx context.Context, c *Call, p *prepared) (Result, 
 	return e.runHeld(ctx, c, p, key, owner)
 }
 
-// beginRetries is how many times begin tries again after a store error.
+// beginRetries is how many times begin (and settle) tries again after a
+// store error.
 const beginRetries = 2
+
+// settle runs a Complete or Release of the intent this execution holds,
+// trying again up to beginRetries times after a store error: the effect
+// has happened (or failed for good), and an outcome left unrecorded keeps
+// the intent pending, so that the next execution finds it in progress
+// until its lease ends, and then of unknown outcome. A try after one that
+// committed gets ErrNotHeld (the outcome is there), which the callers
+// already treat as "recorded".
+func (e *Executor) settle(op func() error) error {
+	err := op()
+	for try := 0; try < beginRetries && err != nil && !errors.Is(err, ledger.ErrNotHeld) && !errors.Is(err, ledger.ErrNotFound) && !errors.Is(err, ledger.ErrInvalid); try++ {
+		err = op()
+	}
+	return err
+}
 
 // ledgerRefused reports whether err is one of the ledger's answers about
 // the key (or the intent), as opposed to a failure to reach its store.
@@ -667,7 +683,7 @@ func (e *Executor) runHeld(ctx context.Context, c *Call, p *prepared, key, owner
 	late := func(out json.RawMessage) { e.recordLate(store, &lc, p, key, owner, out) }
 	res, err := e.runPlain(ctx, c, p, key, late)
 	if err == nil {
-		cerr := e.ledger.Complete(store, key, owner, ledger.Outcome{Result: res.Output})
+		cerr := e.settle(func() error { return e.ledger.Complete(store, key, owner, ledger.Outcome{Result: res.Output}) })
 		if errors.Is(cerr, ledger.ErrNotHeld) {
 			// Another outcome was recorded first (a late result of an
 			// abandoned attempt): it is the operation's result.
@@ -687,12 +703,12 @@ func (e *Executor) runHeld(ctx context.Context, c *Call, p *prepared, key, owner
 		if errors.As(err, &he) && he != nil {
 			f.Status = he.Status
 		}
-		if cerr := e.ledger.Complete(store, key, owner, ledger.Outcome{Failure: f}); cerr != nil {
+		if cerr := e.settle(func() error { return e.ledger.Complete(store, key, owner, ledger.Outcome{Failure: f}) }); cerr != nil {
 			e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.String("reason", "ledger outcome not recorded"), slog.String("key", key), e.errAttr(cerr))
 		}
 		return Result{}, err
 	}
-	if rerr := e.ledger.Release(store, key, owner); rerr != nil {
+	if rerr := e.settle(func() error { return e.ledger.Release(store, key, owner) }); rerr != nil {
 		e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.String("reason", "ledger intent not released"), slog.String("key", key), e.errAttr(rerr))
 	}
 	return Result{}, err

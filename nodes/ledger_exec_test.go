@@ -453,3 +453,92 @@ func TestLedgerAmbiguousBegin(t *testing.T) {
 		})
 	}
 }
+
+// flakySettle is a ledger whose Complete and Release fail: after of the
+// next calls fail after the real call (the outcome is recorded), before
+// of them without making it.
+type flakySettle struct {
+	ledger.Ledger
+	mu            sync.Mutex
+	after, before int
+}
+
+func (l *flakySettle) fault() (before, after bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.before > 0:
+		l.before--
+		return true, false
+	case l.after > 0:
+		l.after--
+		return false, true
+	}
+	return false, false
+}
+
+func (l *flakySettle) Complete(ctx context.Context, key, owner string, o ledger.Outcome) error {
+	before, after := l.fault()
+	if before {
+		return errDisk
+	}
+	if err := l.Ledger.Complete(ctx, key, owner, o); err != nil || !after {
+		return err
+	}
+	return errDisk
+}
+
+func (l *flakySettle) Release(ctx context.Context, key, owner string) error {
+	before, after := l.fault()
+	if before {
+		return errDisk
+	}
+	if err := l.Ledger.Release(ctx, key, owner); err != nil || !after {
+		return err
+	}
+	return errDisk
+}
+
+// TestLedgerAmbiguousSettle: after the effect, a Complete (or, after a
+// transient failure, a Release) that fails is tried again: the outcome is
+// recorded, so the next execution of the same call replays it (or runs
+// it again) instead of finding it in progress and telling the model so
+// while the effect happened.
+func TestLedgerAmbiguousSettle(t *testing.T) {
+	tests := []struct {
+		name          string
+		after, before int
+		transient     bool // the first call fails transiently: Release, then a run
+		wantCharges   int
+	}{
+		{"complete fails after the commit", 1, 0, false, 1},
+		{"complete fails twice before", 0, 2, false, 1},
+		{"release fails after the commit", 1, 0, true, 2},
+		{"release fails twice before", 0, 2, true, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &payments{}
+			if tc.transient {
+				p.fail = &nodes.HTTPError{Status: 503}
+			}
+			l := &flakySettle{Ledger: newMemLedger(t, nil), after: tc.after, before: tc.before}
+			ex, _ := nodes.NewExecutor([]*nodes.Tool{p.tool(t, nodes.Retry(nodes.RetryPolicy{MaxAttempts: 1}))}, nodes.WithLedger(l))
+			first, err := ex.Execute(context.Background(), charge("O-1", 5, "th"))
+			if tc.transient != (err != nil) {
+				t.Fatalf("first Execute = %+v, %v", first, err)
+			}
+			p.fail = nil
+			again, err := ex.Execute(context.Background(), charge("O-1", 5, "th"))
+			if err != nil {
+				t.Fatalf("second Execute: %v (the outcome was left unrecorded)", err)
+			}
+			if want := !tc.transient; again.Replayed != want {
+				t.Errorf("second Execute replayed = %v, want %v", again.Replayed, want)
+			}
+			if got := p.calls.get("charge"); got != tc.wantCharges {
+				t.Errorf("charged %d times, want %d", got, tc.wantCharges)
+			}
+		})
+	}
+}
