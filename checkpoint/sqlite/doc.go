@@ -80,12 +80,13 @@
 // parallel with the writer (WAL). A read that needs one statement (a Get
 // whose caller holds all but the newest versions, or of a missing thread)
 // runs without a transaction; the others run in a read transaction (one
-// snapshot). The saver remembers the head of each thread it last wrote or
-// read (up to 1,024 threads, 256 KiB each), so that reading back a head
-// costs one PRAGMA data_version instead of a query; data_version changes
+// snapshot). The saver remembers the head of each thread it last wrote
+// (a checkpoint, or pending writes that end a run) and has read back since
+// (up to 1,024 threads, 256 KiB each), so that reading back a head costs
+// one PRAGMA data_version instead of a query; data_version changes
 // whenever another connection or process commits to the file, and then
 // everything remembered is dropped and read again, so a read is never
-// stale. Several processes may open the same file: the SQLite write
+// stale. A thread the saver has not written costs nothing extra to read. Several processes may open the same file: the SQLite write
 // lock serialises them, waiting up to the busy timeout. The file must be
 // on a local file system (WAL does not work over a network file system),
 // and nothing but SQLite should open it while it is in use.

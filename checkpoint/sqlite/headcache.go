@@ -32,16 +32,28 @@ import (
 //
 // Every field is guarded by the writer semaphore (wsem).
 type headCache struct {
-	version int64                             // data_version the entries are current at; -1: unknown
-	entries map[string]map[string]*cachedHead // by thread, then namespace
-	n       int                               // entries in all
+	version int64 // data_version the entries are current at; -1: unknown
+	entries map[headKey]*cachedHead
+	// nested counts the entries of each thread outside the root
+	// namespace, so that dropping a thread's entries needs no scan when
+	// it has none (the usual case).
+	nested map[string]int
 }
 
-// cachedHead is a head as read: its row (with no decoded state) and its
-// pending writes, in no particular order.
+type headKey struct{ thread, ns string }
+
+// cachedHead is a head as read: the columns of its row and its pending
+// writes (in no particular order). The columns are strings, which nothing
+// writes: a Put's entry shares the bytes of the row it inserted, and
+// every read gets its own copy.
 type cachedHead struct {
-	row    cpRow
-	writes []pendingRow
+	ns, id, parent                          string
+	step                                    int64
+	source, created                         string
+	metadata, versions, channels, taskWrite string
+	mark                                    string
+	crc                                     int64
+	writes                                  []pendingRow
 }
 
 const (
@@ -54,18 +66,18 @@ const (
 )
 
 func newHeadCache() *headCache {
-	return &headCache{version: -1, entries: map[string]map[string]*cachedHead{}}
+	return &headCache{version: -1, entries: map[headKey]*cachedHead{}, nested: map[string]int{}}
 }
 
 // reset drops every entry; the cache is current at version.
 func (c *headCache) reset(version int64) {
 	clear(c.entries)
-	c.n = 0
+	clear(c.nested)
 	c.version = version
 }
 
 // entry returns the entry of (thread, ns), or nil.
-func (c *headCache) entry(thread, ns string) *cachedHead { return c.entries[thread][ns] }
+func (c *headCache) entry(thread, ns string) *cachedHead { return c.entries[headKey{thread, ns}] }
 
 // dropThread drops the entries of thread in every namespace ("" drops
 // every entry).
@@ -74,19 +86,56 @@ func (c *headCache) dropThread(thread string) {
 		c.reset(c.version)
 		return
 	}
-	c.n -= len(c.entries[thread])
-	delete(c.entries, thread)
+	delete(c.entries, headKey{thread, ""})
+	if c.nested[thread] > 0 {
+		for k := range c.entries {
+			if k.thread == thread {
+				delete(c.entries, k)
+			}
+		}
+		delete(c.nested, thread)
+	}
 }
 
-// drop drops the entry of (thread, ns).
-func (c *headCache) drop(thread, ns string) {
-	if byNS := c.entries[thread]; byNS[ns] != nil {
-		delete(byNS, ns)
-		c.n--
-		if len(byNS) == 0 {
-			delete(c.entries, thread)
+// set stores e as the entry of (thread, ns), or drops that entry when e
+// is nil or too big to be worth keeping.
+func (c *headCache) set(thread, ns string, e *cachedHead) {
+	key := headKey{thread, ns}
+	if _, ok := c.entries[key]; ok {
+		c.remove(key)
+	}
+	if e == nil || e.size() > maxCachedHeadBytes {
+		return
+	}
+	if len(c.entries) >= maxCachedHeads {
+		for k := range c.entries {
+			c.remove(k)
+			break
 		}
 	}
+	c.entries[key] = e
+	if ns != "" {
+		c.nested[thread]++
+	}
+}
+
+// remove deletes the entry under key, which exists.
+func (c *headCache) remove(key headKey) {
+	delete(c.entries, key)
+	if key.ns != "" {
+		if c.nested[key.thread]--; c.nested[key.thread] == 0 {
+			delete(c.nested, key.thread)
+		}
+	}
+}
+
+// size is the bytes of the entry's row and writes.
+func (e *cachedHead) size() int {
+	n := len(e.metadata) + len(e.versions) + len(e.channels) + len(e.taskWrite)
+	for _, w := range e.writes {
+		n += len(w.w.Value) + len(w.w.TaskID) + len(w.w.Channel) + len(w.w.Node) + len(w.w.Path)
+	}
+	return n
 }
 
 // get returns a copy of the entry of (thread, ns) as getQuery would have
@@ -98,100 +147,74 @@ func (c *headCache) get(thread, ns string) (getResult, bool) {
 	}
 	// A fresh cpRow (its decoded state is filled per read) and fresh
 	// bytes: what a Get returns belongs to its caller.
-	row, writes := cloneHead(e.row, e.writes)
-	return getResult{row: &row, writes: writes}, true
-}
-
-// cloneHead copies a head's row and writes, bytes included.
-func cloneHead(row cpRow, writes []pendingRow) (cpRow, []pendingRow) {
-	row.metadata = bytes.Clone(row.metadata)
-	row.versions = bytes.Clone(row.versions)
-	row.channels = bytes.Clone(row.channels)
-	row.taskWrite = bytes.Clone(row.taskWrite)
-	writes = slices.Clone(writes)
+	row := &cpRow{ns: e.ns, id: e.id, parent: e.parent, step: e.step, source: e.source, created: e.created,
+		metadata: []byte(e.metadata), versions: []byte(e.versions), channels: []byte(e.channels), mark: e.mark, crc: e.crc}
+	if e.taskWrite != "" {
+		row.taskWrite = []byte(e.taskWrite)
+	}
+	writes := slices.Clone(e.writes)
 	for i := range writes {
 		writes[i].w.Value = bytes.Clone(writes[i].w.Value)
 	}
-	return row, writes
+	return getResult{row: row, writes: writes}, true
 }
 
-// put records a head for (thread, ns), unless it is too big to be worth
-// it. It copies nothing: the caller hands over a row and writes nothing
-// else refers to.
-func (c *headCache) put(thread, ns string, row cpRow, writes []pendingRow) {
-	c.drop(thread, ns)
-	if headBytes(&row, writes) > maxCachedHeadBytes {
-		return
-	}
-	if c.n >= maxCachedHeads {
-		for th := range c.entries {
-			c.dropThread(th)
-			break
-		}
-	}
-	row.checked, row.err = false, nil
-	row.chans, row.chansErr, row.chansOK = nil, nil, false
-	row.tws, row.twsErr, row.twsOK = nil, nil, false
-	byNS := c.entries[thread]
-	if byNS == nil {
-		byNS = map[string]*cachedHead{}
-		c.entries[thread] = byNS
-	}
-	byNS[ns] = &cachedHead{row: row, writes: writes}
-	c.n++
-}
-
-// headBytes is the size of a head's row and writes.
-func headBytes(row *cpRow, writes []pendingRow) int {
-	size := len(row.metadata) + len(row.versions) + len(row.channels) + len(row.taskWrite)
+// readSize is the size headOfRead's entry would have.
+func readSize(r *cpRow, writes []pendingRow) int {
+	n := len(r.metadata) + len(r.versions) + len(r.channels) + len(r.taskWrite)
 	for _, w := range writes {
-		size += len(w.w.Value) + len(w.w.TaskID) + len(w.w.Channel) + len(w.w.Node) + len(w.w.Path)
+		n += len(w.w.Value) + len(w.w.TaskID) + len(w.w.Channel) + len(w.w.Node) + len(w.w.Path)
 	}
-	return size
+	return n
 }
 
-// putRow records the head a Put committed: the row it inserted and the
-// Put's own writes.
+// headOfRead is the entry for a head as getQuery read it (copied).
+func headOfRead(r *cpRow, writes []pendingRow) *cachedHead {
+	e := &cachedHead{ns: r.ns, id: r.id, parent: r.parent, step: r.step, source: r.source, created: r.created,
+		metadata: string(r.metadata), versions: string(r.versions), channels: string(r.channels), taskWrite: string(r.taskWrite),
+		mark: r.mark, crc: r.crc, writes: slices.Clone(writes)}
+	for i := range e.writes {
+		e.writes[i].w.Value = bytes.Clone(e.writes[i].w.Value)
+	}
+	return e
+}
+
+// putRow records the head a Put committed: the row it inserted (sharing
+// its bytes) and the Put's own writes.
 func (c *headCache) putRow(p *preparedPut) {
 	req, cp := p.req, &p.req.Checkpoint
-	size := len(p.row.metadata) + len(p.row.versions) + len(p.row.channels)
+	e := &cachedHead{ns: req.NS, id: cp.ID, parent: cp.ParentID, step: p.row.step, source: p.row.source, created: p.row.created,
+		metadata: p.row.metadata, versions: p.row.versions, channels: p.row.channels, mark: cp.Mark, crc: p.row.crc}
 	if tw, ok := p.row.taskWrites.(string); ok {
-		size += len(tw)
+		e.taskWrite = tw
 	}
-	for _, w := range p.writes {
-		size += len(w.value)
-	}
-	if size > maxCachedHeadBytes { // not worth copying
-		c.drop(req.Thread, req.NS)
+	if e.size() > maxCachedHeadBytes { // before copying the writes
+		c.set(req.Thread, req.NS, nil)
 		return
 	}
-	row := cpRow{
-		ns: req.NS, id: cp.ID, parent: cp.ParentID, step: p.row.step,
-		source: p.row.source, created: p.row.created,
-		metadata: []byte(p.row.metadata), versions: []byte(p.row.versions), channels: []byte(p.row.channels),
-		mark: cp.Mark, crc: p.row.crc,
+	if len(p.writes) > 0 {
+		e.writes = mergeWrites(nil, req.NS, p.writes)
 	}
-	if tw, ok := p.row.taskWrites.(string); ok {
-		row.taskWrite = []byte(tw)
-	}
-	c.put(req.Thread, req.NS, row, mergeWrites(nil, req.NS, p.writes))
+	c.set(req.Thread, req.NS, e)
 }
 
 // addWrites records the writes a PutWrites committed on the head ref.ID,
 // given prev, the entry of the thread before the transaction; without
 // one (or with one of another head) there is nothing to add to.
 func (c *headCache) addWrites(prev *cachedHead, ref checkpoint.Ref, rows []writeRow) {
-	if prev == nil || prev.row.id != ref.ID {
+	if prev == nil || prev.id != ref.ID {
 		return
 	}
-	size := 0
+	size := prev.size()
 	for _, r := range rows {
 		size += len(r.value)
 	}
 	if size > maxCachedHeadBytes { // not worth copying
 		return
 	}
-	c.put(ref.Thread, ref.NS, prev.row, mergeWrites(prev.writes, ref.NS, rows))
+	e := *prev
+	e.writes = mergeWrites(prev.writes, ref.NS, rows)
+	c.set(ref.Thread, ref.NS, &e)
 }
 
 // mergeWrites applies rows to a head's pending writes as the writes table
@@ -217,25 +240,32 @@ func mergeWrites(have []pendingRow, ns string, rows []writeRow) []pendingRow {
 const dataVersion = `PRAGMA data_version`
 
 // cachedGet runs Get's first statement for the head of ref (ref.ID is "")
-// on the writer connection c: from the cache when no other connection has
-// committed since the entry was recorded, otherwise from the file, and
-// then records the head it read. The caller holds wsem.
+// on the writer connection c. A thread this saver has no entry for (one it
+// has not written or read since the last commit of another connection) is
+// read from the file, with no version check: the common case of a reader
+// that has nothing to gain, such as a run starting a new thread, pays
+// nothing. Otherwise the entry is served when no other connection has
+// committed since it was recorded; when one has, every entry is dropped
+// and the head read from the file is recorded. The caller holds wsem.
 func (s *Saver) cachedGet(ctx context.Context, c *sql.Conn, ref checkpoint.Ref) (getResult, error) {
+	if s.heads.entry(ref.Thread, ref.NS) == nil {
+		return runGet(ctx, c, ref)
+	}
 	t := &wtx{s: s, ctx: ctx}
 	var v int64
 	if err := t.queryRow(dataVersion).Scan(&v); err != nil {
 		s.heads.reset(-1)
 		return runGet(ctx, c, ref)
 	}
-	if v != s.heads.version {
-		s.heads.reset(v)
-	} else if res, ok := s.heads.get(ref.Thread, ref.NS); ok {
+	if v == s.heads.version {
+		res, _ := s.heads.get(ref.Thread, ref.NS)
 		return res, nil
 	}
+	s.heads.reset(v)
+	// Read after the version: whatever it returns is current at v.
 	res, err := runGet(ctx, c, ref)
-	if err == nil && res.row != nil && headBytes(res.row, res.writes) <= maxCachedHeadBytes {
-		row, writes := cloneHead(*res.row, res.writes)
-		s.heads.put(ref.Thread, ref.NS, row, writes)
+	if err == nil && res.row != nil && readSize(res.row, res.writes) <= maxCachedHeadBytes {
+		s.heads.set(ref.Thread, ref.NS, headOfRead(res.row, res.writes))
 	}
 	return res, err
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -65,8 +66,9 @@ func checkHeadCache(t *testing.T, s *Saver, what, thread string) {
 
 // TestHeadCacheIsExact: after every kind of write this Saver makes (a new
 // thread, steady Puts, Puts with their own writes, a chain, regular and
-// special pending writes, a repeated write, a release), the head the cache
-// holds is byte for byte what the file holds.
+// special pending writes that end a run, a repeated write, a claim), the
+// head the cache holds is byte for byte what the file holds; pending
+// writes in the middle of a step drop it until the next checkpoint.
 func TestHeadCacheIsExact(t *testing.T) {
 	s := openTemp(t, Config{Synchronous: SyncNormal})
 	ctx := t.Context()
@@ -78,43 +80,41 @@ func TestHeadCacheIsExact(t *testing.T) {
 		}
 	}
 	lease := checkpoint.Lease{Owner: l.owner, TTL: 60e9}
+	writes := func(release bool, tw checkpoint.TaskWrites) func() error {
+		return func() error {
+			return s.PutWrites(ctx, checkpoint.WritesRequest{Ref: checkpoint.Ref{Thread: "t", ID: l.head}, Lease: lease, Release: release,
+				Tasks: []checkpoint.TaskWrites{tw}})
+		}
+	}
+	raw := func(v string) json.RawMessage { return json.RawMessage(v) }
 	steps := []struct {
-		name string
-		do   func() error
+		name   string
+		do     func() error
+		cached bool // the write leaves the thread's head in the cache
 	}{
-		{"first put", func() error { req := l.next(); err := s.Put(ctx, req); l.committed(req); return err }},
-		{"steady put", func() error { req := l.next(); err := s.Put(ctx, req); l.committed(req); return err }},
+		{"first put", func() error { req := l.next(); err := s.Put(ctx, req); l.committed(req); return err }, true},
+		{"steady put", func() error { req := l.next(); err := s.Put(ctx, req); l.committed(req); return err }, true},
 		{"put with its own writes", func() error {
 			req := l.next()
 			req.Writes = []checkpoint.TaskWrites{{TaskID: checkpoint.NullTaskID, Writes: []checkpoint.Write{
-				{Channel: checkpoint.ChannelBreakpoint, Value: json.RawMessage(`{"when":"after","nodes":["n"]}`)}}}}
+				{Channel: checkpoint.ChannelBreakpoint, Value: raw(`{"when":"after","nodes":["n"]}`)}}}}
 			err := s.Put(ctx, req)
 			l.committed(req)
 			return err
-		}},
-		{"regular writes", func() error {
-			return s.PutWrites(ctx, checkpoint.WritesRequest{Ref: checkpoint.Ref{Thread: "t", ID: l.head}, Lease: lease,
-				Tasks: []checkpoint.TaskWrites{{TaskID: "a", Node: "n", Path: "pull", Writes: []checkpoint.Write{{Channel: "x", Value: json.RawMessage(`1`)}, {Channel: "y", Value: json.RawMessage(`2`)}}}}})
-		}},
-		{"the same regular write again, another value", func() error {
-			return s.PutWrites(ctx, checkpoint.WritesRequest{Ref: checkpoint.Ref{Thread: "t", ID: l.head}, Lease: lease,
-				Tasks: []checkpoint.TaskWrites{{TaskID: "a", Node: "n", Path: "pull", Writes: []checkpoint.Write{{Channel: "x", Value: json.RawMessage(`99`)}}}}})
-		}},
-		{"special writes replace", func() error {
-			for _, v := range []string{`[{"id":"i1","value":"q"}]`, `[{"id":"i1","value":"q2"}]`} {
-				err := s.PutWrites(ctx, checkpoint.WritesRequest{Ref: checkpoint.Ref{Thread: "t", ID: l.head}, Lease: lease,
-					Tasks: []checkpoint.TaskWrites{{TaskID: "b", Node: "m", Path: "pull", Writes: []checkpoint.Write{{Channel: checkpoint.ChannelInterrupt, Value: json.RawMessage(v)}}}}})
-				if err != nil {
-					return err
-				}
-			}
-			return nil
-		}},
-		{"writes that release the lease", func() error {
-			return s.PutWrites(ctx, checkpoint.WritesRequest{Ref: checkpoint.Ref{Thread: "t", ID: l.head}, Lease: lease, Release: true,
-				Tasks: []checkpoint.TaskWrites{{TaskID: "c", Writes: []checkpoint.Write{{Channel: checkpoint.ChannelResume, Value: json.RawMessage(`["yes"]`)}}}}})
-		}},
-		{"claim", func() error { return s.Claim(ctx, checkpoint.Ref{Thread: "t", ID: l.head}, lease) }},
+		}, true},
+		{"regular writes that release", writes(true, checkpoint.TaskWrites{TaskID: "a", Node: "n", Path: "pull",
+			Writes: []checkpoint.Write{{Channel: "x", Value: raw(`1`)}, {Channel: "y", Value: raw(`2`)}}}), true},
+		{"the same regular write again, another value", writes(true, checkpoint.TaskWrites{TaskID: "a", Node: "n", Path: "pull",
+			Writes: []checkpoint.Write{{Channel: "x", Value: raw(`99`)}}}), true},
+		{"a special write", writes(true, checkpoint.TaskWrites{TaskID: "b", Node: "m", Path: "pull",
+			Writes: []checkpoint.Write{{Channel: checkpoint.ChannelInterrupt, Value: raw(`[{"id":"i1","value":"q"}]`)}}}), true},
+		{"the special write replaced", writes(true, checkpoint.TaskWrites{TaskID: "b", Node: "m", Path: "pull",
+			Writes: []checkpoint.Write{{Channel: checkpoint.ChannelInterrupt, Value: raw(`[{"id":"i1","value":"q2"}]`)}}}), true},
+		{"claim", func() error { return s.Claim(ctx, checkpoint.Ref{Thread: "t", ID: l.head}, lease) }, true},
+		{"writes in the middle of a step", writes(false, checkpoint.TaskWrites{TaskID: "c",
+			Writes: []checkpoint.Write{{Channel: checkpoint.ChannelResume, Value: raw(`["yes"]`)}}}), false},
+		{"writes that release after those", writes(true, checkpoint.TaskWrites{TaskID: "d",
+			Writes: []checkpoint.Write{{Channel: "z", Value: raw(`3`)}}}), false},
 		{"chain", func() error {
 			var reqs []checkpoint.PutRequest
 			for range 3 {
@@ -124,18 +124,18 @@ func TestHeadCacheIsExact(t *testing.T) {
 			}
 			reqs[2].Release = true
 			return s.PutChain(ctx, reqs)
-		}},
+		}, true},
 	}
 	for _, st := range steps {
-		get() // the cache holds the head before each write
+		get() // the cache holds the head before each write, when it can
 		if err := st.do(); err != nil {
 			t.Fatalf("%s: %v", st.name, err)
 		}
 		s.wsem <- struct{}{}
 		_, cached := s.heads.get("t", "")
 		<-s.wsem
-		if !cached {
-			t.Errorf("%s: the head is not cached after the write", st.name)
+		if cached != st.cached {
+			t.Errorf("%s: the head is cached after the write: %v, want %v", st.name, cached, st.cached)
 		}
 		checkHeadCache(t, s, st.name, "t")
 	}
@@ -223,41 +223,54 @@ func TestHeadCacheFailedWrite(t *testing.T) {
 }
 
 // TestHeadCacheBounds: the cache holds at most maxCachedHeads entries and
-// no entry over maxCachedHeadBytes, and its count stays true through puts,
-// drops and resets.
+// no entry over maxCachedHeadBytes, dropping a thread drops it in every
+// namespace, and the count of nested entries stays true through sets,
+// replacements, evictions, drops and resets.
 func TestHeadCacheBounds(t *testing.T) {
 	c := newHeadCache()
-	count := func() int {
-		n := 0
-		for _, byNS := range c.entries {
-			n += len(byNS)
+	check := func(what string) {
+		t.Helper()
+		nested := map[string]int{}
+		for k := range c.entries {
+			if k.ns != "" {
+				nested[k.thread]++
+			}
 		}
-		return n
+		if diff := gocmp.Diff(nested, c.nested); diff != "" {
+			t.Errorf("%s: nested counts differ from the entries (-entries +nested):\n%s", what, diff)
+		}
+		if len(c.entries) > maxCachedHeads {
+			t.Errorf("%s: %d entries, bound %d", what, len(c.entries), maxCachedHeads)
+		}
 	}
-	row := func(id string, size int) cpRow { return cpRow{id: id, channels: make([]byte, size)} }
+	head := func(id string, size int) *cachedHead { return &cachedHead{id: id, channels: strings.Repeat("x", size)} }
 	for i := range maxCachedHeads + 100 {
-		c.put(strings.Repeat("t", 1+i%7)+string(rune('a'+i%26))+string(rune(i)), "", row("c", 10), nil)
-		c.put("shared", string(rune('a'+i%3)), row("c", 10), nil)
+		c.set(fmt.Sprintf("t%d", i), "", head("c", 10))
+		c.set("shared", fmt.Sprintf("child:%d", i%3), head("c", 10))
 	}
-	if c.n > maxCachedHeads || c.n != count() {
-		t.Errorf("after filling: n = %d, entries = %d, bound %d", c.n, count(), maxCachedHeads)
-	}
-	c.put("big", "", row("c", maxCachedHeadBytes+1), nil)
+	check("after filling")
+	c.set("big", "", head("c", maxCachedHeadBytes+1))
 	if c.entry("big", "") != nil {
 		t.Error("an entry over maxCachedHeadBytes was kept")
 	}
-	c.put("x", "", row("c1", 10), nil)
-	c.put("x", "", row("c2", 10), nil)
-	c.put("x", "child", row("c3", 10), nil)
-	if c.n != count() || c.entry("x", "").row.id != "c2" {
-		t.Errorf("after replacing: n = %d, entries = %d, head %q", c.n, count(), c.entry("x", "").row.id)
+	c.set("x", "", head("c1", 10))
+	c.set("x", "", head("c2", 10))
+	c.set("x", "child:a", head("c3", 10))
+	c.set("x", "child:a", head("c4", 10))
+	check("after replacing")
+	if c.entry("x", "").id != "c2" || c.entry("x", "child:a").id != "c4" {
+		t.Errorf("after replacing: heads %q, %q", c.entry("x", "").id, c.entry("x", "child:a").id)
 	}
 	c.dropThread("x")
-	if c.entry("x", "") != nil || c.entry("x", "child") != nil || c.n != count() {
-		t.Errorf("dropThread left entries: n = %d, entries = %d", c.n, count())
+	if c.entry("x", "") != nil || c.entry("x", "child:a") != nil {
+		t.Error("dropThread left entries of the thread")
 	}
+	check("after dropThread")
+	c.set("y", "child:b", head("c5", 10))
+	c.set("y", "child:b", nil)
+	check("after setting nil")
 	c.reset(7)
-	if c.n != 0 || count() != 0 || c.version != 7 {
-		t.Errorf("after reset: n = %d, entries = %d, version %d", c.n, count(), c.version)
+	if len(c.entries) != 0 || len(c.nested) != 0 || c.version != 7 {
+		t.Errorf("after reset: %d entries, %d nested, version %d", len(c.entries), len(c.nested), c.version)
 	}
 }

@@ -218,9 +218,12 @@ func (s *Saver) hook(point string) {
 type wtx struct {
 	s   *Saver
 	ctx context.Context // not cancellable: statements inside run to the end
-	// onCommit, when fn sets it, runs after a successful COMMIT (still
-	// under wsem): it records the head the transaction wrote.
-	onCommit func()
+	// After a successful COMMIT (still under wsem), the head the
+	// transaction wrote is recorded: the Put put (its last one, for a
+	// chain), or the rows a PutWrites added to prevHead.
+	savedPut  *preparedPut
+	writeRef  *checkpoint.Ref
+	writeRows []writeRow
 	// prevHead is the cached head of the thread written, as it was before
 	// the transaction (nil when there was none).
 	prevHead *cachedHead
@@ -300,7 +303,7 @@ func (s *Saver) write(ctx context.Context, op opInfo, prefix string, fn func(t *
 	bg := context.WithoutCancel(ctx)
 	t := &wtx{s: s, ctx: bg}
 	if op.changesHeads() {
-		// Dropped first, recorded again (onCommit) only once committed.
+		// Dropped first, recorded again only once committed.
 		t.prevHead = s.heads.entry(op.thread, op.ns)
 		s.heads.dropThread(op.thread)
 	}
@@ -338,8 +341,11 @@ func (s *Saver) write(ctx context.Context, op opInfo, prefix string, fn func(t *
 		s.rollback(bg)
 		return op.commitErr(err)
 	}
-	if t.onCommit != nil {
-		t.onCommit()
+	switch {
+	case t.savedPut != nil:
+		s.heads.putRow(t.savedPut)
+	case t.writeRef != nil:
+		s.heads.addWrites(t.prevHead, *t.writeRef, t.writeRows)
 	}
 	if prefix != "" {
 		s.hook(prefix + ".afterCommit")

@@ -390,7 +390,7 @@ func (s *Saver) Put(ctx context.Context, req checkpoint.PutRequest) error {
 	}
 	op := opInfo{op: "put", thread: req.Thread, ns: req.NS, checkpoint: req.Checkpoint.ID}
 	return s.write(ctx, op, "sqlite.put", func(t *wtx) error {
-		t.onCommit = func() { s.heads.putRow(p) }
+		t.savedPut = p
 		return t.put(p)
 	})
 }
@@ -420,7 +420,7 @@ func (s *Saver) PutChain(ctx context.Context, reqs []checkpoint.PutRequest) erro
 	last := &reqs[len(reqs)-1]
 	op := opInfo{op: "put", thread: last.Thread, ns: last.NS, checkpoint: last.Checkpoint.ID}
 	return s.write(ctx, op, "sqlite.put", func(t *wtx) error {
-		t.onCommit = func() { s.heads.putRow(ps[len(ps)-1]) }
+		t.savedPut = ps[len(ps)-1]
 		for _, p := range ps {
 			if err := t.put(p); err != nil {
 				return err
@@ -561,7 +561,13 @@ func (s *Saver) PutWrites(ctx context.Context, req checkpoint.WritesRequest) err
 	ref := req.Ref
 	op := opInfo{op: "put writes", thread: ref.Thread, ns: ref.NS, checkpoint: ref.ID}
 	return s.write(ctx, op, "sqlite.writes", func(t *wtx) error {
-		t.onCommit = func() { s.heads.addWrites(t.prevHead, ref, rows) }
+		if req.Release {
+			// A run that stops here (an interrupt, a failure) is about to
+			// be read back: GetState, a resume. Writes in the middle of a
+			// step only drop the thread's head from the cache; the step's
+			// checkpoint records the next one.
+			t.writeRef, t.writeRows = &ref, rows
+		}
 		n, err := t.exec(writesFast, ref.Thread, ref.NS, nowText, req.Lease.Owner, now.UnixNano(), req.Release, ref.ID)
 		if err != nil {
 			return err
