@@ -764,12 +764,18 @@ func TestBadInputIdentifiers(t *testing.T) {
 	}
 
 	// The ledger: message IDs and idempotency keys.
-	claim := func(id string) func(ctx context.Context, f *badFixture) error {
-		return func(ctx context.Context, f *badFixture) error { return f.app.ledger.ClaimMessage(ctx, id) }
+	claim := func(scope, id, fingerprint string) func(ctx context.Context, f *badFixture) error {
+		return func(ctx context.Context, f *badFixture) error {
+			return f.app.ledger.ClaimMessage(ctx, ledger.Claim{Scope: scope, ID: id, Fingerprint: fingerprint})
+		}
 	}
+	fp := ledger.MessageFingerprint([]byte(`{"order":"A-1"}`))
 	cases = append(cases,
-		badCase{name: "message ID empty", call: claim(""), check: isErr(ledger.ErrInvalid)},
-		badCase{name: "message ID 1 MiB", call: claim(huge), check: isErr(ledger.ErrInvalid)},
+		badCase{name: "message ID empty", call: claim("t/c", "", fp), check: isErr(ledger.ErrInvalid)},
+		badCase{name: "message ID 1 MiB", call: claim("t/c", huge, fp), check: isErr(ledger.ErrInvalid)},
+		badCase{name: "message scope empty", call: claim("", "evt", fp), check: isErr(ledger.ErrInvalid)},
+		badCase{name: "message scope 1 MiB", call: claim(huge, "evt", fp), check: isErr(ledger.ErrInvalid)},
+		badCase{name: "message fingerprint empty", call: claim("t/c", "evt", ""), check: isErr(ledger.ErrInvalid)},
 	)
 	begin := func(key, owner string) func(ctx context.Context, f *badFixture) error {
 		return func(ctx context.Context, f *badFixture) error {

@@ -184,6 +184,9 @@ type loopOrder struct {
 func (o loopOrder) thread() string  { return "order-" + o.ID }
 func (o loopOrder) message() string { return "msg-" + o.ID }
 
+// loopMessageScope is the scope of the order messages' IDs (R44).
+var loopMessageScope = ledger.MessageScope("crashloop", "orders")
+
 // charges are the order's two charges, in call order.
 func (o loopOrder) charges() []loopCall {
 	return []loopCall{
@@ -700,7 +703,10 @@ func (a *loopApp) claim(ctx context.Context, o loopOrder) error {
 	}
 	defer tx.Rollback()
 	if a.sc.Sabotage != "no-claim" {
-		switch err := a.ledger.ClaimMessageTx(ctx, tx, o.message()); {
+		// A redelivery carries the same body, so a mismatch
+		// (ErrDuplicateMismatch) is a failure, not a duplicate (R44).
+		m := ledger.Claim{Scope: loopMessageScope, ID: o.message(), Fingerprint: ledger.MessageFingerprint(body)}
+		switch err := a.ledger.ClaimMessageTx(ctx, tx, m); {
 		case errors.Is(err, ledger.ErrDuplicateMessage):
 			return nil
 		case err != nil:

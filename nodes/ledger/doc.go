@@ -38,13 +38,30 @@
 // records are never pruned, so an unknown outcome cannot be forgotten by
 // the clock.
 //
-// ClaimMessage claims a redelivered message ID once; a second claim is
-// ErrDuplicateMessage. IDs compare as exact bytes. A claim commits on its
-// own, so a process that dies between the claim and the work the message
-// asks for has claimed a message it never handled, and the redelivery is
-// refused. When the work is recorded in the same database, claim with
-// SQL.ClaimMessageTx inside the transaction that records it (say, the row
-// that starts the thread the message asks for): both commit, or neither.
+// ClaimMessage deduplicates redelivered messages (R44). A Claim names the
+// message by its Scope (where the sender keeps IDs unique: a tenant and a
+// channel, joined with MessageScope), its ID, and a Fingerprint of its
+// payload (MessageFingerprint; the payload itself is never stored). The
+// first claim of an ID in a scope wins; a later one with the same
+// fingerprint is a redelivery, ErrDuplicateMessage; a later one with
+// another fingerprint is an ID reused for a different message,
+// *DuplicateMismatchError (ErrDuplicateMismatch), which does not match
+// ErrDuplicateMessage. Neither writes anything. The same ID in two scopes
+// is two messages. Scopes, IDs and fingerprints compare as exact bytes
+// (no case folding or trimming); an empty or oversized one is ErrInvalid.
+// Claims expire after the retention like records.
+//
+// A claim made with ClaimMessage commits on its own, so a process that
+// dies between the claim and the work the message asks for has claimed a
+// message it never handled, and the redelivery is refused. When the work
+// is recorded in the same database, claim with SQL.ClaimMessageTx inside
+// the transaction that records it (say, the row that starts the thread the
+// message asks for): both commit, or neither.
+//
+// The SQL tables are versioned (SchemaVersion); NewSQL upgrades the tables
+// of an older version in place, in one transaction. Message claims made
+// before version 2 had no scope or fingerprint: they still refuse their ID,
+// in every scope, as ErrDuplicateMessage until they expire.
 //
 // Two implementations ship: NewMemory, and NewSQL over a *sql.DB (the
 // database file of the checkpoints; this package imports no driver). Both
@@ -52,5 +69,7 @@
 //
 // Nothing secret is stored: a record holds the key, the tool name, the
 // argument fingerprint (a hash, never the arguments), and the outcome the
-// caller passes, which package nodes redacts first.
+// caller passes, which package nodes redacts first; a message claim holds
+// the scope, the ID and the payload's fingerprint. Errors name keys, scopes
+// and IDs, never arguments or payloads.
 package ledger

@@ -30,10 +30,16 @@ func ExampleNewMemory() {
 	_, _, err := l.Begin(ctx, in)
 	fmt.Println(errors.Is(err, ledger.ErrKeyReuse))
 
-	fmt.Println(l.ClaimMessage(ctx, "evt_1"), errors.Is(l.ClaimMessage(ctx, "evt_1"), ledger.ErrDuplicateMessage))
+	// A message is claimed once per scope; a redelivery is a duplicate, and
+	// the same ID with another payload is refused as a mismatch.
+	m := ledger.Claim{Scope: ledger.MessageScope("acme", "webhooks"), ID: "evt_1", Fingerprint: ledger.MessageFingerprint([]byte(`{"amount":5}`))}
+	fmt.Println(l.ClaimMessage(ctx, m), errors.Is(l.ClaimMessage(ctx, m), ledger.ErrDuplicateMessage))
+	m.Fingerprint = ledger.MessageFingerprint([]byte(`{"amount":500}`))
+	fmt.Println(errors.Is(l.ClaimMessage(ctx, m), ledger.ErrDuplicateMismatch))
 	// Output:
 	// started: true
 	// started: false stored: {"number":7}
 	// true
 	// <nil> true
+	// true
 }

@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
+
+	"github.com/lockstepgo/lockstep/internal/canon"
 )
 
 // DefaultRetention is how long a record is kept when Options.Retention is
@@ -28,10 +32,17 @@ var (
 	ErrNotHeld = errors.New("ledger: intent not held by this owner")
 	// ErrNotFound: no record under the key.
 	ErrNotFound = errors.New("ledger: no such key")
-	// ErrDuplicateMessage: the message ID was claimed before.
+	// ErrDuplicateMessage: the message ID was claimed before in the same
+	// scope, with the same payload fingerprint (a redelivery).
 	ErrDuplicateMessage = errors.New("ledger: message already claimed")
-	// ErrInvalid: an empty or oversized (MaxIDBytes) key, owner or message
-	// ID, or a bad option.
+	// ErrDuplicateMismatch: the message ID was claimed before in the same
+	// scope with a different payload fingerprint: the sender reused an ID
+	// for another message. Matches *DuplicateMismatchError; it does not
+	// match ErrDuplicateMessage, so a caller that skips redeliveries does
+	// not silently drop it.
+	ErrDuplicateMismatch = errors.New("ledger: message ID reused with a different payload")
+	// ErrInvalid: an empty or oversized (MaxIDBytes) key, owner, message
+	// scope, message ID or message fingerprint, or a bad option.
 	ErrInvalid = errors.New("ledger: invalid argument")
 	// ErrSchemaVersion: the database holds ledger tables of a newer
 	// version than this code knows.
@@ -118,10 +129,102 @@ type Ledger interface {
 	// Prune deletes done records and message claims older than the
 	// retention and returns how many it deleted. Pending records stay.
 	Prune(ctx context.Context) (int, error)
-	// ClaimMessage claims a message ID once. It returns ErrDuplicateMessage
-	// when the ID was claimed within the retention, and ErrInvalid for an
-	// empty ID or one over MaxIDBytes.
-	ClaimMessage(ctx context.Context, id string) error
+	// ClaimMessage claims a message once: the first claim of c.ID in
+	// c.Scope within the retention wins (nil) and records c.Fingerprint.
+	// A later claim of the same scope and ID returns an error matching
+	// ErrDuplicateMessage when its fingerprint is the same, and a
+	// *DuplicateMismatchError (ErrDuplicateMismatch) when it differs;
+	// neither writes anything. It returns an error matching ErrInvalid for
+	// an empty or oversized scope, ID or fingerprint (nothing is written),
+	// or a storage error.
+	ClaimMessage(ctx context.Context, c Claim) error
+}
+
+// Claim names one delivered message for ClaimMessage. Every field is
+// compared as exact bytes: no case folding, trimming or Unicode
+// normalization, so "evt_1", "EVT_1" and "evt_1 " are three messages.
+// Every field is required and at most MaxIDBytes long.
+type Claim struct {
+	// Scope is the namespace in which the sender guarantees that message
+	// IDs are unique: typically the tenant and the channel (the webhook
+	// endpoint, queue or topic) the message came from. The same ID in two
+	// scopes is two messages. Build it with MessageScope when it has
+	// several parts, so that the parts cannot run into each other.
+	Scope string
+	// ID is the sender's message ID (a webhook event ID, a queue message
+	// ID).
+	ID string
+	// Fingerprint is a hash of the message's payload, computed by the
+	// caller (MessageFingerprint). It is stored instead of the payload, and
+	// tells a redelivery (same fingerprint) from the reuse of an ID for
+	// another message (ErrDuplicateMismatch).
+	Fingerprint string
+}
+
+// MessageScope joins parts (say, a tenant and a channel) into a
+// Claim.Scope. Each part is path-escaped before the parts are joined with
+// "/", so that different parts never give the same scope ("a/b", "c" and
+// "a", "b/c" differ); a part without special characters stays readable
+// ("acme/stripe-webhooks"). It never fails; with no parts it returns "",
+// which ClaimMessage refuses with ErrInvalid.
+func MessageScope(parts ...string) string {
+	esc := make([]string, len(parts))
+	for i, p := range parts {
+		esc[i] = url.PathEscape(p)
+	}
+	return strings.Join(esc, "/")
+}
+
+// MessageFingerprint returns the hex SHA-256 (under a domain prefix of
+// this package) of a message's payload as delivered, for
+// Claim.Fingerprint. The bytes are hashed as they are: a sender that
+// re-encodes its payload between deliveries (JSON key order, whitespace)
+// needs a fingerprint of a canonical form instead, such as
+// approval.ArgsHash of the payload. It never fails.
+func MessageFingerprint(payload []byte) string {
+	return canon.Hash([]byte("lockstep/ledger/message/v1"), payload)
+}
+
+// DuplicateMismatchError reports a message ID claimed before in the same
+// scope with a different payload fingerprint. It matches
+// ErrDuplicateMismatch. It names the scope and the ID, never the payload
+// or its fingerprint.
+type DuplicateMismatchError struct {
+	Scope string
+	ID    string
+	// ClaimedAt is when the first claim was recorded.
+	ClaimedAt time.Time
+}
+
+// Error describes the failure, naming the scope and the ID (bounded) and
+// never the payload.
+func (e *DuplicateMismatchError) Error() string {
+	return fmt.Sprintf("ledger: message %q in scope %q was claimed at %s with a different payload; the message was not processed",
+		quoteID(e.ID), quoteID(e.Scope), e.ClaimedAt.UTC().Format(time.RFC3339))
+}
+
+// Is makes errors.Is(err, ErrDuplicateMismatch) true.
+func (e *DuplicateMismatchError) Is(target error) bool { return target == ErrDuplicateMismatch }
+
+// checkClaim refuses a claim with an empty or oversized field.
+func checkClaim(c Claim) error {
+	if err := checkID("message scope", c.Scope); err != nil {
+		return err
+	}
+	if err := checkID("message ID", c.ID); err != nil {
+		return err
+	}
+	return checkID("message fingerprint", c.Fingerprint)
+}
+
+// duplicate is the error of a claim that lost to an earlier claim whose
+// fingerprint is stored (an empty stored fingerprint is a claim migrated
+// from schema version 1, whose payload is unknown: a duplicate).
+func duplicate(c Claim, stored string, at time.Time) error {
+	if stored != "" && stored != c.Fingerprint {
+		return &DuplicateMismatchError{Scope: c.Scope, ID: c.ID, ClaimedAt: at}
+	}
+	return fmt.Errorf("%w (message %q in scope %q)", ErrDuplicateMessage, quoteID(c.ID), quoteID(c.Scope))
 }
 
 // Options configure a ledger. The zero value is usable.
@@ -204,9 +307,9 @@ func short(key string) string {
 	return key
 }
 
-// MaxIDBytes caps idempotency keys, owners and message IDs. Longer ones
-// are refused with ErrInvalid before anything is stored (the keys package
-// nodes derives are 64 bytes).
+// MaxIDBytes caps idempotency keys, owners, and message scopes, IDs and
+// fingerprints. Longer ones are refused with ErrInvalid before anything is
+// stored (the keys package nodes derives are 64 bytes).
 const MaxIDBytes = 1024
 
 // checkID refuses an empty or oversized identifier.

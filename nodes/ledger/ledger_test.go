@@ -313,33 +313,39 @@ func testResolveForget(t *testing.T, newLedger factory) {
 	}
 }
 
+// claim is the claim of a message with payload in scope.
+func claim(scope, id, payload string) ledger.Claim {
+	return ledger.Claim{Scope: scope, ID: id, Fingerprint: ledger.MessageFingerprint([]byte(payload))}
+}
+
 func testMessages(t *testing.T, newLedger factory) {
 	ctx := context.Background()
 	clk := newFakeClock()
 	l := newLedger(t, ledger.Options{Now: clk.Now, Retention: time.Hour})
-	if err := l.ClaimMessage(ctx, ""); !errors.Is(err, ledger.ErrInvalid) {
+	if err := l.ClaimMessage(ctx, claim("s", "", "p")); !errors.Is(err, ledger.ErrInvalid) {
 		t.Errorf("empty ID = %v, want ErrInvalid", err)
 	}
 	for _, id := range []string{"evt_1", "EVT_1", "evt_1 ", "evt_2"} {
-		if err := l.ClaimMessage(ctx, id); err != nil {
+		if err := l.ClaimMessage(ctx, claim("s", id, "p")); err != nil {
 			t.Errorf("first claim of %q = %v", id, err)
 		}
 	}
-	if err := l.ClaimMessage(ctx, "evt_1"); !errors.Is(err, ledger.ErrDuplicateMessage) {
+	if err := l.ClaimMessage(ctx, claim("s", "evt_1", "p")); !errors.Is(err, ledger.ErrDuplicateMessage) {
 		t.Errorf("second claim = %v, want ErrDuplicateMessage", err)
 	}
 	clk.Advance(time.Hour)
-	if err := l.ClaimMessage(ctx, "evt_1"); err != nil {
+	if err := l.ClaimMessage(ctx, claim("s", "evt_1", "p")); err != nil {
 		t.Errorf("claim after the retention = %v", err)
 	}
-	// 8 consumers, 100 messages delivered 3 times each: 100 claims win.
+	// 8 consumers, 100 messages delivered 3 times each: 100 claims win
+	// (TestMessageDedupLoadR44 is the full R44 load).
 	var won atomic.Int64
 	var wg sync.WaitGroup
 	for c := range 8 {
 		wg.Go(func() {
 			for i := range 300 {
-				id := fmt.Sprintf("m%d", (i*7+c)%100)
-				switch err := l.ClaimMessage(ctx, id); {
+				n := (i*7 + c) % 100
+				switch err := l.ClaimMessage(ctx, claim("s", fmt.Sprintf("m%d", n), fmt.Sprintf("payload %d", n))); {
 				case err == nil:
 					won.Add(1)
 				case !errors.Is(err, ledger.ErrDuplicateMessage):
@@ -368,14 +374,25 @@ func testInvalid(t *testing.T, newLedger factory) {
 			t.Errorf("Begin(key of %d bytes, owner of %d bytes, lease %v) = %v, want ErrInvalid", len(in.Key), len(in.Owner), in.Lease, err)
 		}
 	}
-	for _, id := range []string{"", strings.Repeat("m", ledger.MaxIDBytes+1)} {
-		if err := l.ClaimMessage(ctx, id); !errors.Is(err, ledger.ErrInvalid) {
-			t.Errorf("ClaimMessage(ID of %d bytes) = %v, want ErrInvalid", len(id), err)
+	over := strings.Repeat("x", ledger.MaxIDBytes+1)
+	for _, c := range []ledger.Claim{
+		{Scope: "s", ID: "", Fingerprint: "f"},
+		{Scope: "s", ID: over, Fingerprint: "f"},
+		{Scope: "", ID: "m", Fingerprint: "f"},
+		{Scope: over, ID: "m", Fingerprint: "f"},
+		{Scope: "s", ID: "m", Fingerprint: ""},
+		{Scope: "s", ID: "m", Fingerprint: over},
+	} {
+		if err := l.ClaimMessage(ctx, c); !errors.Is(err, ledger.ErrInvalid) {
+			t.Errorf("ClaimMessage(scope of %d bytes, ID of %d, fingerprint of %d) = %v, want ErrInvalid", len(c.Scope), len(c.ID), len(c.Fingerprint), err)
 		}
 	}
 	// At the cap is fine, and nothing refused was stored.
-	if err := l.ClaimMessage(ctx, strings.Repeat("m", ledger.MaxIDBytes)); err != nil {
-		t.Errorf("ClaimMessage(ID of %d bytes) = %v", ledger.MaxIDBytes, err)
+	atCap := strings.Repeat("m", ledger.MaxIDBytes)
+	for _, c := range []ledger.Claim{{Scope: atCap, ID: atCap, Fingerprint: atCap}, {Scope: "s", ID: "m", Fingerprint: "f"}} {
+		if err := l.ClaimMessage(ctx, c); err != nil {
+			t.Errorf("ClaimMessage(scope of %d bytes, ID of %d, fingerprint of %d) = %v", len(c.Scope), len(c.ID), len(c.Fingerprint), err)
+		}
 	}
 	if _, err := l.Get(ctx, "k"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("after refused intents, Get(k) = %v, want ErrNotFound", err)

@@ -14,7 +14,16 @@ type Memory struct {
 	opts     Options
 	mu       sync.Mutex
 	entries  map[string]Entry
-	messages map[string]time.Time
+	messages map[messageKey]claimed
+}
+
+// messageKey is a message's identity: its scope and ID, as exact bytes.
+type messageKey struct{ scope, id string }
+
+// claimed is a recorded claim.
+type claimed struct {
+	fingerprint string
+	at          time.Time
 }
 
 var _ Ledger = (*Memory)(nil)
@@ -26,7 +35,7 @@ func NewMemory(opts Options) (*Memory, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Memory{opts: o, entries: map[string]Entry{}, messages: map[string]time.Time{}}, nil
+	return &Memory{opts: o, entries: map[string]Entry{}, messages: map[messageKey]claimed{}}, nil
 }
 
 // Begin implements Ledger.
@@ -149,30 +158,32 @@ func (m *Memory) Prune(ctx context.Context) (int, error) {
 			n++
 		}
 	}
-	for id, at := range m.messages {
-		if !at.After(cut) {
-			delete(m.messages, id)
+	for k, c := range m.messages {
+		if !c.at.After(cut) {
+			delete(m.messages, k)
 			n++
 		}
 	}
 	return n, nil
 }
 
-// ClaimMessage implements Ledger.
-func (m *Memory) ClaimMessage(ctx context.Context, id string) error {
-	if err := checkID("message ID", id); err != nil {
+// ClaimMessage implements Ledger. The claim is in memory only: it does not
+// survive the process.
+func (m *Memory) ClaimMessage(ctx context.Context, c Claim) error {
+	if err := checkClaim(c); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	now := m.opts.Now()
+	k := messageKey{scope: c.Scope, id: c.ID}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if at, ok := m.messages[id]; ok && now.Before(at.Add(m.opts.Retention)) {
-		return fmt.Errorf("%w (message %q)", ErrDuplicateMessage, quoteID(id))
+	if prev, ok := m.messages[k]; ok && now.Before(prev.at.Add(m.opts.Retention)) {
+		return duplicate(c, prev.fingerprint, prev.at)
 	}
-	m.messages[id] = now
+	m.messages[k] = claimed{fingerprint: c.Fingerprint, at: now}
 	return nil
 }
 

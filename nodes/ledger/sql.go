@@ -10,16 +10,33 @@ import (
 )
 
 // SchemaVersion is the version of the ledger's tables that this code writes.
-// It is stored in lockstep_ledger_meta; NewSQL refuses a newer one.
-const SchemaVersion = 1
+// It is stored in lockstep_ledger_meta; NewSQL upgrades an older one in
+// place and refuses a newer one.
+//
+// Versions:
+//
+//   - 1: lockstep_ledger, and lockstep_messages keyed by the message ID
+//     alone.
+//   - 2: lockstep_messages keyed by (scope, id), with the payload's
+//     fingerprint (R44). The rows of version 1 are kept with an empty
+//     scope and an empty fingerprint: such a row is a claim of its ID in
+//     every scope, with an unknown payload, so a redelivery of a message
+//     claimed before the upgrade is refused with ErrDuplicateMessage
+//     (never ErrDuplicateMismatch) whatever its scope, until the row
+//     expires after the retention. New claims never have an empty scope
+//     or fingerprint.
+const SchemaVersion = 2
 
-// The tables, created IF NOT EXISTS. Times are Unix nanoseconds; result and
-// failure are JSON text, readable with the sqlite3 shell.
-var schemaV1 = []string{
-	`CREATE TABLE IF NOT EXISTS lockstep_ledger_meta (
-		name    TEXT PRIMARY KEY,
-		version INTEGER NOT NULL
-	)`,
+// schemaMeta holds the version of the other tables.
+const schemaMeta = `CREATE TABLE IF NOT EXISTS lockstep_ledger_meta (
+	name    TEXT PRIMARY KEY,
+	version INTEGER NOT NULL
+)`
+
+// The tables of the current version, created IF NOT EXISTS. Times are Unix
+// nanoseconds; result and failure are JSON text, readable with the sqlite3
+// shell. TEXT compares with SQLite's BINARY collation: exact bytes.
+var schema = []string{
 	`CREATE TABLE IF NOT EXISTS lockstep_ledger (
 		key          TEXT PRIMARY KEY,
 		tool         TEXT NOT NULL,
@@ -33,10 +50,34 @@ var schemaV1 = []string{
 		completed_at INTEGER
 	)`,
 	`CREATE INDEX IF NOT EXISTS lockstep_ledger_created ON lockstep_ledger (created_at)`,
-	`CREATE TABLE IF NOT EXISTS lockstep_messages (
-		id         TEXT PRIMARY KEY,
-		claimed_at INTEGER NOT NULL
-	)`,
+	messagesV2("IF NOT EXISTS lockstep_messages"),
+}
+
+// messagesV2 is the DDL of the messages table of version 2: table is its
+// name, after "IF NOT EXISTS" or not.
+func messagesV2(table string) string {
+	return `CREATE TABLE ` + table + ` (
+		scope       TEXT NOT NULL,
+		id          TEXT NOT NULL,
+		fingerprint TEXT NOT NULL,
+		claimed_at  INTEGER NOT NULL,
+		PRIMARY KEY (scope, id)
+	)`
+}
+
+// migrations[v] upgrades the tables from version v to v+1, in the
+// transaction of NewSQL: all of them commit, or none.
+var migrations = map[int][]string{
+	// 1 → 2: lockstep_messages gains a scope and a fingerprint, and its key
+	// becomes (scope, id). SQLite cannot change a primary key in place, so
+	// the table is rebuilt; the old rows keep their claim time and get an
+	// empty scope and fingerprint (see SchemaVersion).
+	1: {
+		messagesV2("lockstep_messages_v2"),
+		`INSERT INTO lockstep_messages_v2 (scope, id, fingerprint, claimed_at) SELECT '', id, '', claimed_at FROM lockstep_messages`,
+		`DROP TABLE lockstep_messages`,
+		`ALTER TABLE lockstep_messages_v2 RENAME TO lockstep_messages`,
+	},
 }
 
 // SQL is a Ledger in SQL tables of a database/sql database: the SQLite file
@@ -66,11 +107,12 @@ func NewSQL(ctx context.Context, db *sql.DB, opts Options) (*SQL, error) {
 	}
 	l := &SQL{db: db, opts: o}
 	err = l.tx(ctx, func(tx *sql.Tx) error {
-		for _, s := range schemaV1 {
-			if _, err := tx.ExecContext(ctx, s); err != nil {
-				return err
-			}
+		if _, err := tx.ExecContext(ctx, schemaMeta); err != nil {
+			return err
 		}
+		// A fresh database gets the current version; one written by
+		// version 1 keeps its row (version 1 wrote it with its tables, in
+		// one transaction) and is upgraded below.
 		if _, err := tx.ExecContext(ctx, `INSERT INTO lockstep_ledger_meta (name, version) VALUES ('ledger', ?) ON CONFLICT (name) DO NOTHING`, SchemaVersion); err != nil {
 			return err
 		}
@@ -78,10 +120,27 @@ func NewSQL(ctx context.Context, db *sql.DB, opts Options) (*SQL, error) {
 		if err := tx.QueryRowContext(ctx, `SELECT version FROM lockstep_ledger_meta WHERE name = 'ledger'`).Scan(&v); err != nil {
 			return err
 		}
-		if v > SchemaVersion {
-			return fmt.Errorf("%w: the database has ledger schema version %d; this code knows up to %d", ErrSchemaVersion, v, SchemaVersion)
+		if v > SchemaVersion || v < 1 {
+			return fmt.Errorf("%w: the database has ledger schema version %d; this code knows 1 to %d", ErrSchemaVersion, v, SchemaVersion)
 		}
-		return nil
+		from := v
+		for ; v < SchemaVersion; v++ {
+			for _, s := range migrations[v] {
+				if _, err := tx.ExecContext(ctx, s); err != nil {
+					return fmt.Errorf("upgrade from version %d: %w", v, err)
+				}
+			}
+		}
+		for _, s := range schema {
+			if _, err := tx.ExecContext(ctx, s); err != nil {
+				return err
+			}
+		}
+		if from == SchemaVersion {
+			return nil
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE lockstep_ledger_meta SET version = ? WHERE name = 'ledger'`, SchemaVersion)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ledger: create tables: %w", err)
@@ -336,33 +395,47 @@ func (l *SQL) Prune(ctx context.Context) (int, error) {
 	return int(n), nil
 }
 
-// ClaimMessage implements Ledger.
-func (l *SQL) ClaimMessage(ctx context.Context, id string) error {
-	if err := checkID("message ID", id); err != nil {
+// ClaimMessage implements Ledger. The claim commits on its own; to commit
+// it with the effect it guards, use ClaimMessageTx.
+func (l *SQL) ClaimMessage(ctx context.Context, c Claim) error {
+	if err := checkClaim(c); err != nil {
 		return err
 	}
-	err := l.tx(ctx, func(tx *sql.Tx) error { return l.claimIn(ctx, tx, id) })
-	if err != nil && !errors.Is(err, ErrDuplicateMessage) {
+	err := l.tx(ctx, func(tx *sql.Tx) error { return l.claimIn(ctx, tx, c) })
+	if err != nil && !errors.Is(err, ErrDuplicateMessage) && !errors.Is(err, ErrDuplicateMismatch) {
 		return fmt.Errorf("ledger: claim message: %w", err)
 	}
 	return err
 }
 
-// ClaimMessageTx claims a message ID inside the caller's transaction, so
-// that the claim commits or rolls back with the effect it guards (the
-// dedup row and the effect in one transaction). It returns what
-// ClaimMessage returns; the caller must roll back on ErrDuplicateMessage.
-func (l *SQL) ClaimMessageTx(ctx context.Context, tx *sql.Tx, id string) error {
-	if err := checkID("message ID", id); err != nil {
+// ClaimMessageTx claims a message inside the caller's transaction tx (on
+// the ledger's database), so that the claim commits or rolls back with the
+// effect it guards: the dedup row and the effect in one transaction. A
+// crash before the commit leaves neither, and the redelivery is processed.
+// It returns what ClaimMessage returns: nil when the claim wins; an error
+// matching ErrDuplicateMessage, a *DuplicateMismatchError
+// (ErrDuplicateMismatch) or ErrInvalid, having written nothing in tx; or
+// the database's error, after which the caller must roll tx back.
+func (l *SQL) ClaimMessageTx(ctx context.Context, tx *sql.Tx, c Claim) error {
+	if err := checkClaim(c); err != nil {
 		return err
 	}
-	return l.claimIn(ctx, tx, id)
+	return l.claimIn(ctx, tx, c)
 }
 
-func (l *SQL) claimIn(ctx context.Context, tx *sql.Tx, id string) error {
+// claimIn inserts the claim, or replaces an expired one, unless a live
+// claim of the ID exists in the scope or was migrated from version 1
+// (an empty scope). The write comes first, so that the transaction takes the
+// write lock at once; when it writes nothing, the live claim decides the
+// error.
+func (l *SQL) claimIn(ctx context.Context, tx *sql.Tx, c Claim) error {
 	now := l.opts.Now()
-	res, err := tx.ExecContext(ctx, `INSERT INTO lockstep_messages (id, claimed_at) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET claimed_at = excluded.claimed_at WHERE lockstep_messages.claimed_at <= ?`,
-		id, nanos(now), nanos(now.Add(-l.opts.Retention)))
+	cut := nanos(now.Add(-l.opts.Retention))
+	res, err := tx.ExecContext(ctx, `INSERT INTO lockstep_messages (scope, id, fingerprint, claimed_at)
+		SELECT ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM lockstep_messages WHERE scope = '' AND id = ? AND claimed_at > ?)
+		ON CONFLICT (scope, id) DO UPDATE SET fingerprint = excluded.fingerprint, claimed_at = excluded.claimed_at
+		WHERE lockstep_messages.claimed_at <= ?`,
+		c.Scope, c.ID, c.Fingerprint, nanos(now), c.ID, cut, cut)
 	if err != nil {
 		return err
 	}
@@ -370,8 +443,18 @@ func (l *SQL) claimIn(ctx context.Context, tx *sql.Tx, id string) error {
 	if err != nil {
 		return err
 	}
-	if n == 0 {
-		return fmt.Errorf("%w (message %q)", ErrDuplicateMessage, quoteID(id))
+	if n == 1 {
+		return nil
 	}
-	return nil
+	var (
+		fp string
+		at int64
+	)
+	// The claim in the scope itself first (scope '' sorts first).
+	err = tx.QueryRowContext(ctx, `SELECT fingerprint, claimed_at FROM lockstep_messages WHERE id = ? AND (scope = ? OR scope = '') AND claimed_at > ? ORDER BY scope DESC LIMIT 1`,
+		c.ID, c.Scope, cut).Scan(&fp, &at)
+	if err != nil {
+		return fmt.Errorf("read the claim of message %q: %w", quoteID(c.ID), err)
+	}
+	return duplicate(c, fp, fromNanos(at))
 }

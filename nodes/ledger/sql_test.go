@@ -64,6 +64,9 @@ func TestSQLSurvivesReopen(t *testing.T) {
 	}
 }
 
+// TestSQLClaimMessageTx: the claim inside the caller's transaction commits
+// or rolls back with the caller's effect (R44), and a refused claim writes
+// nothing in it.
 func TestSQLClaimMessageTx(t *testing.T) {
 	ctx := context.Background()
 	db := openDB(t, filepath.Join(t.TempDir(), "l.db"))
@@ -71,31 +74,83 @@ func TestSQLClaimMessageTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A claim rolled back with its effect does not count.
+	if _, err := db.Exec(`CREATE TABLE effects (id TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	evt := claim("acme/orders", "evt", `{"amount":5}`)
+	// deliver claims evt and records its effect in one transaction, which
+	// it commits or rolls back.
+	deliver := func(c ledger.Claim, commit bool) error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if err := l.ClaimMessageTx(ctx, tx, c); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO effects (id) VALUES (?)`, c.ID); err != nil {
+			t.Fatal(err)
+		}
+		if commit {
+			return tx.Commit()
+		}
+		return nil
+	}
+	// A claim rolled back with its effect does not count: neither is kept.
+	if err := deliver(evt, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(t, db, `SELECT COUNT(*) FROM effects`) + count(t, db, `SELECT COUNT(*) FROM lockstep_messages`); got != 0 {
+		t.Errorf("after a rolled-back claim and effect, %d rows are left, want 0", got)
+	}
+	if err := deliver(evt, true); err != nil {
+		t.Errorf("claim after a rolled-back claim = %v", err)
+	}
+	if err := deliver(evt, true); !errors.Is(err, ledger.ErrDuplicateMessage) {
+		t.Errorf("ClaimMessageTx of a claimed message = %v, want ErrDuplicateMessage", err)
+	}
+	other := claim("acme/orders", "evt", `{"amount":500}`)
+	var mm *ledger.DuplicateMismatchError
+	if err := deliver(other, true); !errors.As(err, &mm) || mm.Scope != "acme/orders" || mm.ID != "evt" {
+		t.Errorf("ClaimMessageTx with another payload = %v, want *DuplicateMismatchError", err)
+	}
+	for _, c := range []ledger.Claim{{Scope: "s", Fingerprint: "f"}, {ID: "evt", Fingerprint: "f"}, {Scope: "s", ID: "evt"}} {
+		if err := deliver(c, true); !errors.Is(err, ledger.ErrInvalid) {
+			t.Errorf("ClaimMessageTx(%+v) = %v, want ErrInvalid", c, err)
+		}
+	}
+	// A refused claim writes nothing in the caller's transaction: the
+	// caller's other writes commit, and the stored claim is unchanged.
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.ClaimMessageTx(ctx, tx, "evt"); err != nil {
+	if err := l.ClaimMessageTx(ctx, tx, other); !errors.Is(err, ledger.ErrDuplicateMismatch) {
+		t.Errorf("ClaimMessageTx with another payload = %v", err)
+	}
+	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.Rollback(); err != nil {
+	if got := count(t, db, `SELECT COUNT(*) FROM effects`); got != 1 {
+		t.Errorf("effects = %d, want 1", got)
+	}
+	var fp string
+	if err := db.QueryRow(`SELECT fingerprint FROM lockstep_messages WHERE scope = ? AND id = ?`, evt.Scope, evt.ID).Scan(&fp); err != nil || fp != evt.Fingerprint {
+		t.Errorf("stored fingerprint = %q, %v; want the first claim's", fp, err)
+	}
+	if got := count(t, db, `SELECT COUNT(*) FROM lockstep_messages`); got != 1 {
+		t.Errorf("claims stored = %d, want 1", got)
+	}
+}
+
+func count(t testing.TB, db *sql.DB, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(q, args...).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.ClaimMessage(ctx, "evt"); err != nil {
-		t.Errorf("claim after a rolled-back claim = %v", err)
-	}
-	tx, err = db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if err := l.ClaimMessageTx(ctx, tx, "evt"); !errors.Is(err, ledger.ErrDuplicateMessage) {
-		t.Errorf("ClaimMessageTx of a claimed ID = %v", err)
-	}
-	if err := l.ClaimMessageTx(ctx, tx, ""); !errors.Is(err, ledger.ErrInvalid) {
-		t.Errorf("ClaimMessageTx(\"\") = %v", err)
-	}
+	return n
 }
 
 const helperEnv = "LOCKSTEP_LEDGER_HELPER"

@@ -1,0 +1,490 @@
+package ledger_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockstepgo/lockstep/nodes/ledger"
+)
+
+// claimStep is one claim of a scenario, after advancing the clock by
+// advance; want is nil, ErrDuplicateMessage, ErrDuplicateMismatch or
+// ErrInvalid.
+type claimStep struct {
+	advance time.Duration
+	c       ledger.Claim
+	want    error
+}
+
+// TestMessageClaimsR44 is the contract of R44's message dedup, run against
+// every implementation: a redelivery is a duplicate; the same (scope, ID)
+// with another payload is ErrDuplicateMismatch and writes nothing; the
+// same ID in two scopes wins in both; scopes and IDs compare as exact
+// bytes; empty or oversized fields are ErrInvalid and write nothing.
+func TestMessageClaimsR44(t *testing.T) {
+	const s1, s2 = "acme/orders", "globex/orders"
+	p1, p2 := `{"card":"canary-4242","amount":5}`, `{"card":"canary-4242","amount":500}`
+	over := strings.Repeat("x", ledger.MaxIDBytes+1)
+	cases := []struct {
+		name  string
+		steps []claimStep
+	}{
+		{"redelivery-same-payload", []claimStep{
+			{c: claim(s1, "evt_1", p1)},
+			{c: claim(s1, "evt_1", p1), want: ledger.ErrDuplicateMessage},
+			{advance: time.Minute, c: claim(s1, "evt_1", p1), want: ledger.ErrDuplicateMessage},
+		}},
+		{"same-id-other-payload-mismatch", []claimStep{
+			{c: claim(s1, "evt_1", p1)},
+			{c: claim(s1, "evt_1", p2), want: ledger.ErrDuplicateMismatch},
+			// Nothing was written: the other payload still mismatches, and
+			// the first one is still a plain duplicate.
+			{c: claim(s1, "evt_1", p2), want: ledger.ErrDuplicateMismatch},
+			{c: claim(s1, "evt_1", p1), want: ledger.ErrDuplicateMessage},
+		}},
+		{"same-id-two-scopes", []claimStep{
+			{c: claim(s1, "evt_1", p1)},
+			{c: claim(s2, "evt_1", p1)},
+			{c: claim(s2, "evt_1", p2), want: ledger.ErrDuplicateMismatch},
+			{c: claim(s1, "evt_1", p1), want: ledger.ErrDuplicateMessage},
+			{c: claim(s2, "evt_1", p1), want: ledger.ErrDuplicateMessage},
+		}},
+		{"ids-case-and-whitespace-are-exact-bytes", exactBytes([]string{
+			"evt_1", "EVT_1", "Evt_1", "evt_1 ", " evt_1", "evt_1\n", "evt_1\t", "evt_1\u00a0",
+			"évt_1", "e\u0301vt_1", // NFC and NFD
+			"evt_1\x00", "evt_1\xff", // NUL and invalid UTF-8
+		}, func(v string) ledger.Claim { return claim(s1, v, p1) })},
+		{"scopes-case-and-whitespace-are-exact-bytes", exactBytes([]string{
+			"acme/orders", "ACME/orders", "acme/orders ", " acme/orders", "acme/Orders",
+		}, func(v string) ledger.Claim { return claim(v, "evt_1", p1) })},
+		{"message-scope-parts-never-collide", []claimStep{
+			{c: claim(ledger.MessageScope("a/b", "c"), "evt_1", p1)},
+			{c: claim(ledger.MessageScope("a", "b/c"), "evt_1", p1)},
+			{c: claim(ledger.MessageScope("a", "b", "c"), "evt_1", p1)},
+			{c: claim(ledger.MessageScope("a%2Fb", "c"), "evt_1", p1)},
+			{c: claim(ledger.MessageScope("a/b", "c"), "evt_1", p1), want: ledger.ErrDuplicateMessage},
+		}},
+		{"empty-id", []claimStep{
+			{c: claim(s1, "", p1), want: ledger.ErrInvalid},
+			{c: claim(s1, "", p1), want: ledger.ErrInvalid},
+			{c: claim(s1, " ", p1)}, // not empty: a message
+		}},
+		{"empty-scope-writes-nothing", []claimStep{
+			{c: claim("", "evt_1", p1), want: ledger.ErrInvalid},
+			{c: ledger.Claim{Scope: ledger.MessageScope(), ID: "evt_1", Fingerprint: "f"}, want: ledger.ErrInvalid},
+			// Had the empty scope been stored, it would read as a claim
+			// migrated from version 1 and refuse evt_1 in every scope.
+			{c: claim(s1, "evt_1", p2)},
+		}},
+		{"empty-fingerprint", []claimStep{
+			{c: ledger.Claim{Scope: s1, ID: "evt_1"}, want: ledger.ErrInvalid},
+			{c: claim(s1, "evt_1", p1)},
+		}},
+		{"oversized", []claimStep{
+			{c: claim(over, "evt_1", p1), want: ledger.ErrInvalid},
+			{c: claim(s1, over, p1), want: ledger.ErrInvalid},
+			{c: ledger.Claim{Scope: s1, ID: "evt_1", Fingerprint: over}, want: ledger.ErrInvalid},
+			{c: claim(over[1:], over[1:], p1)},
+			{c: claim(s1, "evt_1", p1)},
+		}},
+		{"mismatch-after-retention-wins", []claimStep{
+			{c: claim(s1, "evt_1", p1)},
+			{advance: time.Hour - time.Nanosecond, c: claim(s1, "evt_1", p2), want: ledger.ErrDuplicateMismatch},
+			{advance: time.Nanosecond, c: claim(s1, "evt_1", p2)},
+			{c: claim(s1, "evt_1", p1), want: ledger.ErrDuplicateMismatch},
+			{c: claim(s1, "evt_1", p2), want: ledger.ErrDuplicateMessage},
+		}},
+	}
+	for name, newLedger := range implementations() {
+		t.Run(name, func(t *testing.T) {
+			for _, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) {
+					ctx := context.Background()
+					clk := newFakeClock()
+					l := newLedger(t, ledger.Options{Now: clk.Now, Retention: time.Hour})
+					for i, st := range tc.steps {
+						clk.Advance(st.advance)
+						checkClaimErr(t, fmt.Sprintf("step %d (scope %q, ID %q)", i, short(st.c.Scope), short(st.c.ID)), st.c, l.ClaimMessage(ctx, st.c), st.want)
+					}
+				})
+			}
+		})
+	}
+}
+
+// exactBytes claims every variant once (each wins), then again (each is a
+// duplicate).
+func exactBytes(variants []string, mk func(string) ledger.Claim) []claimStep {
+	var steps []claimStep
+	for _, v := range variants {
+		steps = append(steps, claimStep{c: mk(v)})
+	}
+	for _, v := range variants {
+		steps = append(steps, claimStep{c: mk(v), want: ledger.ErrDuplicateMessage})
+	}
+	return steps
+}
+
+func short(s string) string {
+	if len(s) > 20 {
+		return s[:20] + "…"
+	}
+	return s
+}
+
+// checkClaimErr checks a claim's error against want, and that a mismatch
+// is typed, distinct from a duplicate, and names no payload.
+func checkClaimErr(t *testing.T, what string, c ledger.Claim, err, want error) {
+	t.Helper()
+	switch {
+	case want == nil:
+		if err != nil {
+			t.Errorf("%s = %v, want it to win", what, err)
+		}
+		return
+	case !errors.Is(err, want):
+		t.Errorf("%s = %v, want %v", what, err, want)
+		return
+	}
+	if want == ledger.ErrDuplicateMismatch {
+		var mm *ledger.DuplicateMismatchError
+		if !errors.As(err, &mm) || mm.Scope != c.Scope || mm.ID != c.ID || mm.ClaimedAt.IsZero() {
+			t.Errorf("%s = %#v, want a *DuplicateMismatchError naming the scope and ID", what, err)
+		}
+		if errors.Is(err, ledger.ErrDuplicateMessage) {
+			t.Errorf("%s matches ErrDuplicateMessage: a caller that skips redeliveries would drop it", what)
+		}
+	}
+	if want == ledger.ErrDuplicateMessage && errors.Is(err, ledger.ErrDuplicateMismatch) {
+		t.Errorf("%s = %v: a redelivery reported as a mismatch", what, err)
+	}
+	if msg := err.Error(); strings.Contains(msg, "canary") || (c.Fingerprint != "" && strings.Contains(msg, c.Fingerprint)) {
+		t.Errorf("%s: error %q names the payload or its fingerprint", what, msg)
+	}
+}
+
+// r44Consumer handles one delivery: it claims the message and, when the
+// claim wins, records the effect. It reports whether it recorded one.
+// When crash(), called after a winning claim, is true, it dies after the
+// claim and before the effect (R44's afterDedupInsertBeforeEffect), where
+// the implementation can.
+type r44Consumer func(ctx context.Context, c ledger.Claim, payload string, inFlight func(), crash func() bool) (effect bool, err error)
+
+// TestMessageDedupLoadR44 is R44's load: 1,000 messages, each delivered 3
+// times, shuffled, to 8 concurrent consumers; some deliveries arrive while
+// another copy of the message is in flight (a third of the messages come
+// as a burst of their 3 copies, and the winner holds its claim open for a
+// moment). Exactly 1,000 effects are recorded, one per message. On SQL the
+// effect is written in the transaction of the claim (ClaimMessageTx), and
+// the first winning copy of every tenth message crashes between the claim
+// and the effect (its transaction rolls back): the redelivery is then
+// processed cleanly.
+func TestMessageDedupLoadR44(t *testing.T) {
+	const messages, copies, consumers = 1000, 3, 8
+	scope := ledger.MessageScope("tenant-a", "orders")
+	t.Run("memory", func(t *testing.T) {
+		l, err := ledger.NewMemory(ledger.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		effects := map[string]string{}
+		consume := func(ctx context.Context, c ledger.Claim, payload string, inFlight func(), _ func() bool) (bool, error) {
+			if err := l.ClaimMessage(ctx, c); err != nil {
+				return false, err
+			}
+			inFlight()
+			mu.Lock()
+			defer mu.Unlock()
+			if _, ok := effects[c.ID]; ok {
+				return false, fmt.Errorf("second effect of %s", c.ID)
+			}
+			effects[c.ID] = payload
+			return true, nil
+		}
+		runR44Load(t, scope, messages, copies, consumers, consume)
+		if len(effects) != messages {
+			t.Errorf("effects recorded = %d, want %d", len(effects), messages)
+		}
+	})
+	t.Run("sql", func(t *testing.T) {
+		ctx := context.Background()
+		db := openDB(t, filepath.Join(t.TempDir(), "l.db"))
+		l, err := ledger.NewSQL(ctx, db, ledger.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(`CREATE TABLE r44_effects (id TEXT NOT NULL, payload TEXT NOT NULL)`); err != nil {
+			t.Fatal(err)
+		}
+		var crashes atomic.Int64
+		consume := func(ctx context.Context, c ledger.Claim, payload string, inFlight func(), crash func() bool) (bool, error) {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				return false, err
+			}
+			defer tx.Rollback()
+			if err := l.ClaimMessageTx(ctx, tx, c); err != nil {
+				return false, err
+			}
+			inFlight()
+			if crash() {
+				crashes.Add(1)
+				return false, nil // dies here: the deferred rollback drops the claim
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO r44_effects (id, payload) VALUES (?, ?)`, c.ID, payload); err != nil {
+				return false, err
+			}
+			return true, tx.Commit()
+		}
+		runR44Load(t, scope, messages, copies, consumers, consume)
+		if got := count(t, db, `SELECT COUNT(*) FROM r44_effects`); got != messages {
+			t.Errorf("effect rows = %d, want %d", got, messages)
+		}
+		if got := count(t, db, `SELECT COUNT(DISTINCT id) FROM r44_effects`); got != messages {
+			t.Errorf("messages with an effect = %d, want %d", got, messages)
+		}
+		if got := count(t, db, `SELECT COUNT(*) FROM lockstep_messages WHERE scope = ?`, scope); got != messages {
+			t.Errorf("claims stored = %d, want %d", got, messages)
+		}
+		if crashes.Load() != messages/10 {
+			t.Errorf("crashes after the claim = %d, want %d", crashes.Load(), messages/10)
+		}
+	})
+}
+
+// runR44Load delivers the messages and checks that each had one effect,
+// that the losers were duplicates, and that some deliveries overlapped a
+// copy in flight.
+func runR44Load(t *testing.T, scope string, messages, copies, consumers int, consume r44Consumer) {
+	t.Helper()
+	ctx := context.Background()
+	type delivery struct{ n int }
+	// Units: a burst holds the copies of one message back to back.
+	var units [][]delivery
+	for n := range messages {
+		if n%3 == 0 {
+			var burst []delivery
+			for range copies {
+				burst = append(burst, delivery{n})
+			}
+			units = append(units, burst)
+			continue
+		}
+		for range copies {
+			units = append(units, []delivery{{n}})
+		}
+	}
+	r := rand.New(rand.NewPCG(44, 44))
+	r.Shuffle(len(units), func(i, j int) { units[i], units[j] = units[j], units[i] })
+	queue := make(chan delivery, messages*copies)
+	for _, u := range units {
+		for _, d := range u {
+			queue <- d
+		}
+	}
+	close(queue)
+
+	active := make([]atomic.Int32, messages) // deliveries of message n under way
+	crashed := make([]atomic.Bool, messages)
+	var effects, duplicates, overlapped atomic.Int64
+	perMessage := make([]atomic.Int32, messages)
+	var wg sync.WaitGroup
+	for range consumers {
+		wg.Go(func() {
+			for d := range queue {
+				if active[d.n].Add(1) > 1 {
+					overlapped.Add(1) // another copy is in flight
+				}
+				payload := fmt.Sprintf(`{"order":%d,"amount":%d}`, d.n, d.n*7)
+				c := ledger.Claim{Scope: scope, ID: fmt.Sprintf("evt_%04d", d.n), Fingerprint: ledger.MessageFingerprint([]byte(payload))}
+				hold := func() {
+					if d.n%3 == 0 {
+						time.Sleep(2 * time.Millisecond) // keep the claim in flight
+					}
+				}
+				crash := func() bool { return d.n%10 == 0 && crashed[d.n].CompareAndSwap(false, true) }
+				effect, err := consume(ctx, c, payload, hold, crash)
+				switch {
+				case errors.Is(err, ledger.ErrDuplicateMessage):
+					duplicates.Add(1)
+				case err != nil:
+					t.Errorf("delivery of %s: %v", c.ID, err)
+				case effect:
+					effects.Add(1)
+					perMessage[d.n].Add(1)
+				}
+				active[d.n].Add(-1)
+			}
+		})
+	}
+	wg.Wait()
+	if effects.Load() != int64(messages) {
+		t.Errorf("effects = %d, want %d", effects.Load(), messages)
+	}
+	for n := range perMessage {
+		if got := perMessage[n].Load(); got != 1 {
+			t.Errorf("message %d had %d effects, want 1", n, got)
+		}
+	}
+	if overlapped.Load() == 0 {
+		t.Errorf("no delivery overlapped a copy in flight: the load did not test concurrency")
+	}
+	t.Logf("effects %d, duplicates %d, deliveries that overlapped a copy in flight %d", effects.Load(), duplicates.Load(), overlapped.Load())
+}
+
+// schemaV1 is the ledger's DDL of schema version 1, verbatim, for the
+// migration test.
+var schemaV1 = []string{
+	`CREATE TABLE IF NOT EXISTS lockstep_ledger_meta (
+		name    TEXT PRIMARY KEY,
+		version INTEGER NOT NULL
+	)`,
+	`CREATE TABLE IF NOT EXISTS lockstep_ledger (
+		key          TEXT PRIMARY KEY,
+		tool         TEXT NOT NULL,
+		args_hash    TEXT NOT NULL,
+		state        TEXT NOT NULL CHECK (state IN ('pending', 'done')),
+		result       TEXT,
+		failure      TEXT,
+		owner        TEXT NOT NULL,
+		lease_until  INTEGER NOT NULL,
+		created_at   INTEGER NOT NULL,
+		completed_at INTEGER
+	)`,
+	`CREATE INDEX IF NOT EXISTS lockstep_ledger_created ON lockstep_ledger (created_at)`,
+	`CREATE TABLE IF NOT EXISTS lockstep_messages (
+		id         TEXT PRIMARY KEY,
+		claimed_at INTEGER NOT NULL
+	)`,
+	`INSERT INTO lockstep_ledger_meta (name, version) VALUES ('ledger', 1)`,
+}
+
+// v1Database writes a database as schema version 1 left it: a done record
+// under "k", a message claimed an hour before now ("old-live") and one
+// claimed 25 hours before ("old-expired").
+func v1Database(t *testing.T, now time.Time) (*sql.DB, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "v1.db")
+	db := openDB(t, path)
+	for _, s := range schemaV1 {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	created := now.Add(-2 * time.Hour).UnixNano()
+	if _, err := db.Exec(`INSERT INTO lockstep_ledger (key, tool, args_hash, state, result, owner, lease_until, created_at, completed_at) VALUES ('k', 'create_issue', 'h1', 'done', '{"n":1}', 'a', ?, ?, ?)`,
+		created, created, created); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO lockstep_messages (id, claimed_at) VALUES ('old-live', ?), ('old-expired', ?)`,
+		now.Add(-time.Hour).UnixNano(), now.Add(-25*time.Hour).UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	return db, path
+}
+
+// TestSQLMigrationV1R44: NewSQL upgrades a database of schema version 1 to
+// version 2 in place. Its records are read as before; its message claims
+// keep their time and, having no scope or fingerprint, refuse their ID in
+// every scope as a duplicate (never a mismatch) until they expire; after
+// that the ID is claimed per scope like any other.
+func TestSQLMigrationV1R44(t *testing.T) {
+	ctx := context.Background()
+	clk := newFakeClock()
+	db, path := v1Database(t, clk.Now())
+	opts := ledger.Options{Now: clk.Now, Retention: 24 * time.Hour}
+	l, err := ledger.NewSQL(ctx, db, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := count(t, db, `SELECT version FROM lockstep_ledger_meta WHERE name = 'ledger'`); v != 2 {
+		t.Fatalf("schema version after the upgrade = %d, want 2", v)
+	}
+	if e, err := l.Get(ctx, "k"); err != nil || e.State != ledger.StateDone || string(e.Outcome.Result) != `{"n":1}` {
+		t.Errorf("record of version 1 after the upgrade = %+v, %v", e, err)
+	}
+	if n := count(t, db, `SELECT COUNT(*) FROM lockstep_messages WHERE scope = '' AND fingerprint = ''`); n != 2 {
+		t.Errorf("claims of version 1 kept = %d, want 2", n)
+	}
+	steps := []claimStep{
+		{c: claim("acme/orders", "old-live", "p1"), want: ledger.ErrDuplicateMessage},
+		{c: claim("globex/orders", "old-live", "p2"), want: ledger.ErrDuplicateMessage},
+		{c: claim("acme/orders", "old-expired", "p1")},
+		{c: claim("acme/orders", "new", "p1")},
+		{c: claim("globex/orders", "new", "p1")},
+		{c: claim("globex/orders", "new", "p2"), want: ledger.ErrDuplicateMismatch},
+		// The old claim expires 24 h after it was made (an hour before the
+		// upgrade): then the ID is claimed per scope.
+		{advance: 23*time.Hour - time.Nanosecond, c: claim("acme/orders", "old-live", "p1"), want: ledger.ErrDuplicateMessage},
+		{advance: time.Nanosecond, c: claim("acme/orders", "old-live", "p1")},
+		{c: claim("globex/orders", "old-live", "p2")},
+		{c: claim("acme/orders", "old-live", "p2"), want: ledger.ErrDuplicateMismatch},
+	}
+	for i, st := range steps {
+		clk.Advance(st.advance)
+		err := l.ClaimMessage(ctx, st.c)
+		checkClaimErr(t, fmt.Sprintf("step %d (scope %q, ID %q)", i, st.c.Scope, st.c.ID), st.c, err, st.want)
+		if i == 1 { // refused claims of a migrated ID wrote nothing
+			if n := count(t, db, `SELECT COUNT(*) FROM lockstep_messages WHERE id = 'old-live'`); n != 1 {
+				t.Errorf("rows of old-live after refused claims = %d, want 1", n)
+			}
+		}
+	}
+	if n, err := l.Prune(ctx); err != nil || n < 1 {
+		t.Errorf("Prune = %d, %v; want the expired claims of version 1 deleted", n, err)
+	}
+	if n := count(t, db, `SELECT COUNT(*) FROM lockstep_messages WHERE scope = ''`); n != 0 {
+		t.Errorf("claims of version 1 left after Prune = %d, want 0", n)
+	}
+	// Opening the upgraded file again changes nothing.
+	db.Close()
+	db2 := openDB(t, path)
+	l2, err := ledger.NewSQL(ctx, db2, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l2.ClaimMessage(ctx, claim("acme/orders", "new", "p1")); !errors.Is(err, ledger.ErrDuplicateMessage) {
+		t.Errorf("claim after reopening = %v, want ErrDuplicateMessage", err)
+	}
+}
+
+// TestSQLMigrationAtomicR44: an upgrade that fails leaves the database of
+// version 1 as it was (the upgrade is one transaction), and succeeds once
+// the obstacle is gone.
+func TestSQLMigrationAtomicR44(t *testing.T) {
+	ctx := context.Background()
+	clk := newFakeClock()
+	db, _ := v1Database(t, clk.Now())
+	if _, err := db.Exec(`CREATE TABLE lockstep_messages_v2 (leftover TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ledger.NewSQL(ctx, db, ledger.Options{Now: clk.Now}); err == nil {
+		t.Fatal("NewSQL over an obstructed upgrade succeeded")
+	}
+	if v := count(t, db, `SELECT version FROM lockstep_ledger_meta WHERE name = 'ledger'`); v != 1 {
+		t.Errorf("version after a failed upgrade = %d, want 1", v)
+	}
+	if n := count(t, db, `SELECT COUNT(*) FROM lockstep_messages WHERE id IN ('old-live', 'old-expired')`); n != 2 {
+		t.Errorf("claims of version 1 after a failed upgrade = %d, want 2", n)
+	}
+	if _, err := db.Exec(`DROP TABLE lockstep_messages_v2`); err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.NewSQL(ctx, db, ledger.Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.ClaimMessage(ctx, claim("acme/orders", "old-live", "p")); !errors.Is(err, ledger.ErrDuplicateMessage) {
+		t.Errorf("claim of a version 1 ID after the upgrade = %v, want ErrDuplicateMessage", err)
+	}
+}
