@@ -159,7 +159,7 @@ func soakOrder(thread string) (string, int) {
 type soakApp struct {
 	saver    *sqlite.Saver
 	store    *approval.SQLStore
-	ledger   ledger.Ledger
+	ledger   *ledger.SQL
 	provider *soakProvider
 	runner   *graph.Runnable[soakState]
 	inbox    *approval.Inbox
