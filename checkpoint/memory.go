@@ -15,7 +15,7 @@ import (
 )
 
 // MemorySaver keeps checkpoints in memory. It implements Saver,
-// ThreadLister, InterruptLister and Pruner with the same rules as the SQLite
+// ThreadLister, InterruptLister, Pruner and ChainPutter with the same rules as the SQLite
 // saver (delta blobs, head compare-and-swap, leases), so tests and
 // short-lived programs behave exactly as they would on disk. Everything is
 // lost when the process exits. It is safe for concurrent use.
@@ -31,6 +31,7 @@ var (
 	_ ThreadLister    = (*MemorySaver)(nil)
 	_ InterruptLister = (*MemorySaver)(nil)
 	_ Pruner          = (*MemorySaver)(nil)
+	_ ChainPutter     = (*MemorySaver)(nil)
 )
 
 type threadKey struct{ thread, ns string }

@@ -18,7 +18,8 @@ import (
 )
 
 // Saver is a checkpoint.Saver on one SQLite file. It implements
-// checkpoint.Saver, ThreadLister, InterruptLister, Pruner and Vacuumer. It
+// checkpoint.Saver, ThreadLister, InterruptLister, Pruner, Vacuumer and
+// ChainPutter. It
 // is safe for concurrent use by many goroutines, and several processes (or
 // several Savers in one process) may open the same file: writes are
 // serialised by SQLite's write lock, reads run in parallel with them.
@@ -45,6 +46,7 @@ var (
 	_ checkpoint.InterruptLister = (*Saver)(nil)
 	_ checkpoint.Pruner          = (*Saver)(nil)
 	_ checkpoint.Vacuumer        = (*Saver)(nil)
+	_ checkpoint.ChainPutter     = (*Saver)(nil)
 )
 
 // Open opens (creating it if needed) the database file at path and brings
