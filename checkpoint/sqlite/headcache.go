@@ -131,8 +131,13 @@ func (c *headCache) remove(key headKey) {
 
 // size is the bytes of the entry's row and writes.
 func (e *cachedHead) size() int {
-	n := len(e.metadata) + len(e.versions) + len(e.channels) + len(e.taskWrite)
-	for _, w := range e.writes {
+	return len(e.metadata) + len(e.versions) + len(e.channels) + len(e.taskWrite) + writesBytes(e.writes)
+}
+
+// writesBytes is the size of pending writes, as a head's entry counts it.
+func writesBytes(ws []pendingRow) int {
+	n := 0
+	for _, w := range ws {
 		n += len(w.w.Value) + len(w.w.TaskID) + len(w.w.Channel) + len(w.w.Node) + len(w.w.Path)
 	}
 	return n
@@ -161,11 +166,7 @@ func (c *headCache) get(thread, ns string) (getResult, bool) {
 
 // readSize is the size headOfRead's entry would have.
 func readSize(r *cpRow, writes []pendingRow) int {
-	n := len(r.metadata) + len(r.versions) + len(r.channels) + len(r.taskWrite)
-	for _, w := range writes {
-		n += len(w.w.Value) + len(w.w.TaskID) + len(w.w.Channel) + len(w.w.Node) + len(w.w.Path)
-	}
-	return n
+	return len(r.metadata) + len(r.versions) + len(r.channels) + len(r.taskWrite) + writesBytes(writes)
 }
 
 // headOfRead is the entry for a head as getQuery read it (copied).
