@@ -28,7 +28,8 @@ type ResumeFunc func(ctx context.Context, rec Record) error
 // Command{ResumeByID: {rec.ID: rec.Decision}} and the given run options.
 //
 // When the thread already holds this answer but never finished the step
-// (the process died after saving the answer, mid-node), Resume fails with
+// (the answer was saved with the node's first durable step, and the
+// process died mid-node, or the step's own save failed), Resume fails with
 // graph.ErrAlreadyAnswered and the thread is pending; the function then
 // continues it, so the run completes. Nodes that must not repeat work on
 // that path wrap it in graph.Durable, as the tool node does.

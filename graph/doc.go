@@ -45,6 +45,17 @@
 // unfinished tasks of the interrupted step run again, from their first
 // line; [Durable] keeps work inside a node from running twice.
 //
+// A resume claims the thread, then reads and checks the pending
+// interrupts, so two resumes of one interrupt cannot both run. Its
+// answers are then held and saved with the run's first write, in that
+// write's transaction: the resumed step's checkpoint (as writes of the
+// task that produced it), the interrupts or failure that end the step, a
+// finished sibling's writes, or the fence of the first [Durable] step, so
+// that a durable step's result is never saved without the answer it was
+// computed from. When that write fails the answers stay held for the
+// next one, and the run saves them on its own before it returns. A crash
+// before any write leaves the thread waiting with no answer saved.
+//
 // # Inspecting
 //
 // [Runnable.GetState] and [Runnable.History] return [Snapshot] values:

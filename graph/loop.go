@@ -49,6 +49,10 @@ func (r *Runnable[S]) Invoke(ctx context.Context, thread string, input Update[S]
 // the pending ones; unanswered tasks pause again), and cmd.Update is applied
 // first. The interrupted tasks run again from their first line; tasks that
 // finished in the interrupted step keep their saved writes and do not run.
+// Resume claims the thread before it reads the pending interrupts; answers
+// without an Update are saved in the transaction of the run's first write
+// (see the package doc), so a crash before it leaves the thread waiting as
+// it was.
 //
 // Resume fails closed: ErrNothingToResume when the thread does not wait,
 // a *ResumeError (ErrAmbiguousResume, ErrUnknownInterrupt,
@@ -137,6 +141,19 @@ type run[S any] struct {
 	heldMu   sync.Mutex
 	held     *checkpoint.PutRequest
 	heldLost bool // saving held failed: fr is not the thread's head
+
+	// answers are a resume's __resume__ writes on the checkpoint answersOn
+	// (the resumed step's starting checkpoint), not saved yet. They are
+	// saved with the run's first write: in the transaction of the step's
+	// checkpoint (as writes of the tasks that produced it), with the
+	// interrupts or failures that end the step, or with the first pending
+	// write a task saves; when the run ends without writing, on their own.
+	// A resume is then one transaction with the work it unblocks, and a
+	// crash before it leaves the thread waiting as it was. Guarded by
+	// heldMu, which is held while they are saved, so that no write of a
+	// concurrent task (a durable step's result) overtakes them.
+	answers   []checkpoint.TaskWrites
+	answersOn string
 }
 
 func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opts []RunOption, emit func(Event[S]) bool) (Result[S], error) {
@@ -173,9 +190,10 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 	}
 	res, err := ru.loop(ctx)
 	if ferr := ru.flushHeld(ctx); ferr != nil {
-		// The run ended before its __start__ step was saved (cancelled,
-		// stopped, or the step failed) and the input could not be saved
-		// either: the run failed, whatever the loop says.
+		// The run ended before its __start__ step, or its first write
+		// after a resume, was saved (cancelled, stopped, or the step
+		// failed), and the input or the answers could not be saved either:
+		// the run failed, whatever the loop says.
 		res, err = zero, errors.Join(ferr, err)
 	}
 	if ru.saver != nil && ru.fr != nil && len(ru.fr.dirty) == 0 && !ru.heldLost {
@@ -425,8 +443,10 @@ func pendingInterrupts[S any](tasks []*task[S]) []interrupt.Interrupt {
 	return out
 }
 
-// startResume validates a resume command against the pending interrupts
-// and saves the answers (claiming the thread) before any node runs.
+// startResume claims the thread and validates a resume command against
+// the pending interrupts before any node runs. A command with an Update
+// saves it and the answers at once; answers alone are held (run.answers)
+// and saved with the run's first write.
 func (ru *run[S]) startResume(ctx context.Context, cmd Command[S]) error {
 	r := ru.r
 	f, tp, err := ru.claimHead(ctx)
@@ -540,7 +560,14 @@ func (ru *run[S]) startResume(ctx context.Context, cmd Command[S]) error {
 		}
 		writes = append(writes, checkpoint.TaskWrites{TaskID: nt.id, Writes: ws})
 	}
-	if len(writes) > 0 {
+	switch {
+	case len(writes) == 0:
+	case cmd.Update.IsZero():
+		// Only answers: they are saved with the resumed run's first write
+		// (see run.answers). The claim above already made this run the
+		// only one that can resume the thread.
+		ru.answers, ru.answersOn = writes, f.id
+	default:
 		if err := ru.putWrites(ctx, f.id, writes, false); err != nil {
 			return err
 		}
@@ -622,9 +649,32 @@ func (ru *run[S]) putWrites(ctx context.Context, head string, tasks []checkpoint
 	// Work that already happened is saved even when the caller has
 	// cancelled: cancellation takes effect at the next step boundary.
 	ctx = context.WithoutCancel(ctx)
-	if err := ru.flushHeld(ctx); err != nil {
+	ru.heldMu.Lock()
+	if ru.held == nil && ru.answers == nil {
+		ru.heldMu.Unlock()
+		return ru.writePending(ctx, head, tasks, release)
+	}
+	defer ru.heldMu.Unlock()
+	if err := ru.flushInput(ctx); err != nil {
 		return err
 	}
+	if ru.answers == nil || ru.answersOn != head {
+		if err := ru.flushAnswers(ctx); err != nil {
+			return err
+		}
+		return ru.writePending(ctx, head, tasks, release)
+	}
+	answers := ru.answers
+	ru.answers = nil
+	if err := ru.writePending(ctx, head, mergeTaskWrites(answers, tasks), release); err != nil {
+		ru.answers = answers // saved when the run ends, if the thread allows
+		return err
+	}
+	return nil
+}
+
+// writePending saves pending writes on the head (see putWrites).
+func (ru *run[S]) writePending(ctx context.Context, head string, tasks []checkpoint.TaskWrites, release bool) error {
 	err := ru.saver.PutWrites(ctx, checkpoint.WritesRequest{
 		Ref:   checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: head},
 		Tasks: tasks, Lease: ru.lease, Release: release,
@@ -634,6 +684,22 @@ func (ru *run[S]) putWrites(ctx context.Context, head string, tasks []checkpoint
 	}
 	ru.setLeased(head, !release)
 	return nil
+}
+
+// mergeTaskWrites returns the writes of held and tasks, one entry per
+// task: held writes are appended to a task's own. Neither input is
+// modified.
+func mergeTaskWrites(held, tasks []checkpoint.TaskWrites) []checkpoint.TaskWrites {
+	out := slices.Clone(tasks)
+	for _, h := range held {
+		i := slices.IndexFunc(out, func(tw checkpoint.TaskWrites) bool { return tw.TaskID == h.TaskID })
+		if i < 0 {
+			out = append(out, h)
+			continue
+		}
+		out[i].Writes = append(slices.Clip(out[i].Writes), h.Writes...)
+	}
+	return out
 }
 
 // save writes f as a new checkpoint whose parent is f.parentID. unsaved are
@@ -652,8 +718,24 @@ func (ru *run[S]) save(ctx context.Context, f *frame[S], source checkpoint.Sourc
 		reqs = []checkpoint.PutRequest{*ru.held, req}
 		ru.held = nil
 	}
+	answers := ru.answers
+	if answers != nil {
+		if ru.answersOn != req.Checkpoint.ParentID {
+			if err := ru.flushAnswers(ctx); err != nil {
+				return err
+			}
+		} else {
+			ru.answers = nil
+			// The answers are writes of the tasks that produced the
+			// checkpoint: pending writes of its parent, as ParentWrites are.
+			reqs[len(reqs)-1].ParentWrites = mergeTaskWrites(answers, req.ParentWrites)
+		}
+	}
 	if err := ru.put(ctx, reqs); err != nil {
 		ru.heldLost = len(reqs) > 1
+		if ru.answers == nil {
+			ru.answers = answers // saved when the run ends, if the thread allows
+		}
 		return err
 	}
 	f.markSaved(&req.Checkpoint)
@@ -714,11 +796,21 @@ func (ru *run[S]) put(ctx context.Context, reqs []checkpoint.PutRequest) error {
 	return nil
 }
 
-// flushHeld saves the held input checkpoint on its own, if there is one.
-// Every write other than the __start__ step's checkpoint calls it first.
+// flushHeld saves what the run holds on its own: the input checkpoint,
+// then a resume's answers. Every write that cannot carry them calls it
+// first, and the run calls it when it ends.
 func (ru *run[S]) flushHeld(ctx context.Context) error {
 	ru.heldMu.Lock()
 	defer ru.heldMu.Unlock()
+	if err := ru.flushInput(ctx); err != nil {
+		return err
+	}
+	return ru.flushAnswers(ctx)
+}
+
+// flushInput saves the held input checkpoint on its own, if there is one.
+// The caller holds heldMu.
+func (ru *run[S]) flushInput(ctx context.Context) error {
 	if ru.held == nil {
 		return nil
 	}
@@ -728,6 +820,19 @@ func (ru *run[S]) flushHeld(ctx context.Context) error {
 		ru.heldLost = true
 		return err
 	}
+	return nil
+}
+
+// flushAnswers saves a resume's held answers on their own, if there are
+// any. The caller holds heldMu.
+func (ru *run[S]) flushAnswers(ctx context.Context) error {
+	if ru.answers == nil {
+		return nil
+	}
+	if err := ru.writePending(context.WithoutCancel(ctx), ru.answersOn, ru.answers, false); err != nil {
+		return err // still held: the next write, or the run's end, saves them
+	}
+	ru.answers = nil
 	return nil
 }
 
@@ -1098,8 +1203,20 @@ func (ru *run[S]) reportTasks(todo []*task[S]) {
 // has taken the thread over, as after this process was paused past its
 // lease. Durable calls it before running a step.
 func (ru *run[S]) confirmOwner(ctx context.Context, head string) error {
-	if err := ru.flushHeld(ctx); err != nil {
-		return err
+	ru.heldMu.Lock()
+	wrote := ru.answers != nil && ru.answersOn == head
+	err := ru.flushInput(ctx)
+	if err == nil {
+		err = ru.flushAnswers(ctx)
+	}
+	ru.heldMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("graph: thread %q: the run could not confirm it owns the thread: %w", ru.thread, err)
+	}
+	if wrote {
+		// Saving the held answers on head under the run's lease was the
+		// confirming write.
+		return nil
 	}
 	ru.mu.Lock()
 	defer ru.mu.Unlock()
