@@ -54,6 +54,11 @@ type cachedHead struct {
 	mark                                    string
 	crc                                     int64
 	writes                                  []pendingRow
+	// own: the entry holds only what this saver wrote (its checksums
+	// were computed from the values, not read), so a read served from it
+	// skips verifying them again. An entry recorded from a read is
+	// verified by every read, as a read of the file is.
+	own bool
 }
 
 const (
@@ -153,7 +158,8 @@ func (c *headCache) get(thread, ns string) (getResult, bool) {
 	// A fresh cpRow (its decoded state is filled per read) and fresh
 	// bytes: what a Get returns belongs to its caller.
 	row := &cpRow{ns: e.ns, id: e.id, parent: e.parent, step: e.step, source: e.source, created: e.created,
-		metadata: []byte(e.metadata), versions: []byte(e.versions), channels: []byte(e.channels), mark: e.mark, crc: e.crc}
+		metadata: []byte(e.metadata), versions: []byte(e.versions), channels: []byte(e.channels), mark: e.mark, crc: e.crc,
+		checked: e.own}
 	if e.taskWrite != "" {
 		row.taskWrite = []byte(e.taskWrite)
 	}
@@ -161,7 +167,7 @@ func (c *headCache) get(thread, ns string) (getResult, bool) {
 	for i := range writes {
 		writes[i].w.Value = bytes.Clone(writes[i].w.Value)
 	}
-	return getResult{row: row, writes: writes}, true
+	return getResult{row: row, writes: writes, verified: e.own}, true
 }
 
 // readSize is the size headOfRead's entry would have.
@@ -185,7 +191,7 @@ func headOfRead(r *cpRow, writes []pendingRow) *cachedHead {
 func (c *headCache) putRow(p *preparedPut) {
 	req, cp := p.req, &p.req.Checkpoint
 	e := &cachedHead{ns: req.NS, id: cp.ID, parent: cp.ParentID, step: p.row.step, source: p.row.source, created: p.row.created,
-		metadata: p.row.metadata, versions: p.row.versions, channels: p.row.channels, mark: cp.Mark, crc: p.row.crc}
+		metadata: p.row.metadata, versions: p.row.versions, channels: p.row.channels, mark: cp.Mark, crc: p.row.crc, own: true}
 	if tw, ok := p.row.taskWrites.(string); ok {
 		e.taskWrite = tw
 	}

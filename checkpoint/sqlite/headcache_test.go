@@ -190,10 +190,36 @@ func TestHeadCacheSeesOtherWriters(t *testing.T) {
 	if _, err := a.DB().ExecContext(ctx, `UPDATE checkpoints SET channels = '{}' WHERE checkpoint_id = ?`, l.head); err != nil {
 		t.Fatal(err)
 	}
-	_, err = a.Get(ctx, checkpoint.Ref{Thread: "t"}, checkpoint.GetOptions{Have: have})
-	var ce *checkpoint.CorruptError
-	if !errors.As(err, &ce) || ce.Checkpoint != l.head {
-		t.Fatalf("after a change through DB(), Get = %v, want a *CorruptError naming %s", err, l.head)
+	// Twice: the second read is served from the entry the first recorded,
+	// which is checked as the file is (only the saver's own writes are
+	// trusted).
+	for range 2 {
+		_, err = a.Get(ctx, checkpoint.Ref{Thread: "t"}, checkpoint.GetOptions{Have: have})
+		var ce *checkpoint.CorruptError
+		if !errors.As(err, &ce) || ce.Checkpoint != l.head {
+			t.Fatalf("after a change through DB(), Get = %v, want a *CorruptError naming %s", err, l.head)
+		}
+	}
+
+	// The same for a pending write whose value changed behind the saver.
+	l2 := putLine(t, a, "t2", 1)
+	lease2 := checkpoint.Lease{Owner: l2.owner, TTL: 60e9}
+	if err := a.PutWrites(ctx, checkpoint.WritesRequest{Ref: checkpoint.Ref{Thread: "t2", ID: l2.head}, Lease: lease2,
+		Tasks: []checkpoint.TaskWrites{{TaskID: "y", Writes: []checkpoint.Write{{Channel: "x", Value: json.RawMessage(`2`)}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Get(ctx, checkpoint.Ref{Thread: "t2"}, checkpoint.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.DB().ExecContext(ctx, `UPDATE writes SET value = '3' WHERE checkpoint_id = ?`, l2.head); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		_, err = a.Get(ctx, checkpoint.Ref{Thread: "t2"}, checkpoint.GetOptions{})
+		var ce *checkpoint.CorruptError
+		if !errors.As(err, &ce) || ce.Checkpoint != l2.head {
+			t.Fatalf("after a pending write changed through DB(), Get = %v, want a *CorruptError naming %s", err, l2.head)
+		}
 	}
 }
 
