@@ -86,10 +86,24 @@
 // one PRAGMA data_version instead of a query; data_version changes
 // whenever another connection or process commits to the file, and then
 // everything remembered is dropped and read again, so a read is never
-// stale. A thread the saver has not written costs nothing extra to read. Several processes may open the same file: the SQLite write
-// lock serialises them, waiting up to the busy timeout. The file must be
-// on a local file system (WAL does not work over a network file system),
-// and nothing but SQLite should open it while it is in use.
+// stale. A thread the saver has not written costs nothing extra to read.
+// Several processes may open the same file: the SQLite write lock
+// serialises them, waiting up to the busy timeout. The file must be on a
+// local file system (WAL does not work over a network file system), and
+// nothing but SQLite should open it while it is in use.
+//
+// The WAL is copied back into the database after commits once it holds
+// 16 MiB, as far as no reader still needs its frames, and starts over
+// once no reader uses it. A reader that holds an old snapshot (a process
+// paused mid-read, a transaction left open through DB()) keeps that from
+// happening, and so can readers that overlap without a gap: the WAL then
+// grows with every commit. Every 64 commits the writer looks at the WAL
+// file, and past 32 MiB runs a checkpoint that waits up to 100 ms for
+// the readers to reach the newest snapshot, copies everything and
+// truncates the file (writers of every process wait meanwhile); when a
+// reader still holds on it tries again 1,024 commits later. While a
+// reader holds an old snapshot the WAL grows regardless: that is SQLite's
+// design, and why a stopped process must not stay stopped.
 //
 // Keep a database's -wal and -shm files with it, and only with it. SQLite
 // replays whatever WAL it finds next to the file, and nothing in a WAL ties

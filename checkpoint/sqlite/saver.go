@@ -35,6 +35,7 @@ type Saver struct {
 	wconn *sql.Conn            // guarded by wsem
 	stmts map[string]*sql.Stmt // prepared on wconn; guarded by wsem
 	heads *headCache           // heads as wconn read or wrote them; guarded by wsem
+	wal   walKeeper            // guarded by wsem
 
 	closeOnce sync.Once
 	closeErr  error
@@ -352,6 +353,7 @@ func (s *Saver) write(ctx context.Context, op opInfo, prefix string, fn func(t *
 	if prefix != "" {
 		s.hook(prefix + ".afterCommit")
 	}
+	s.keepWAL(bg)
 	return nil
 }
 
