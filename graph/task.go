@@ -134,8 +134,8 @@ func (r *Runnable[S]) attach(thread, cpID string, tasks []*task[S], pending []ch
 			}
 			t.answers = a
 		case w.Channel == checkpoint.ChannelInterrupt:
-			var list []interrupt.Interrupt
-			if err := json.Unmarshal(w.Value, &list); err != nil {
+			list, err := decodeInterrupts(w.Value)
+			if err != nil {
 				return &checkpoint.CorruptError{Thread: thread, Checkpoint: cpID, What: "interrupt write of task " + t.id, Err: err}
 			}
 			t.interrupts = list
