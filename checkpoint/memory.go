@@ -405,22 +405,9 @@ func validateTaskWrites(tasks []TaskWrites) error {
 	return nil
 }
 
-// Put implements Saver.
+// Put implements Saver: a chain of one checkpoint.
 func (s *MemorySaver) Put(ctx context.Context, req PutRequest) error {
-	if err := validatePut(&req); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
-	if err := s.checkPut(&req, now); err != nil {
-		return err
-	}
-	s.applyPut(&req, now)
-	return nil
+	return s.PutChain(ctx, []PutRequest{req})
 }
 
 // PutChain implements ChainPutter: reqs are checked as a chain, the first
