@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/internal/faultdb"
 )
 
@@ -43,13 +42,7 @@ func TestPutChainAllOrNothing(t *testing.T) {
 					l = putLine(t, s, "t", 2)
 				}
 				before := listIDs(t, s, "t")
-				var reqs []checkpoint.PutRequest
-				for range 3 {
-					req := l.next()
-					reqs = append(reqs, req)
-					l.committed(req)
-				}
-				reqs[2].Release = true
+				reqs := l.chain(3)
 				fault := tc.fault
 				fault.Err = sqliteErr(10) // SQLITE_IOERR
 				drv.Arm(fault)

@@ -115,16 +115,7 @@ func TestHeadCacheIsExact(t *testing.T) {
 			Writes: []checkpoint.Write{{Channel: checkpoint.ChannelResume, Value: raw(`["yes"]`)}}}), false},
 		{"writes that release after those", writes(true, checkpoint.TaskWrites{TaskID: "d",
 			Writes: []checkpoint.Write{{Channel: "z", Value: raw(`3`)}}}), false},
-		{"chain", func() error {
-			var reqs []checkpoint.PutRequest
-			for range 3 {
-				req := l.next()
-				reqs = append(reqs, req)
-				l.committed(req)
-			}
-			reqs[2].Release = true
-			return s.PutChain(ctx, reqs)
-		}, true},
+		{"chain", func() error { return s.PutChain(ctx, l.chain(3)) }, true},
 	}
 	for _, st := range steps {
 		get() // the cache holds the head before each write, when it can

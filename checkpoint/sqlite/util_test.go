@@ -49,6 +49,18 @@ func (l *line) next() checkpoint.PutRequest {
 	return req
 }
 
+// chain returns the Puts of the next n steps as one chain (recorded as
+// committed), the last releasing the lease.
+func (l *line) chain(n int) []checkpoint.PutRequest {
+	reqs := make([]checkpoint.PutRequest, n)
+	for i := range reqs {
+		reqs[i] = l.next()
+		l.committed(reqs[i])
+	}
+	reqs[n-1].Release = true
+	return reqs
+}
+
 // committed records that req was saved.
 func (l *line) committed(req checkpoint.PutRequest) {
 	l.head, l.logVersion = req.Checkpoint.ID, req.Checkpoint.ID
