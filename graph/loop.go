@@ -189,7 +189,7 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 		return zero, err
 	}
 	res, err := ru.loop(ctx)
-	if ferr := ru.flushHeld(ctx); ferr != nil {
+	if _, ferr := ru.flushHeld(ctx); ferr != nil {
 		// The run ended before its __start__ step, or its first write
 		// after a resume, was saved (cancelled, stopped, or the step
 		// failed), and the input or the answers could not be saved either:
@@ -797,15 +797,23 @@ func (ru *run[S]) put(ctx context.Context, reqs []checkpoint.PutRequest) error {
 }
 
 // flushHeld saves what the run holds on its own: the input checkpoint,
-// then a resume's answers. Every write that cannot carry them calls it
-// first, and the run calls it when it ends.
-func (ru *run[S]) flushHeld(ctx context.Context) error {
+// then a resume's answers. The run calls it when it ends, and a durable
+// step's fence before it runs. It returns the checkpoint the answers were
+// saved on ("" when there were none).
+func (ru *run[S]) flushHeld(ctx context.Context) (answeredOn string, err error) {
 	ru.heldMu.Lock()
 	defer ru.heldMu.Unlock()
 	if err := ru.flushInput(ctx); err != nil {
-		return err
+		return "", err
 	}
-	return ru.flushAnswers(ctx)
+	if ru.answers == nil {
+		return "", nil
+	}
+	on := ru.answersOn
+	if err := ru.flushAnswers(ctx); err != nil {
+		return "", err
+	}
+	return on, nil
 }
 
 // flushInput saves the held input checkpoint on its own, if there is one.
@@ -1203,17 +1211,11 @@ func (ru *run[S]) reportTasks(todo []*task[S]) {
 // has taken the thread over, as after this process was paused past its
 // lease. Durable calls it before running a step.
 func (ru *run[S]) confirmOwner(ctx context.Context, head string) error {
-	ru.heldMu.Lock()
-	wrote := ru.answers != nil && ru.answersOn == head
-	err := ru.flushInput(ctx)
-	if err == nil {
-		err = ru.flushAnswers(ctx)
-	}
-	ru.heldMu.Unlock()
+	answeredOn, err := ru.flushHeld(ctx)
 	if err != nil {
 		return fmt.Errorf("graph: thread %q: the run could not confirm it owns the thread: %w", ru.thread, err)
 	}
-	if wrote {
+	if answeredOn == head {
 		// Saving the held answers on head under the run's lease was the
 		// confirming write.
 		return nil
