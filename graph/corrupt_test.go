@@ -193,9 +193,14 @@ func TestWriteRefusesWhatReadRefuses(t *testing.T) {
 		var ee *graph.EncodeError
 		if !errors.Is(err, graph.ErrNotSerializable) || !errors.As(err, &ee) {
 			t.Errorf("writing %q: %v, want an *EncodeError", raw, err)
+		} else if want := "field Raw"; ee.What != want {
+			t.Errorf("writing %q: the error names %q, want %q", raw, ee.What, want)
 		}
-		if _, err := r.Invoke(context.Background(), "t2", graph.Set(rawState{Raw: json.RawMessage(raw)}, "Raw")); !errors.Is(err, graph.ErrNotSerializable) {
+		_, err = r.Invoke(context.Background(), "t2", graph.Set(rawState{Raw: json.RawMessage(raw)}, "Raw"))
+		if !errors.Is(err, graph.ErrNotSerializable) || !errors.As(err, &ee) {
 			t.Errorf("input %q: %v, want ErrNotSerializable", raw, err)
+		} else if want := "input field Raw"; ee.What != want {
+			t.Errorf("input %q: the error names %q, want %q", raw, ee.What, want)
 		}
 		if tps, _ := saver.List(context.Background(), "t2", checkpoint.ListOptions{}); len(tps) != 0 {
 			t.Errorf("input %q: %d checkpoints written", raw, len(tps))

@@ -357,7 +357,7 @@ func (r *Runnable[S]) encodeFields(st S, what string) (map[string]json.RawMessag
 	v := reflect.ValueOf(&st).Elem()
 	out := make(map[string]json.RawMessage, len(r.schema.fields))
 	for _, f := range r.schema.fields {
-		b, err := encodeValue(v.Field(f.index), &f, what+" field "+f.name, r.cfg.maxValueBytes)
+		b, err := encodeValue(v.Field(f.index), &f, where{prefix: what + " field", field: f.name}, r.cfg.maxValueBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -399,8 +399,13 @@ func (r *Runnable[S]) encodeFrame(f *frame[S], id string) (checkpoint.Checkpoint
 		Mark:      f.mark,
 	}
 	sv := reflect.ValueOf(&f.state).Elem()
+	// One array holds every channel's blob; each channel gets a slice of
+	// one, capped so that an append to it cannot reach its neighbour.
+	blobs := make([]checkpoint.Blob, len(f.dirty))
+	n := 0
 	for ch, d := range f.dirty {
-		b := checkpoint.Blob{Version: id}
+		b := &blobs[n]
+		b.Version = id
 		var err error
 		if i, ok := r.schema.byName[ch]; ok {
 			fl := &r.schema.fields[i]
@@ -408,9 +413,9 @@ func (r *Runnable[S]) encodeFrame(f *frame[S], id string) (checkpoint.Checkpoint
 			old := f.versions[ch]
 			if fl.reducer.kind == kindAppend && !d.full {
 				b.Append, b.Base = true, old
-				b.Data, err = encodeValue(fv.Slice(d.from, fv.Len()), fl, "field "+ch, r.cfg.maxValueBytes)
+				b.Data, err = encodeValue(fv.Slice(d.from, fv.Len()), fl, where{prefix: "field", field: ch}, r.cfg.maxValueBytes)
 			} else {
-				b.Data, err = encodeValue(fv, fl, "field "+ch, r.cfg.maxValueBytes)
+				b.Data, err = encodeValue(fv, fl, where{prefix: "field", field: ch}, r.cfg.maxValueBytes)
 			}
 		} else {
 			b.Data, err = r.encodeInternal(f, ch)
@@ -419,7 +424,8 @@ func (r *Runnable[S]) encodeFrame(f *frame[S], id string) (checkpoint.Checkpoint
 			return cp, err
 		}
 		cp.Versions[ch] = id
-		cp.Channels[ch] = []checkpoint.Blob{b}
+		cp.Channels[ch] = blobs[n : n+1 : n+1]
+		n++
 	}
 	return cp, nil
 }

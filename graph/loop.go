@@ -124,7 +124,9 @@ type run[S any] struct {
 	emit    func(Event[S]) bool
 	floor   string // a fork's ID must sort after this too: the thread's head
 	stopped bool   // the stream's consumer stopped reading
-	log     *slog.Logger
+
+	logOnce sync.Once
+	log     *slog.Logger // the configured logger with the thread and run; see logAttrs
 
 	mu     sync.Mutex // guards leased, done, head and hb for the heartbeat
 	leased bool
@@ -169,7 +171,6 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 	ru := &run[S]{
 		r: r, thread: thread, opts: ro, saver: r.cfg.saver, emit: emit,
 		lease: checkpoint.Lease{Owner: runID, TTL: r.cfg.leaseTTL},
-		log:   r.cfg.logger.With(slog.String("thread", thread), slog.String("run", runID)),
 	}
 	defer ru.finish()
 	if ru.saver == nil && in.kind != inputStart {
@@ -217,7 +218,7 @@ func (ru *run[S]) finish() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := ru.saver.Release(ctx, ru.thread, ru.ns, ru.lease.Owner); err != nil {
-			ru.log.LogAttrs(ctx, slog.LevelWarn, "could not release the thread's lease; it expires on its own", slog.String("error", err.Error()))
+			ru.logAttrs(ctx, slog.LevelWarn, "could not release the thread's lease; it expires on its own", slog.String("error", err.Error()))
 		}
 	}
 }
@@ -245,7 +246,7 @@ func (ru *run[S]) beat() {
 		err := ru.saver.Claim(ctx, checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: ru.head}, ru.lease)
 		cancel()
 		if err != nil {
-			ru.log.LogAttrs(ctx, slog.LevelWarn, "lease renewal failed", slog.String("error", err.Error()))
+			ru.logAttrs(ctx, slog.LevelWarn, "lease renewal failed", slog.String("error", err.Error()))
 		}
 	}
 	ru.hb.Reset(ru.lease.TTL / 3)
@@ -409,7 +410,7 @@ func (r *Runnable[S]) encodeInput(input Update[S]) (*startInput, error) {
 			return nil, &UnknownFieldError{Field: name}
 		}
 		fl := &r.schema.fields[i]
-		b, err := encodeValue(v.Field(fl.index), fl, "input field "+name, r.cfg.maxValueBytes)
+		b, err := encodeValue(v.Field(fl.index), fl, where{prefix: "input field", field: name}, r.cfg.maxValueBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -634,6 +635,30 @@ func (ru *run[S]) resumeFrom(f *frame[S], pending []checkpoint.PendingWrite) err
 	return nil
 }
 
+// logAttrs logs msg with the thread and the run ID when the configured
+// logger takes level. The logger carrying them is made at the first
+// message, so that a run that logs nothing (the default) pays nothing.
+func (ru *run[S]) logAttrs(ctx context.Context, level slog.Level, msg string, attrs ...slog.Attr) {
+	l := ru.r.cfg.logger
+	if !l.Enabled(ctx, level) {
+		return
+	}
+	ru.logOnce.Do(func() {
+		ru.log = l.With(slog.String("thread", ru.thread), slog.String("run", ru.lease.Owner))
+	})
+	ru.log.LogAttrs(ctx, level, msg, attrs...)
+}
+
+// detached returns ctx without its cancellation: ctx itself when it has
+// none (context.WithoutCancel allocates, and most callers pass a context
+// that cannot be cancelled).
+func detached(ctx context.Context) context.Context {
+	if _, ok := ctx.Deadline(); !ok && ctx.Done() == nil {
+		return ctx
+	}
+	return context.WithoutCancel(ctx)
+}
+
 // claim takes the thread's lease without writing.
 func (ru *run[S]) claim(ctx context.Context, head string) error {
 	if err := ru.saver.Claim(ctx, checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: head}, ru.lease); err != nil {
@@ -648,7 +673,7 @@ func (ru *run[S]) claim(ctx context.Context, head string) error {
 func (ru *run[S]) putWrites(ctx context.Context, head string, tasks []checkpoint.TaskWrites, release bool) error {
 	// Work that already happened is saved even when the caller has
 	// cancelled: cancellation takes effect at the next step boundary.
-	ctx = context.WithoutCancel(ctx)
+	ctx = detached(ctx)
 	ru.heldMu.Lock()
 	if ru.held == nil && ru.answers == nil {
 		ru.heldMu.Unlock()
@@ -784,13 +809,13 @@ func (ru *run[S]) put(ctx context.Context, reqs []checkpoint.PutRequest) error {
 	last := &reqs[len(reqs)-1]
 	id, step := last.Checkpoint.ID, last.Checkpoint.Metadata.Step
 	ru.r.hit(HookBeforeSave)
-	if err := checkpoint.PutChain(context.WithoutCancel(ctx), ru.saver, reqs...); err != nil && !ru.committedAnyway(err, id) {
+	if err := checkpoint.PutChain(detached(ctx), ru.saver, reqs...); err != nil && !ru.committedAnyway(err, id) {
 		return fmt.Errorf("graph: thread %q step %d: save checkpoint %s: %w", ru.thread, step, id, err)
 	}
 	ru.r.hit(HookAfterSave)
 	for i := range reqs {
 		cp := &reqs[i].Checkpoint
-		ru.log.LogAttrs(ctx, slog.LevelDebug, "checkpoint saved", slog.Int("step", cp.Metadata.Step), slog.String("source", string(cp.Metadata.Source)), slog.String("checkpoint", cp.ID))
+		ru.logAttrs(ctx, slog.LevelDebug, "checkpoint saved", slog.Int("step", cp.Metadata.Step), slog.String("source", string(cp.Metadata.Source)), slog.String("checkpoint", cp.ID))
 	}
 	ru.setLeased(id, !last.Release)
 	return nil
@@ -837,7 +862,7 @@ func (ru *run[S]) flushAnswers(ctx context.Context) error {
 	if ru.answers == nil {
 		return nil
 	}
-	if err := ru.writePending(context.WithoutCancel(ctx), ru.answersOn, ru.answers, false); err != nil {
+	if err := ru.writePending(detached(ctx), ru.answersOn, ru.answers, false); err != nil {
 		return err // still held: the next write, or the run's end, saves them
 	}
 	ru.answers = nil
@@ -1067,7 +1092,7 @@ func (ru *run[S]) stopStep(ctx context.Context, tasks []*task[S], failed *task[S
 		}
 	}
 	if failed != nil {
-		ru.log.LogAttrs(ctx, slog.LevelWarn, "node failed", slog.String("node", failed.name), slog.Int("step", ru.step), slog.String("error", failed.err.Error()))
+		ru.logAttrs(ctx, slog.LevelWarn, "node failed", slog.String("node", failed.name), slog.Int("step", ru.step), slog.String("error", failed.err.Error()))
 		return zero, &NodeError{Thread: ru.thread, Node: failed.name, TaskID: failed.id, Step: ru.step, Err: failed.err}
 	}
 	values := ru.fr.state
@@ -1191,11 +1216,11 @@ func (ru *run[S]) reportTasks(todo []*task[S]) {
 	for _, t := range todo {
 		switch {
 		case t.err != nil:
-			ru.log.LogAttrs(context.Background(), slog.LevelDebug, "task failed", slog.String("node", t.name), slog.Int("step", ru.step))
+			ru.logAttrs(context.Background(), slog.LevelDebug, "task failed", slog.String("node", t.name), slog.Int("step", ru.step))
 		case len(t.interrupts) > 0 && !t.done:
-			ru.log.LogAttrs(context.Background(), slog.LevelDebug, "task paused", slog.String("node", t.name), slog.Int("step", ru.step))
+			ru.logAttrs(context.Background(), slog.LevelDebug, "task paused", slog.String("node", t.name), slog.Int("step", ru.step))
 		default:
-			ru.log.LogAttrs(context.Background(), slog.LevelDebug, "task done", slog.String("node", t.name), slog.Int("step", ru.step))
+			ru.logAttrs(context.Background(), slog.LevelDebug, "task done", slog.String("node", t.name), slog.Int("step", ru.step))
 		}
 		ru.send(Event[S]{Kind: EventTaskResult, Step: ru.step, Node: t.name, TaskID: t.id, Err: t.err, Interrupts: t.interrupts})
 		if t.done {
@@ -1312,7 +1337,7 @@ func (fl *flusher[S]) save(ctx context.Context, batch []*task[S]) error {
 		}
 		writes = append(writes, checkpoint.TaskWrites{TaskID: t.id, Node: t.name, Path: t.path(), Writes: ws})
 	}
-	if err := fl.ru.putWrites(context.WithoutCancel(ctx), fl.ru.fr.id, writes, false); err != nil {
+	if err := fl.ru.putWrites(detached(ctx), fl.ru.fr.id, writes, false); err != nil {
 		return err
 	}
 	for _, t := range batch {

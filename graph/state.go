@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 
 	"github.com/lockstepgo/lockstep/internal/strictjson"
 )
@@ -243,27 +244,44 @@ func capped(v reflect.Value) reflect.Value {
 // would refuse (invalid UTF-8 or duplicate keys from a MarshalJSON or a
 // json.RawMessage, say) is refused here, when it is written, not reported
 // as corrupt when it is read.
-func encodeValue(v reflect.Value, fl *field, what string, limit int) (json.RawMessage, error) {
+func encodeValue(v reflect.Value, fl *field, what where, limit int) (json.RawMessage, error) {
 	var x any
 	if v.IsValid() {
 		x = v.Interface()
 	}
 	b, err := safeMarshal(x)
 	if err != nil {
-		return nil, &EncodeError{What: what, Err: err}
+		return nil, &EncodeError{What: what.String(), Err: err}
 	}
 	if hasReplacedUTF8(b) {
-		return nil, &EncodeError{What: what, Err: errInvalidUTF8}
+		return nil, &EncodeError{What: what.String(), Err: errInvalidUTF8}
 	}
 	if limit > 0 && len(b) > limit {
-		return nil, &SizeError{What: what, Size: len(b), Limit: limit}
+		return nil, &SizeError{What: what.String(), Size: len(b), Limit: limit}
 	}
 	if fl.strict.Opaque() { // otherwise Marshal's own output always passes
 		if err := fl.strict.Check(b); err != nil {
-			return nil, &EncodeError{What: what, Err: err}
+			return nil, &EncodeError{What: what.String(), Err: err}
 		}
 	}
 	return b, nil
+}
+
+// where names the value encodeValue encodes, for its errors: "field Log",
+// "input field Log", `write of node "n1" to field Log`. It is formatted
+// only when encoding fails, so that a step builds no message it does not
+// need.
+type where struct {
+	prefix string // "field", "input field", "write of node", "send 0 to \"n\" field"
+	node   string // the node that wrote the value, quoted after prefix
+	field  string
+}
+
+func (w where) String() string {
+	if w.node != "" {
+		return w.prefix + " " + strconv.Quote(w.node) + " to field " + w.field
+	}
+	return w.prefix + " " + w.field
 }
 
 var errInvalidUTF8 = errors.New("a string is not valid UTF-8 (JSON would silently replace its bytes)")

@@ -514,13 +514,12 @@ func (r *Runnable[S]) resolve(ctx context.Context, t *task[S], u Update[S], f *f
 			return nil, err
 		}
 	}
-	from := "Goto of node " + strconv.Quote(t.name)
 	for _, n := range u.gotos {
 		if n == END {
 			continue
 		}
 		if _, ok := r.nodes[n]; !ok {
-			return nil, &UnknownNodeError{Name: n, From: from}
+			return nil, &UnknownNodeError{Name: n, From: "Goto of node " + strconv.Quote(t.name)}
 		}
 		writes = append(writes, twrite{channel: checkpoint.BranchPrefix + n, field: -1})
 	}
@@ -640,7 +639,7 @@ func (r *Runnable[S]) encodeWrites(t *task[S]) ([]checkpoint.Write, error) {
 			if w.overwrite {
 				ch = overwritePrefix + w.channel
 			}
-			b, err = encodeValue(w.value, &r.schema.fields[w.field], fmt.Sprintf("write of node %q to field %s", t.name, w.channel), r.cfg.maxValueBytes)
+			b, err = encodeValue(w.value, &r.schema.fields[w.field], where{prefix: "write of node", node: t.name, field: w.channel}, r.cfg.maxValueBytes)
 		case w.send != nil:
 			s := w.send.(*Send[S])
 			var arg map[string]json.RawMessage

@@ -181,7 +181,21 @@ func (r *Runnable[S]) resolveRun(opts []RunOption) (resolvedRun, error) {
 	for _, f := range opts {
 		f(&o)
 	}
-	rr := resolvedRun{before: maps.Clone(r.before), after: maps.Clone(r.after), limit: r.cfg.recursionLimit, metadata: o.metadata, discard: o.discard}
+	// The compiled breakpoints are shared; a run that adds its own gets
+	// copies.
+	rr := resolvedRun{before: r.before, after: r.after, limit: r.cfg.recursionLimit, metadata: o.metadata, discard: o.discard}
+	if len(o.before) > 0 {
+		rr.before = maps.Clone(r.before)
+		if rr.before == nil {
+			rr.before = map[string]bool{}
+		}
+	}
+	if len(o.after) > 0 {
+		rr.after = maps.Clone(r.after)
+		if rr.after == nil {
+			rr.after = map[string]bool{}
+		}
+	}
 	if o.limit != 0 {
 		if o.limit < 1 {
 			return rr, fmt.Errorf("%w: recursion limit %d is below 1", ErrInvalidInput, o.limit)
