@@ -36,6 +36,9 @@ type Saver struct {
 	stmts map[string]*sql.Stmt // prepared on wconn; guarded by wsem
 	heads *headCache           // heads as wconn read or wrote them; guarded by wsem
 	wal   walKeeper            // guarded by wsem
+	// tx is the write transaction in progress, kept here so that a write
+	// does not allocate one; guarded by wsem and cleared when it ends.
+	tx wtx
 
 	closeOnce sync.Once
 	closeErr  error
@@ -211,10 +214,22 @@ func (s *Saver) live() error {
 	return nil
 }
 
-func (s *Saver) hook(point string) {
+// hook calls the test hook, if any, at the point prefix+suffix (the name
+// is only built when there is a hook).
+func (s *Saver) hook(prefix, suffix string) {
 	if s.cfg.hook != nil {
-		s.cfg.hook(point)
+		s.cfg.hook(prefix + suffix)
 	}
+}
+
+// detached returns ctx without its cancellation: ctx itself when it has
+// none (context.WithoutCancel allocates, and most callers pass a context
+// that cannot be cancelled).
+func detached(ctx context.Context) context.Context {
+	if _, ok := ctx.Deadline(); !ok && ctx.Done() == nil {
+		return ctx
+	}
+	return context.WithoutCancel(ctx)
 }
 
 // wtx is a write transaction on the writer connection.
@@ -293,7 +308,10 @@ func (s *Saver) write(ctx context.Context, op opInfo, prefix string, fn func(t *
 	case <-ctx.Done():
 		return op.storeErr(ctx.Err())
 	}
-	defer func() { <-s.wsem }()
+	defer func() {
+		s.tx = wtx{}
+		<-s.wsem
+	}()
 	if err := s.live(); err != nil {
 		return err
 	}
@@ -303,8 +321,9 @@ func (s *Saver) write(ctx context.Context, op opInfo, prefix string, fn func(t *
 	if _, err := s.writer(ctx); err != nil {
 		return op.storeErr(err)
 	}
-	bg := context.WithoutCancel(ctx)
-	t := &wtx{s: s, ctx: bg}
+	bg := detached(ctx)
+	s.tx = wtx{s: s, ctx: bg}
+	t := &s.tx
 	if op.changesHeads() {
 		// Dropped first, recorded again only once committed.
 		t.prevHead = s.heads.entry(op.thread, op.ns)
@@ -322,7 +341,7 @@ func (s *Saver) write(ctx context.Context, op opInfo, prefix string, fn func(t *
 		return op.storeErr(err)
 	}
 	if prefix != "" {
-		s.hook(prefix + ".begin")
+		s.hook(prefix, ".begin")
 	}
 	if err := fn(t); err != nil {
 		s.rollback(bg)
@@ -333,7 +352,7 @@ func (s *Saver) write(ctx context.Context, op opInfo, prefix string, fn func(t *
 		return op.storeErr(err)
 	}
 	if prefix != "" {
-		s.hook(prefix + ".beforeCommit")
+		s.hook(prefix, ".beforeCommit")
 	}
 	commit, err := t.stmt("COMMIT")
 	if err != nil {
@@ -351,7 +370,7 @@ func (s *Saver) write(ctx context.Context, op opInfo, prefix string, fn func(t *
 		s.heads.addWrites(t.prevHead, *t.writeRef, t.writeRows)
 	}
 	if prefix != "" {
-		s.hook(prefix + ".afterCommit")
+		s.hook(prefix, ".afterCommit")
 	}
 	s.keepWAL(bg)
 	return nil
@@ -424,7 +443,7 @@ func (s *Saver) read(ctx context.Context, op opInfo, fn func(c *sql.Conn) error)
 		return op.storeErr(err)
 	}
 	err = fn(conn)
-	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil && inTransaction(conn) {
+	if _, rerr := conn.ExecContext(detached(ctx), "ROLLBACK"); rerr != nil && inTransaction(conn) {
 		conn.Raw(func(any) error { return driver.ErrBadConn })
 	}
 	if err != nil {
