@@ -125,6 +125,15 @@
 // schema-1 thread whose head is not its newest checkpoint). JSON columns
 // are TEXT, so the stock sqlite3 shell shows them.
 //
+// Open adds these tables to a database another program made when its
+// user_version is 0, so that an application can keep its checkpoints
+// beside its own tables (lockstep then owns user_version). A file whose
+// user_version another program set, without lockstep's tables, is refused
+// (ErrNotLockstep) and left as it was. OpenExisting, for tools that only
+// inspect a file they were pointed at, never creates, migrates or
+// otherwise changes one: it opens only a lockstep database at this schema
+// (ErrNotLockstep, ErrSchemaTooOld and ErrSchemaTooNew otherwise).
+//
 //	checkpoints  one row per checkpoint: everything a Put writes
 //	  thread_id, checkpoint_ns, checkpoint_id   the key; IDs sort in creation order
 //	  parent_checkpoint_id       the checkpoint it was written after (NULL for the first)

@@ -27,6 +27,15 @@ var (
 	// ErrSchemaTooNew: the file was written by a newer version of this
 	// package (see SchemaError). The file was not modified.
 	ErrSchemaTooNew = errors.New("checkpoint/sqlite: database schema is newer than this code")
+	// ErrSchemaTooOld: OpenExisting found a file written by an older
+	// version of this package, which only Open migrates (see
+	// SchemaError). The file was not modified.
+	ErrSchemaTooOld = errors.New("checkpoint/sqlite: database schema is older than this code")
+	// ErrNotLockstep: the file is a SQLite database but not one this
+	// package wrote (another program set its schema version, and it has
+	// none of lockstep's tables), or, for OpenExisting, it holds no
+	// lockstep database at all. The file was not modified.
+	ErrNotLockstep = errors.New("checkpoint/sqlite: not a lockstep database")
 	// ErrInvalidConfig: a Config field or the path is invalid (see
 	// ConfigError).
 	ErrInvalidConfig = errors.New("checkpoint/sqlite: invalid configuration")
@@ -39,7 +48,8 @@ var (
 
 // SchemaError reports a database whose schema version (PRAGMA
 // user_version) this code cannot use. It matches ErrSchemaTooNew when the
-// file's version is newer than the code's.
+// file's version is newer than the code's, and ErrSchemaTooOld when it is
+// older (only OpenExisting refuses those; Open migrates them).
 type SchemaError struct {
 	Path string
 	File int // the file's schema version
@@ -48,12 +58,19 @@ type SchemaError struct {
 
 // Error names the file and both schema versions.
 func (e *SchemaError) Error() string {
-	return fmt.Sprintf("checkpoint/sqlite: %s has schema version %d, this code knows up to %d: open it with a newer version of lockstep (the file was not modified)",
+	if e.File < e.Code {
+		return fmt.Sprintf("checkpoint/sqlite: %s has schema version %d, older than this code's %d: open it with Open, which migrates it (the file was not modified)",
+			strconv.Quote(e.Path), e.File, e.Code)
+	}
+	return fmt.Sprintf("checkpoint/sqlite: %s has schema version %d, this code knows up to %d: if it is a lockstep database, open it with a newer version of lockstep (the file was not modified)",
 		strconv.Quote(e.Path), e.File, e.Code)
 }
 
-// Is makes errors.Is(err, ErrSchemaTooNew) true when the file is newer.
-func (e *SchemaError) Is(target error) bool { return target == ErrSchemaTooNew && e.File > e.Code }
+// Is makes errors.Is(err, ErrSchemaTooNew) true when the file is newer,
+// and errors.Is(err, ErrSchemaTooOld) when it is older.
+func (e *SchemaError) Is(target error) bool {
+	return target == ErrSchemaTooNew && e.File > e.Code || target == ErrSchemaTooOld && e.File < e.Code
+}
 
 // StoreError reports a failure of SQLite itself (I/O error, disk full,
 // busy, a failed commit...) during an operation of the saver. It wraps the

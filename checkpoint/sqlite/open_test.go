@@ -5,8 +5,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -353,4 +355,131 @@ func TestOpenZeroedHeader(t *testing.T) {
 			}
 		})
 	}
+}
+
+// foreignDB writes a SQLite file another program could have made: one
+// table of its own and the given user_version (its migration counter).
+func foreignDB(t *testing.T, version int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "app.db")
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{"CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT)", "INSERT INTO orders (item) VALUES ('tea')",
+		"PRAGMA user_version = " + strconv.Itoa(version)} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
+}
+
+// TestOpenExistingChangesNothing: OpenExisting opens only a lockstep
+// database at the current schema. Any other file (missing, empty,
+// another program's database, an older or newer lockstep's) is refused
+// with its typed error and left byte for byte as it was, and no file is
+// created; Open refuses another program's database that has a schema
+// version of its own, and migrates the rest.
+func TestOpenExistingChangesNothing(t *testing.T) {
+	current := func(t *testing.T) string {
+		path := filepath.Join(t.TempDir(), "l.db")
+		s := openAt(t, path, Config{})
+		putLine(t, s, "t", 2)
+		closeChecked(t, s)
+		return path
+	}
+	for _, tc := range []struct {
+		name     string
+		file     func(t *testing.T) string // "" content: no file
+		existing []error                   // what OpenExisting's error matches; nil: it opens
+		open     []error                   // what Open's error matches; nil: it opens
+	}{
+		{name: "missing", file: func(t *testing.T) string { return filepath.Join(t.TempDir(), "none.db") },
+			existing: []error{ErrNotLockstep, fs.ErrNotExist}},
+		{name: "empty", file: func(t *testing.T) string {
+			path := filepath.Join(t.TempDir(), "empty.db")
+			if err := os.WriteFile(path, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return path
+		}, existing: []error{ErrNotLockstep, fs.ErrNotExist}},
+		{name: "app database", file: func(t *testing.T) string { return foreignDB(t, 0) }, existing: []error{ErrNotLockstep}},
+		{name: "app database with a schema version", file: func(t *testing.T) string { return foreignDB(t, 1) },
+			existing: []error{ErrNotLockstep}, open: []error{ErrNotLockstep}},
+		{name: "newer", file: func(t *testing.T) string { return foreignDB(t, schemaVersion+5) },
+			existing: []error{ErrSchemaTooNew}, open: []error{ErrSchemaTooNew}},
+		{name: "schema 1", file: copySchema1, existing: []error{ErrSchemaTooOld}},
+		{name: "current", file: current},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := tc.file(t)
+			before, statErr := os.ReadFile(path)
+			s, err := OpenExisting(path, Config{})
+			if tc.existing == nil {
+				if err != nil {
+					t.Fatalf("OpenExisting: %v", err)
+				}
+				if _, err := s.Get(t.Context(), checkpoint.Ref{Thread: "t"}, checkpoint.GetOptions{}); err != nil {
+					t.Errorf("Get: %v", err)
+				}
+				closeChecked(t, s)
+				return
+			}
+			if err == nil {
+				s.Close()
+				t.Fatal("OpenExisting succeeded")
+			}
+			for _, want := range tc.existing {
+				if !errors.Is(err, want) {
+					t.Errorf("OpenExisting: %v, want it to match %v", err, want)
+				}
+			}
+			if after, err := os.ReadFile(path); (statErr == nil) != (err == nil) || !bytes.Equal(before, after) {
+				t.Fatal("OpenExisting changed or created the file")
+			}
+			for _, suffix := range []string{"-wal", "-journal"} {
+				if _, err := os.Stat(path + suffix); err == nil && tc.name != "schema 1" {
+					t.Errorf("OpenExisting left a %s file", suffix)
+				}
+			}
+			if statErr != nil || len(before) == 0 {
+				return // Open creates those: TestOpen covers it
+			}
+			s, err = Open(path, Config{})
+			if tc.open == nil {
+				if err != nil {
+					t.Fatalf("Open: %v", err)
+				}
+				closeChecked(t, s)
+				return
+			}
+			if err == nil {
+				s.Close()
+				t.Fatal("Open succeeded")
+			}
+			for _, want := range tc.open {
+				if !errors.Is(err, want) {
+					t.Errorf("Open: %v, want it to match %v", err, want)
+				}
+			}
+			if after := fileBytes(t, path); !bytes.Equal(before, after) {
+				t.Fatal("Open changed the file it refused")
+			}
+		})
+	}
+}
+
+// TestOpenSharesAnAppDatabase: Open adds lockstep's tables to a database
+// of another program that has no schema version, beside its own tables.
+func TestOpenSharesAnAppDatabase(t *testing.T) {
+	path := foreignDB(t, 0)
+	s := openAt(t, path, Config{})
+	putLine(t, s, "t", 2)
+	var item string
+	if err := s.DB().QueryRowContext(t.Context(), "SELECT item FROM orders").Scan(&item); err != nil || item != "tea" {
+		t.Errorf("the app's row: %q, %v", item, err)
+	}
+	closeChecked(t, s)
 }

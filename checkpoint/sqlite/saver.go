@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"sync"
@@ -59,13 +60,37 @@ var (
 // file was written by a newer schema (the file is then left byte for byte
 // as it was), and otherwise with an error wrapping the driver's error (a
 // file that is not a database, for example).
+//
+// A SQLite file that lockstep did not write is refused with an error
+// matching ErrNotLockstep when it has a schema version of its own
+// (another program's PRAGMA user_version); one with user_version 0 gets
+// lockstep's tables beside its own, so that an application can keep its
+// checkpoints in its own database.
 func Open(path string, cfg Config) (*Saver, error) {
+	return open(path, cfg, false)
+}
+
+// OpenExisting opens the lockstep database at path as Open does, but
+// never creates, migrates or otherwise changes the file to do so: what
+// only reads (an operator's tool inspecting a file it was pointed at)
+// cannot damage a file that is not what it expected. It fails with an
+// error matching fs.ErrNotExist (and ErrNotLockstep) when there is no file
+// or it is empty, ErrNotLockstep for a SQLite file without lockstep's
+// tables, a *SchemaError matching ErrSchemaTooOld for a file an older
+// lockstep wrote (Open migrates it) and one matching ErrSchemaTooNew for
+// a newer one, and otherwise as Open does. The file is not modified on
+// any of these errors.
+func OpenExisting(path string, cfg Config) (*Saver, error) {
+	return open(path, cfg, true)
+}
+
+func open(path string, cfg Config, existing bool) (*Saver, error) {
 	r, err := resolve(path, cfg)
 	if err != nil {
 		return nil, err
 	}
 	ctx := context.Background()
-	if err := probe(ctx, r); err != nil {
+	if err := probe(ctx, r, existing); err != nil {
 		return nil, err
 	}
 	db, err := sql.Open(r.driverName, r.dsn())
@@ -82,13 +107,21 @@ func Open(path string, cfg Config) (*Saver, error) {
 	return s, nil
 }
 
-// probe reads the schema version of an existing file through a connection
-// that sets no journal mode, so that a file too new for this code is
-// rejected before anything could write to it. A new (or empty) file is
-// created with auto_vacuum=INCREMENTAL and WAL.
-func probe(ctx context.Context, r *resolved) error {
+// probe reads the schema version of an existing file, and whether it has
+// lockstep's tables, through a connection that sets no journal mode, so
+// that a file too new for this code, or not lockstep's, is rejected before
+// anything could write to it. A new (or empty) file is created with
+// auto_vacuum=INCREMENTAL and WAL, unless existing is set: then the file
+// must already be a lockstep database at the current schema.
+func probe(ctx context.Context, r *resolved, existing bool) error {
 	st, err := os.Stat(r.path)
 	if errors.Is(err, os.ErrNotExist) || err == nil && st.Size() == 0 {
+		if existing {
+			if err == nil {
+				err = fs.ErrNotExist // an empty file holds no database
+			}
+			return fmt.Errorf("%w: %s: no database (%w)", ErrNotLockstep, strconv.Quote(r.path), err)
+		}
 		return create(ctx, r)
 	}
 	if err != nil {
@@ -100,11 +133,23 @@ func probe(ctx context.Context, r *resolved) error {
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	var v int
+	var v, tables int
 	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 		return fmt.Errorf("checkpoint/sqlite: open %q: read schema version: %w", r.path, err)
 	}
-	if v > schemaVersion {
+	// Every schema has these two; a file whose user_version some other
+	// program set has neither.
+	const ours = `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('checkpoints', 'threads')`
+	if err := db.QueryRowContext(ctx, ours).Scan(&tables); err != nil {
+		return fmt.Errorf("checkpoint/sqlite: open %q: read the schema: %w", r.path, err)
+	}
+	switch {
+	case v > schemaVersion:
+		// Perhaps a later schema renamed the tables: newer either way.
+		return &SchemaError{Path: r.path, File: v, Code: schemaVersion}
+	case tables < 2 && (v != 0 || existing), existing && v == 0:
+		return fmt.Errorf("%w: %s has no lockstep tables (schema version %d): check the path (the file was not modified)", ErrNotLockstep, strconv.Quote(r.path), v)
+	case existing && v < schemaVersion:
 		return &SchemaError{Path: r.path, File: v, Code: schemaVersion}
 	}
 	return nil

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -349,6 +351,34 @@ func TestDatabaseFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(dir, "missing.db")
+	// Other files that are SQLite but not this lockstep's, in a directory
+	// of their own (SQLite may put -wal and -shm files beside them).
+	other := t.TempDir()
+	appDB := filepath.Join(other, "app.db")
+	db, err := sql.Open("sqlite3", appDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT)", "INSERT INTO orders (item) VALUES ('tea')"} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	oldDB := filepath.Join(other, "old.db")
+	schema1, err := os.ReadFile(filepath.Join("..", "..", "checkpoint", "sqlite", "testdata", "schema1.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(oldDB, schema1, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kept := map[string][]byte{}
+	for _, p := range []string{appDB, oldDB} {
+		if kept[p], err = os.ReadFile(p); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cases := []struct {
 		name string
 		db   string
@@ -360,6 +390,9 @@ func TestDatabaseFile(t *testing.T) {
 		{"directory", dir, []string{"approvals"}, "lockstep: " + dir + " is a directory, not a database file: run an example first or pass --db PATH\n"},
 		{"empty", empty, []string{"state", "t"}, "lockstep: " + empty + " is empty, not a lockstep database: run an example first or pass --db PATH\n"},
 		{"not-sqlite", notDB, []string{"history", "t"}, "lockstep: " + notDB + " is not a SQLite database: run an example first or pass --db PATH\n"},
+		{"app-threads", appDB, []string{"threads"}, "lockstep: " + appDB + " is not a lockstep database (it has none of lockstep's tables; it was not modified): run an example first or pass --db PATH\n"},
+		{"app-approve", appDB, []string{"approve", "x", "--reviewer", "alice"}, "lockstep: " + appDB + " is not a lockstep database (it has none of lockstep's tables; it was not modified): run an example first or pass --db PATH\n"},
+		{"older", oldDB, []string{"approvals"}, "lockstep: " + oldDB + " was written by an older lockstep (it was not modified): open it once with the program that uses it, which upgrades it, or with this version's library\n"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -374,6 +407,11 @@ func TestDatabaseFile(t *testing.T) {
 				t.Errorf("JSON error does not say no_database:\n%s", got.stdout)
 			}
 		})
+	}
+	for p, want := range kept {
+		if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, want) {
+			t.Errorf("%s changed (%v)", p, err)
+		}
 	}
 	if _, err := os.Stat(missing); !os.IsNotExist(err) {
 		t.Errorf("the missing database was created (stat: %v)", err)

@@ -16,9 +16,10 @@ import (
 // sqliteMagic starts every SQLite database file.
 const sqliteMagic = "SQLite format 3\x00"
 
-// openSaver opens the database named by --db. It never creates a file: a
-// missing, empty or non-SQLite file is a failure that says what to do.
-// The caller closes the saver.
+// openSaver opens the database named by --db. It never creates, migrates
+// or otherwise changes a file to open it: a missing, empty, non-SQLite or
+// non-lockstep file, or one an older lockstep wrote, is a failure that
+// says what to do. The caller closes the saver.
 func (e *env) openSaver() (*sqlite.Saver, error) {
 	path := e.opts.db
 	noDB := func(msg string, err error) error {
@@ -41,10 +42,18 @@ func (e *env) openSaver() (*sqlite.Saver, error) {
 	} else if !ok {
 		return nil, noDB(path+" is not a SQLite database", nil)
 	}
-	s, err := sqlite.Open(path, sqlite.Config{})
-	if err != nil {
+	// OpenExisting neither creates, migrates nor otherwise changes the
+	// file: --db may name some other program's database by mistake.
+	s, err := sqlite.OpenExisting(path, sqlite.Config{})
+	switch {
+	case errors.Is(err, sqlite.ErrNotLockstep):
+		return nil, noDB(path+" is not a lockstep database (it has none of lockstep's tables; it was not modified)", err)
+	case errors.Is(err, sqlite.ErrSchemaTooOld):
+		return nil, &failure{code: exitInternal, kind: kindNoDatabase, msg: path + " was written by an older lockstep (it was not modified)",
+			hint: "open it once with the program that uses it, which upgrades it, or with this version's library", err: err}
+	case err != nil:
 		return nil, &failure{code: exitInternal, kind: kindInternal, msg: fmt.Sprintf("cannot open %s: %v", path, err),
-			hint: "check that --db names a lockstep database and that this lockstep is as new as the program that wrote it", err: err}
+			hint: "check that --db names a lockstep database, that you may write to it and its directory (SQLite keeps -wal and -shm files beside it), and that this lockstep is as new as the program that wrote it", err: err}
 	}
 	return s, nil
 }

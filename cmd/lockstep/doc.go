@@ -111,7 +111,10 @@
 // # Safety
 //
 // Reading commands change nothing in the database (they do not even create
-// the approval tables). Values are printed as stored; the runtime never
+// the approval tables). No command creates, migrates or adds tables to a
+// file that is not already a lockstep database of this version: a --db
+// that names another program's database, or one an older lockstep wrote,
+// is refused and left as it was. Values are printed as stored; the runtime never
 // stores secrets. Tables escape control characters and invisible
 // direction marks in stored text, so that text a model wrote cannot drive
 // the terminal; JSON output escapes them too.
