@@ -76,8 +76,8 @@ func approvalsCommand(fs *flag.FlagSet) runner {
 	fs.StringVar(&f.Tool, "tool", "", "only calls of `TOOL`")
 	fs.StringVar(&f.Owner, "owner", "", "only requests owned by `OWNER`")
 	fs.StringVar(&f.Thread, "thread", "", "only requests of `THREAD`")
-	fs.Var(&older, "older-than", "only requests created at least `DURATION` ago")
-	fs.Var(&expiring, "expiring-within", "only requests that expire within `DURATION`")
+	fs.Var(&older, "older-than", "only requests created at least `DURATION` ago (0: no filter)")
+	fs.Var(&expiring, "expiring-within", "only requests that expire within `DURATION` (0: no filter)")
 	fs.IntVar(&f.Limit, "limit", approval.DefaultPageSize, fmt.Sprintf("show at most `N` approvals (1 to %d)", approval.MaxPageSize))
 	fs.StringVar(&f.Cursor, "cursor", "", "continue after the page that printed `CURSOR` (same filters)")
 	return func(ctx context.Context, e *env, _ []string) error {

@@ -49,6 +49,7 @@ func TestReadCommands(t *testing.T) {
 		{"help", now, []string{"help"}},
 		{"help-flag", now, []string{"-h"}},
 		{"help-approve", now, []string{"help", "approve"}},
+		{"help-help", now, []string{"help", "help"}},
 		{"approve-h", now, []string{"approve", "-h"}},
 		{"threads", threadsNow, []string{"threads"}},
 		{"threads-json", threadsNow, []string{"--json", "threads"}},

@@ -22,6 +22,9 @@ const sqliteMagic = "SQLite format 3\x00"
 // says what to do. The caller closes the saver.
 func (e *env) openSaver() (*sqlite.Saver, error) {
 	path := e.opts.db
+	if path == "" {
+		return nil, usageError("--db needs a file path", "pass --db PATH, or leave it out for ./lockstep.db")
+	}
 	noDB := func(msg string, err error) error {
 		return &failure{code: exitInternal, kind: kindNoDatabase, msg: msg,
 			hint: "run an example first or pass --db PATH", err: err}

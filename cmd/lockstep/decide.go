@@ -47,6 +47,9 @@ func decideCommand(fs *flag.FlagSet, outcome approval.Outcome) runner {
 	}
 	return func(ctx context.Context, e *env, pos []string) error {
 		id := pos[0]
+		if id == "" {
+			return usageError(name+" needs an approval ID", "run `lockstep approvals` to list the pending approvals")
+		}
 		if strings.TrimSpace(*reviewer) == "" {
 			return usageError(name+" needs --reviewer NAME", "a decision records who made it")
 		}

@@ -187,6 +187,9 @@ func (e *env) help(args []string) error {
 	case 0:
 		return e.usage(e.stdout)
 	case 1:
+		if args[0] == "help" {
+			return e.usage(e.stdout)
+		}
 		cmd, ok := findCommand(args[0])
 		if !ok {
 			return usageError(fmt.Sprintf("unknown command %s", quote(args[0])), "run `lockstep help` for the list of commands")
@@ -238,8 +241,27 @@ func (e *env) commandUsage(w io.Writer, cmd command) error {
 	probe.globalFlags(fs)
 	var b strings.Builder
 	fmt.Fprintf(&b, "Usage: lockstep %s %s\n\n%s\n\nFlags:\n", cmd.name, cmd.synopsis, cmd.about)
-	fs.SetOutput(&b)
-	fs.PrintDefaults()
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		fmt.Fprintf(&b, "  --%s", f.Name)
+		if name != "" {
+			fmt.Fprintf(&b, " %s", name)
+		}
+		fmt.Fprintf(&b, "\n    \t%s", strings.ReplaceAll(usage, "\n", "\n    \t"))
+		switch g, _ := f.Value.(flag.Getter); {
+		case f.DefValue == "" || f.DefValue == "0" || f.DefValue == "0s" || f.DefValue == "false":
+		case g != nil && isString(g.Get()):
+			fmt.Fprintf(&b, " (default %q)", f.DefValue)
+		default:
+			fmt.Fprintf(&b, " (default %s)", f.DefValue)
+		}
+		b.WriteString("\n")
+	})
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func isString(v any) bool {
+	_, ok := v.(string)
+	return ok
 }

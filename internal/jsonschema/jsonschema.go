@@ -313,7 +313,7 @@ func check(s *Schema, v any, path string) error {
 	case "integer", "number":
 		n, ok := v.(json.Number)
 		if !ok {
-			return bad("want a %s, got %s", s.Type, kind(v))
+			return bad("want %s, got %s", article(s.Type), kind(v))
 		}
 		f, err := n.Float64()
 		if err != nil {
@@ -389,4 +389,13 @@ func kind(v any) string {
 		return "a number"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// article puts "a" or "an" before a JSON type name.
+func article(typ string) string {
+	switch typ {
+	case "integer", "object", "array":
+		return "an " + typ
+	}
+	return "a " + typ
 }
