@@ -29,16 +29,20 @@ type Command struct {
 // unknown flag or an argument that is not a flag.
 func (c Command) Parse(args []string, stderr io.Writer) (string, error) {
 	fs := flag.NewFlagSet(c.Name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // Main reports a bad flag once; -h prints the usage below
 	db := fs.String("db", c.DefaultDB, "the SQLite database `PATH` (created if missing)")
 	if c.Flags != nil {
 		c.Flags(fs)
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fs.Usage()
+		}
 		return "", err
 	}
 	if fs.NArg() > 0 {
-		return "", fmt.Errorf("unexpected argument %q (see -h)", fs.Arg(0))
+		return "", fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	return *db, nil
 }
@@ -51,7 +55,7 @@ func (c Command) Main(ctx context.Context, args []string, stdout, stderr io.Writ
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		fmt.Fprintln(stderr, c.Name+":", err)
+		fmt.Fprintf(stderr, "%s: %v (see -h)\n", c.Name, err)
 		return 2
 	}
 	if err := c.Run(ctx, db, stdout); err != nil {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,5 +172,34 @@ func TestExamplesShareOneFile(t *testing.T) {
 	}
 	if d := cmp.Diff(want, status); d != "" {
 		t.Errorf("threads (-want +got):\n%s", d)
+	}
+}
+
+// TestCommandLine: a bad flag or argument is reported once, on one line,
+// with exit code 2 and nothing run; -h prints the usage and exits 0.
+func TestCommandLine(t *testing.T) {
+	ran := false
+	c := demo.Command{Name: "ex", DefaultDB: "x.db", Run: func(ctx context.Context, db string, out io.Writer) error {
+		ran = true
+		return nil
+	}}
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"--bogus"}, 2, "ex: flag provided but not defined: -bogus (see -h)\n"},
+		{[]string{"extra"}, 2, "ex: unexpected argument \"extra\" (see -h)\n"},
+		{[]string{"-db"}, 2, "ex: flag needs an argument: -db (see -h)\n"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := c.Main(context.Background(), tc.args, &stdout, &stderr)
+		if code != tc.code || stderr.String() != tc.stderr || stdout.Len() != 0 || ran {
+			t.Errorf("%q: exit %d, stderr %q, stdout %q, ran %v; want exit %d, stderr %q", tc.args, code, stderr.String(), stdout.String(), ran, tc.code, tc.stderr)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := c.Main(context.Background(), []string{"-h"}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stderr.String(), "Usage of ex:\n") || ran {
+		t.Errorf("-h: exit %d, stderr %q, ran %v", code, stderr.String(), ran)
 	}
 }
