@@ -349,3 +349,73 @@ func BenchmarkW3InterruptResume(b *testing.B) {
 		b.ReportMetric(float64(fullDur)/float64(emptyDur), "prefilled/empty")
 	})
 }
+
+// timedSaver times each call the runtime makes to a SQLite saver, by kind.
+// Its overrides are the calls a W3 cycle makes; everything else is the
+// embedded saver's.
+type timedSaver struct {
+	*sqlite.Saver
+	spent map[string]time.Duration
+	calls map[string]int
+}
+
+func (t *timedSaver) done(kind string, start time.Time) {
+	t.spent[kind] += time.Since(start)
+	t.calls[kind]++
+}
+
+func (t *timedSaver) Get(ctx context.Context, ref checkpoint.Ref, opts checkpoint.GetOptions) (*checkpoint.Tuple, error) {
+	defer t.done("get", time.Now())
+	return t.Saver.Get(ctx, ref, opts)
+}
+
+func (t *timedSaver) Put(ctx context.Context, req checkpoint.PutRequest) error {
+	defer t.done("put", time.Now())
+	return t.Saver.Put(ctx, req)
+}
+
+func (t *timedSaver) PutChain(ctx context.Context, reqs []checkpoint.PutRequest) error {
+	defer t.done(fmt.Sprintf("put%d", len(reqs)), time.Now())
+	return t.Saver.PutChain(ctx, reqs)
+}
+
+func (t *timedSaver) PutWrites(ctx context.Context, req checkpoint.WritesRequest) error {
+	defer t.done("writes", time.Now())
+	return t.Saver.PutWrites(ctx, req)
+}
+
+func (t *timedSaver) Claim(ctx context.Context, ref checkpoint.Ref, l checkpoint.Lease) error {
+	defer t.done("claim", time.Now())
+	return t.Saver.Claim(ctx, ref, l)
+}
+
+// BenchmarkW3Breakdown runs W3's cycle on an empty database through
+// timedSaver and reports where a cycle's time goes: us/cycle, and for
+// each kind of saver call its mean time (us/KIND) and calls per cycle
+// (KIND/cycle): put1 (one checkpoint), put2 (a new thread's input and
+// START checkpoints, one transaction), writes (the interrupt), claim (the
+// resume's), get. us/runtime is the rest of the cycle: the graph runtime.
+func BenchmarkW3Breakdown(b *testing.B) {
+	s, _ := openBenchDB(b, sqlite.SyncNormal)
+	ts := &timedSaver{Saver: s, spent: map[string]time.Duration{}, calls: map[string]int{}}
+	r, err := w3Graph().Compile(graph.WithSaver(ts))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total time.Duration
+	n := 0
+	for b.Loop() {
+		t0 := time.Now()
+		w3Cycle(b, r, fmt.Sprintf("b-%d", n))
+		total += time.Since(t0)
+		n++
+	}
+	saver := time.Duration(0)
+	for kind, d := range ts.spent {
+		saver += d
+		b.ReportMetric(float64(d.Nanoseconds())/1e3/float64(ts.calls[kind]), "us/"+kind)
+		b.ReportMetric(float64(ts.calls[kind])/float64(n), kind+"/cycle")
+	}
+	b.ReportMetric(float64(total.Nanoseconds())/1e3/float64(n), "us/cycle")
+	b.ReportMetric(float64((total-saver).Nanoseconds())/1e3/float64(n), "us/runtime")
+}
