@@ -64,10 +64,15 @@
 // existed); the same key with other arguments is ledger.ErrKeyReuse; a
 // concurrent duplicate is ledger.ErrInProgress (or waits, with
 // WithWaitInProgress); a permanent failure is stored and replayed as a
-// *ReplayedError; anything else (transient, unclassified, a pause) is not
-// stored, so a retry runs with the same key. An intent whose process died
-// is ledger.ErrOutcomeUnknown and is not run again until a Reconcile hook,
+// *ReplayedError. An attempt whose outcome is unknown (it timed out, or
+// the context ended while it ran) leaves the intent pending, exactly as a
+// process that died does, unless the tool DedupesByKey (its service
+// enforces the key): a repeat is ledger.ErrInProgress while the intent's
+// lease lasts, and ledger.ErrOutcomeUnknown after it, and the write is
+// not run again until its late result arrives, a Reconcile hook,
 // ledger.Resolve or Forget, or a new approval (Call.Reconciled) decides.
+// Anything else (transient, unclassified, a pause) is not stored, so a
+// retry runs with the same key.
 // Without a ledger a write gets no key and is never retried.
 //
 // # Retries
@@ -83,7 +88,8 @@
 // Clock; a Retry-After is honoured up to MaxRetryAfter; no attempt starts
 // past the context's deadline; cancellation stops at once. An attempt that
 // outlives the tool's timeout is a *TimeoutError: its outcome is unknown
-// (Indeterminate), so a retry of a write reuses the key. A body that
+// (Indeterminate), so a write is retried after it (with the same key) only
+// when it DedupesByKey, and its fallback does not run. A body that
 // ignores its context is abandoned at the timeout and left running
 // (Executor.Abandoned counts them); if a write's abandoned body succeeds
 // after all, its late result goes into the ledger, unless an outcome is

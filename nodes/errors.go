@@ -287,8 +287,10 @@ func (e *ReplayedError) RetryClass() Class { return ClassPermanent }
 
 // TimeoutError reports an attempt that outlived the tool's timeout. The
 // outcome is indeterminate (Indeterminate reports true): the call may have
-// succeeded downstream (a late success), which is why a retry reuses the
-// same idempotency key. It is ClassTransient and matches ErrToolTimeout.
+// succeeded downstream (a late success). A read is retried; a write only
+// when its service dedupes by key (DedupesByKey), with the same key, and
+// otherwise its intent stays pending, as after a crash. It is
+// ClassTransient and matches ErrToolTimeout.
 type TimeoutError struct {
 	Tool    string
 	After   time.Duration // the tool's timeout

@@ -358,8 +358,10 @@ func (e *Executor) execute(ctx context.Context, c Call, depth int) (Result, erro
 	default:
 		res, err = e.runPlain(ctx, &c, p, "", nil)
 	}
-	// 6. Fallback.
-	if err != nil && t.fallback != nil && depth < maxFallbackDepth && errors.Is(err, ErrToolFailed) && ctx.Err() == nil {
+	// 6. Fallback, unless the write may have taken effect: another way of
+	// doing it could do it twice.
+	maybeDone := indeterminate(err) && !t.idempotent && !t.dedupes
+	if err != nil && t.fallback != nil && depth < maxFallbackDepth && errors.Is(err, ErrToolFailed) && ctx.Err() == nil && !maybeDone {
 		return e.fallback(ctx, &c, t, err, depth)
 	}
 	return res, err
@@ -541,7 +543,7 @@ func (e *Executor) runRead(ctx context.Context, c *Call, p *prepared) (Result, e
 // a write runs through runWrite). late, if set, gets the result of an
 // abandoned attempt that succeeds after all (see attempt).
 func (e *Executor) runPlain(ctx context.Context, c *Call, p *prepared, key string, late func(json.RawMessage)) (Result, error) {
-	out, attempts, err := e.attempts(ctx, c, p, key, late)
+	out, attempts, _, err := e.attempts(ctx, c, p, key, late)
 	if err != nil {
 		return Result{}, err
 	}
@@ -673,16 +675,22 @@ func (e *Executor) replay(ctx context.Context, c *Call, p *prepared, entry ledge
 }
 
 // runHeld runs a write whose intent the executor holds, and records the
-// outcome: the result, or a permanent failure. Anything else (a transient
-// failure, a pause, a cancellation) releases the intent so that a retry
-// runs, with the same key. An abandoned attempt that succeeds late records
-// its result too (recordLate); whichever outcome is recorded first stays.
+// outcome: the result, or a permanent failure. When the last attempt's
+// outcome is unknown (it timed out, or the context ended while it ran),
+// the intent stays pending, as after a crash, unless the tool
+// DedupesByKey: the operation may have happened, and is not run again
+// blindly. Anything else (a transient failure, a pause) releases the
+// intent so that a retry runs, with the same key. An abandoned attempt
+// that succeeds late records its result too (recordLate); whichever
+// outcome is recorded first stays.
 func (e *Executor) runHeld(ctx context.Context, c *Call, p *prepared, key, owner string) (Result, error) {
 	store := context.WithoutCancel(ctx)
 	lc := *c // the late hook may run after this call returns
 	late := func(out json.RawMessage) { e.recordLate(store, &lc, p, key, owner, out) }
-	res, err := e.runPlain(ctx, c, p, key, late)
+	out, attempts, unknown, err := e.attempts(ctx, c, p, key, late)
 	if err == nil {
+		e.event(ctx, slog.LevelInfo, StatusExecuted, c, p.args, slog.Int("attempts", attempts))
+		res := Result{Tool: p.tool.name, CallID: c.ID, Output: out, Status: StatusExecuted, Key: key, Attempts: attempts}
 		cerr := e.settle(func() error { return e.ledger.Complete(store, key, owner, ledger.Outcome{Result: res.Output}) })
 		if errors.Is(cerr, ledger.ErrNotHeld) {
 			// Another outcome was recorded first (a late result of an
@@ -696,6 +704,10 @@ func (e *Executor) runHeld(ctx context.Context, c *Call, p *prepared, key, owner
 			e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.String("reason", "ledger outcome not recorded"), slog.String("key", key), e.errAttr(cerr))
 		}
 		return res, nil
+	}
+	if unknown && !p.tool.dedupes {
+		e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.String("reason", "outcome unknown: the intent stays pending"), slog.String("key", key), e.errAttr(err))
+		return Result{}, err
 	}
 	if Classify(err) == ClassPermanent {
 		f := &ledger.Failure{Class: ClassPermanent.String(), Message: e.red.String(err.Error())}
@@ -806,7 +818,12 @@ func (e *Executor) env(ctx context.Context, c *Call, p *prepared, key string) (E
 // attempts runs the call until it succeeds, fails for good, or uses up
 // its retry policy. A write without a key (no ledger) gets one attempt. No
 // attempt starts while the executor's abandoned bodies are at their cap.
-func (e *Executor) attempts(ctx context.Context, c *Call, p *prepared, key string, late func(json.RawMessage)) (json.RawMessage, int, error) {
+//
+// unknown reports that the last attempt's outcome is unknown: it timed out
+// (or failed with an error whose Indeterminate method reports true), or the
+// context ended while it ran. A write that does not DedupesByKey is not
+// retried after such an attempt.
+func (e *Executor) attempts(ctx context.Context, c *Call, p *prepared, key string, late func(json.RawMessage)) (out json.RawMessage, n int, unknown bool, err error) {
 	t := p.tool
 	rp := t.retry.withDefaults()
 	limit := rp.MaxAttempts
@@ -815,32 +832,38 @@ func (e *Executor) attempts(ctx context.Context, c *Call, p *prepared, key strin
 	}
 	env, err := e.env(ctx, c, p, key)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
 	var last error // the previous attempt's error
 	for attempt := 1; ; attempt++ {
 		if e.running.Load() >= e.maxAband {
 			le := &AbandonedLimitError{Tool: t.name, Limit: int(e.maxAband), Attempts: attempt - 1, Err: last}
 			e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.Int("attempts", attempt-1), slog.String("reason", "abandoned limit"), e.errAttr(le))
-			return nil, attempt - 1, le
+			return nil, attempt - 1, indeterminate(last), le
 		}
 		env.Attempt = attempt
 		out, err := e.attempt(ctx, t, p.args, env, late)
 		if err == nil {
-			return e.red.Bytes(out), attempt, nil
+			return e.red.Bytes(out), attempt, false, nil
 		}
 		if cerr := ctx.Err(); cerr != nil {
-			return nil, attempt, fmt.Errorf("nodes: tool %q: %w", t.name, context.Cause(ctx))
+			return nil, attempt, true, fmt.Errorf("nodes: tool %q: %w", t.name, context.Cause(ctx))
 		}
 		class := Classify(err)
 		if class == ClassPause {
-			return nil, attempt, err // an interrupt or a confirmation: never retried
+			return nil, attempt, false, err // an interrupt or a confirmation: never retried
 		}
-		if class != ClassTransient || attempt >= limit {
+		unsure := indeterminate(err)
+		blind := unsure && !t.idempotent && !t.dedupes // a retry could run the write twice
+		if class != ClassTransient || attempt >= limit || blind {
 			te := e.toolError(t, attempt, err)
-			te.Exhausted = class == ClassTransient
-			e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.Int("attempts", attempt), slog.String("class", class.String()), e.errAttr(te))
-			return nil, attempt, te
+			te.Exhausted = class == ClassTransient && !blind
+			attrs := []slog.Attr{slog.Int("attempts", attempt), slog.String("class", class.String())}
+			if blind && attempt < limit {
+				attrs = append(attrs, slog.String("reason", "outcome unknown: a write is not retried unless its service dedupes by key"))
+			}
+			e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, append(attrs, e.errAttr(te))...)
+			return nil, attempt, unsure, te
 		}
 		wait := rp.Backoff(attempt, e.rand())
 		if ra := retryAfter(err); ra > 0 {
@@ -850,12 +873,12 @@ func (e *Executor) attempts(ctx context.Context, c *Call, p *prepared, key strin
 			te := e.toolError(t, attempt, err)
 			te.Exhausted = true
 			e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.Int("attempts", attempt), slog.String("reason", "the next attempt would miss the deadline"), e.errAttr(te))
-			return nil, attempt, te
+			return nil, attempt, unsure, te
 		}
 		last = err
 		e.event(ctx, slog.LevelInfo, StatusRetry, c, p.args, slog.Int("attempt", attempt), slog.Duration("wait", wait), e.errAttr(err))
 		if err := e.clock.Sleep(ctx, wait); err != nil {
-			return nil, attempt, fmt.Errorf("nodes: tool %q: backoff: %w", t.name, err)
+			return nil, attempt, unsure, fmt.Errorf("nodes: tool %q: backoff: %w", t.name, err)
 		}
 	}
 }
@@ -965,4 +988,12 @@ func (e *Executor) fallback(ctx context.Context, c *Call, t *Tool, cause error, 
 	}
 	res.Status = StatusFallback
 	return res, nil
+}
+
+// indeterminate reports whether err says that the attempt that returned it
+// may have taken effect (a *TimeoutError, or any error with an
+// Indeterminate method that reports true).
+func indeterminate(err error) bool {
+	var ind interface{ Indeterminate() bool }
+	return err != nil && errors.As(err, &ind) && ind.Indeterminate()
 }

@@ -354,8 +354,10 @@ func TestLateSuccess(t *testing.T) {
 			t.Errorf("the late success did not happen downstream: %d issues", tr1.issues())
 		}
 		time.Sleep(time.Minute) // the tracker answers; nobody listens
-		// The timeout released the intent: nothing is recorded, and a
+		// The tracker dedupes by key (its tool declares DedupesByKey), so
+		// the timeout released the intent: nothing is recorded, and a
 		// repeat runs again with the same key, which the tracker dedupes.
+		// (TestUnknownOutcomeNotRunAgain: a service that does not.)
 		if es := l1.Entries(); len(es) != 0 {
 			t.Errorf("ledger after a released timeout: %+v, want nothing", es)
 		}

@@ -35,6 +35,7 @@ type Tool struct {
 	destructive bool
 	risk        approval.Risk
 	idempotent  bool
+	dedupes     bool // the downstream enforces the idempotency key
 	noMemo      bool
 	timeout     time.Duration
 	retry       RetryPolicy
@@ -71,8 +72,23 @@ func Destructive(risk approval.Risk) ToolOption {
 // running it once. An idempotent tool that is not destructive is a read:
 // its results are memoised and it is retried freely. A tool that is not
 // idempotent is a write: it is retried only through the ledger, with the
-// same idempotency key on every attempt.
+// same idempotency key on every attempt, and after an attempt whose
+// outcome is unknown (a timeout) only when it DedupesByKey.
 func Idempotent() ToolOption { return func(c *toolConfig) { c.t.idempotent = true } }
+
+// DedupesByKey declares that the service a write calls enforces the
+// idempotency key the body sends it (Env.IdempotencyKey): a second request
+// with the same key has no second effect, and answers with the first
+// one's result. Only such a write is run again after an attempt whose
+// outcome is unknown (it timed out, or its context ended while it ran):
+// the executor retries it with the same key, and a later repeat runs it
+// again. The intent of any other write stays pending after such an
+// attempt, as after a crash: a repeat finds it in progress while its lease
+// lasts and of unknown outcome after, and it does not run again until its
+// late result arrives, a Reconcile hook or ledger.Resolve settles it, or a
+// human decides (Call.Reconciled). Declaring it for a service that does
+// not dedupe can run a write twice.
+func DedupesByKey() ToolOption { return func(c *toolConfig) { c.t.dedupes = true } }
 
 // NoMemo keeps a read's results out of the memo (for reads whose answer
 // changes from one turn to the next).
@@ -111,7 +127,7 @@ func NaturalKey[A any](fn func(args A) string) ToolOption {
 
 // Reconcile gives a write a way to find out whether an earlier attempt
 // whose outcome is unknown (its process died between the effect and the
-// ledger record) took effect downstream. fn returns the result it found and
+// ledger record, or it timed out) took effect downstream. fn returns the result it found and
 // true, or false when the effect did not happen (the call then runs). It
 // must be a func(context.Context, A, Env) (R, bool, error) for the tool's
 // types (checked by NewTool).
@@ -120,9 +136,11 @@ func Reconcile[A, R any](fn func(ctx context.Context, args A, env Env) (R, bool,
 }
 
 // Fallback names a tool to run, with the same arguments, when this tool's
-// retries are exhausted or its error is permanent. The fallback goes
-// through the executor like any call (its own gate, memo or ledger,
-// retries); the result says it came from the fallback.
+// retries are exhausted or its error is permanent, but not after an
+// attempt of a write that may have taken effect (a timeout, unless the
+// tool DedupesByKey): another way of doing it could do it twice. The
+// fallback goes through the executor like any call (its own gate, memo or
+// ledger, retries); the result says it came from the fallback.
 func Fallback(t *Tool) ToolOption {
 	return func(c *toolConfig) {
 		if t == nil {

@@ -73,8 +73,9 @@ func (tr *tracker) keysSeen() []string {
 }
 
 // tool is create_issue: a write (not idempotent by itself) that sends the
-// idempotency key downstream.
+// idempotency key downstream, which the tracker enforces (DedupesByKey).
 func (tr *tracker) tool(t testing.TB, opts ...nodes.ToolOption) *nodes.Tool {
+	opts = append([]nodes.ToolOption{nodes.DedupesByKey()}, opts...)
 	return mustTool(t)(nodes.NewTool("create_issue",
 		"Create an issue in the tracker. Call it to escalate a problem. Returns the issue's number and URL.",
 		func(ctx context.Context, a IssueArgs, env nodes.Env) (Issue, error) {
@@ -109,6 +110,7 @@ func (tr *tracker) first() Issue {
 // executor abandons it at the timeout and its success comes late. An
 // attempt after the first waits retryDelay more before answering.
 func (tr *tracker) stubbornTool(t testing.TB, retryDelay time.Duration, opts ...nodes.ToolOption) *nodes.Tool {
+	opts = append([]nodes.ToolOption{nodes.DedupesByKey()}, opts...)
 	return mustTool(t)(nodes.NewTool("create_issue",
 		"Create an issue in the tracker. Call it to escalate a problem. Returns the issue's number and URL.",
 		func(ctx context.Context, a IssueArgs, env nodes.Env) (Issue, error) {

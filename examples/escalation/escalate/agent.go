@@ -94,6 +94,7 @@ func Tools(tracker *Tracker, outbox *Outbox, timeout time.Duration) ([]*nodes.To
 				IdempotencyKey: env.IdempotencyKey(), Existing: is.Existing}, nil
 		},
 		nodes.Timeout(timeout),
+		nodes.DedupesByKey(), // the tracker answers a known key with the issue it made
 		nodes.Retry(nodes.RetryPolicy{MaxAttempts: 3, Initial: timeout / 5, Max: timeout}),
 		nodes.Fallback(queue))
 	if err != nil {
