@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -124,23 +125,62 @@ func (r *redactor) add(v string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.values[v] = true
-	var forms []string
+	set := map[string]bool{}
 	for v := range r.values {
 		js, _ := json.Marshal(v)
 		b := []byte(v)
-		forms = append(forms, v, string(js[1:len(js)-1]), url.QueryEscape(v), url.PathEscape(v),
+		h := hex.EncodeToString(b)
+		for _, f := range []string{v, strings.ToUpper(v), strings.ToLower(v), string(js[1 : len(js)-1]), url.QueryEscape(v), url.PathEscape(v),
 			base64.StdEncoding.EncodeToString(b), base64.URLEncoding.EncodeToString(b),
 			base64.RawStdEncoding.EncodeToString(b), base64.RawURLEncoding.EncodeToString(b),
-			hex.EncodeToString(b))
+			h, strings.ToUpper(h)} {
+			set[f] = true
+		}
+		for _, f := range base64Inner(b) {
+			set[f] = true
+		}
 	}
-	// Longest first, so that a form containing another is replaced whole.
-	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) })
-	forms = slices.Compact(forms)
+	forms := slices.Collect(maps.Keys(set))
+	// Longest first, so that a form containing another is replaced whole
+	// (then in order, so that the replacer is the same every time).
+	slices.SortFunc(forms, func(a, b string) int {
+		if len(a) != len(b) {
+			return len(b) - len(a)
+		}
+		return strings.Compare(a, b)
+	})
 	pairs := make([]string, 0, 2*len(forms))
 	for _, f := range forms {
 		pairs = append(pairs, f, Redacted)
 	}
 	r.rep = strings.NewReplacer(pairs...)
+}
+
+// minInner is the shortest inner base64 form (base64Inner) the redactor
+// replaces: two groups, six bytes of the secret.
+const minInner = 8
+
+// base64Inner returns the base64 characters that spell v wherever it sits
+// in a longer encoded text ("Basic " + base64("user:" + secret)): for each
+// of the three alignments of v against the encoding's 3-byte groups, in
+// both alphabets, the characters of the groups that lie wholly inside v.
+// The characters of a group v shares with its neighbours depend on them,
+// so up to two bytes' worth at each end stay visible. Forms shorter than
+// minInner are left out: they would match ordinary text.
+func base64Inner(v []byte) []string {
+	var out []string
+	for k := range 3 {
+		buf := make([]byte, k+len(v))
+		copy(buf[k:], v)
+		first, end := (k+2)/3, (k+len(v))/3 // groups [first, end) lie inside v
+		if 4*(end-first) < minInner {
+			continue
+		}
+		for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
+			out = append(out, enc.EncodeToString(buf)[4*first:4*end])
+		}
+	}
+	return out
 }
 
 // String redacts s.

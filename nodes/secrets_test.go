@@ -183,13 +183,24 @@ func (s *recordingSaver) bytes() []byte {
 }
 
 // canaryForms lists the spellings of the canary a scanner looks for: raw,
-// base64 (four alphabets), hex, URL-escaped, and every 12-byte window.
+// upper case, base64 (four alphabets), hex (both cases), URL-escaped,
+// every 12-byte window, and every 12-character window of the part of
+// base64("svc:" + canary) that only the canary's bytes determine (HTTP
+// Basic authentication).
 func canaryForms(c string) []string {
 	b := []byte(c)
-	forms := []string{c, base64.StdEncoding.EncodeToString(b), base64.URLEncoding.EncodeToString(b),
-		base64.RawStdEncoding.EncodeToString(b), base64.RawURLEncoding.EncodeToString(b), hex.EncodeToString(b), url.QueryEscape(c)}
+	forms := []string{c, strings.ToUpper(c), base64.StdEncoding.EncodeToString(b), base64.URLEncoding.EncodeToString(b),
+		base64.RawStdEncoding.EncodeToString(b), base64.RawURLEncoding.EncodeToString(b), hex.EncodeToString(b),
+		strings.ToUpper(hex.EncodeToString(b)), url.QueryEscape(c)}
 	for i := 0; i+12 <= len(c); i++ {
 		forms = append(forms, c[i:i+12])
+	}
+	// "svc:" is 4 bytes: the groups from the third on (bytes 6...) hold
+	// canary bytes only, up to the last whole group.
+	basic := base64.StdEncoding.EncodeToString([]byte("svc:" + c))
+	inner := basic[8 : 4*((4+len(c))/3)]
+	for i := 0; i+12 <= len(inner); i++ {
+		forms = append(forms, inner[i:i+12])
 	}
 	return forms
 }
@@ -248,7 +259,9 @@ func TestSecretCanary(t *testing.T) {
 			if env.Attempt == 1 {
 				return nil, &nodes.HTTPError{Status: 503, Err: fmt.Errorf("GET https://user:%s@api.example/v1%s?token=%s: unavailable", tok, a.Path, url.QueryEscape(tok))}
 			}
-			return map[string]string{"echo": "Bearer " + tok, "basic": base64.StdEncoding.EncodeToString([]byte(tok))}, nil
+			return map[string]string{"echo": "Bearer " + tok, "basic": base64.StdEncoding.EncodeToString([]byte(tok)),
+				"authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte("svc:"+tok)),
+				"shouted": strings.ToUpper(tok), "hex": fmt.Sprintf("%X", tok)}, nil
 		}, nodes.Secrets("API_KEY")))
 	lookup := mustTool(t)(nodes.NewTool("lookup", "Look a record up.",
 		func(ctx context.Context, a APIArgs, env nodes.Env) (string, error) {
