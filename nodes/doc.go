@@ -111,9 +111,13 @@
 //
 // A SecretProvider supplies the secrets a tool declares, at call time. They
 // are handed to the body as Secret values that print as [REDACTED], and
-// every value the executor has handed out is redacted (also base64, hex
-// and URL-escaped) from error messages, log attributes, results (and so the
-// memo, the ledger and the checkpoints) and approval requests.
+// every value of 4 bytes or more the executor has handed out is redacted
+// from error messages, log attributes, results (and so the memo, the
+// ledger and the checkpoints) and approval requests: as is, in upper and
+// lower case, JSON- and URL-escaped, in hex of either case, and in base64,
+// whole or inside a longer encoded text such as HTTP Basic credentials
+// (there the characters it shares with its neighbours, up to two bytes'
+// worth at each end, stay). Shorter values would shred ordinary text.
 //
 // # The tool node
 //

@@ -259,9 +259,13 @@ func TestSecretCanary(t *testing.T) {
 			if env.Attempt == 1 {
 				return nil, &nodes.HTTPError{Status: 503, Err: fmt.Errorf("GET https://user:%s@api.example/v1%s?token=%s: unavailable", tok, a.Path, url.QueryEscape(tok))}
 			}
-			return map[string]string{"echo": "Bearer " + tok, "basic": base64.StdEncoding.EncodeToString([]byte(tok)),
+			return map[string]string{
+				"echo":          "Bearer " + tok,
+				"basic":         base64.StdEncoding.EncodeToString([]byte(tok)),
 				"authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte("svc:"+tok)),
-				"shouted": strings.ToUpper(tok), "hex": fmt.Sprintf("%X", tok)}, nil
+				"shouted":       strings.ToUpper(tok),
+				"hex":           fmt.Sprintf("%X", tok),
+			}, nil
 		}, nodes.Secrets("API_KEY")))
 	lookup := mustTool(t)(nodes.NewTool("lookup", "Look a record up.",
 		func(ctx context.Context, a APIArgs, env nodes.Env) (string, error) {
