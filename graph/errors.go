@@ -37,6 +37,10 @@ var (
 	// ErrAlreadyAnswered: a resume answers an interrupt that already has an
 	// answer.
 	ErrAlreadyAnswered = errors.New("graph: interrupt already answered")
+	// ErrNotAnswerable: a resume answers an interrupt raised by
+	// interrupt.NodeInterrupt, which takes no answer: update the state
+	// (Command.Update, or UpdateState) and continue instead.
+	ErrNotAnswerable = errors.New("graph: a NodeInterrupt takes no answer; update the state and continue")
 	// ErrPendingInterrupt: new input sent to a thread that waits for an
 	// answer or at a breakpoint; resume it, or pass DiscardPending.
 	ErrPendingInterrupt = errors.New("graph: thread is waiting; resume it or discard the pending work explicitly")
@@ -195,11 +199,11 @@ func (e *TaskError) Error() string {
 }
 
 // ResumeError reports a resume command that does not fit the thread's
-// pending interrupts. It matches ErrAmbiguousResume, ErrUnknownInterrupt or
-// ErrAlreadyAnswered (Kind).
+// pending interrupts. It matches ErrAmbiguousResume, ErrUnknownInterrupt,
+// ErrAlreadyAnswered or ErrNotAnswerable (Kind).
 type ResumeError struct {
 	Thread      string
-	Kind        error  // one of the three sentinels above
+	Kind        error  // one of the four sentinels above
 	InterruptID string // the ID concerned, if any
 	Pending     []string
 }

@@ -379,6 +379,56 @@ func TestResumeFailsClosed(t *testing.T) {
 	}
 }
 
+// TestResumeRefusesNodeInterruptAnswer: a NodeInterrupt takes no answer.
+// Answering it (one value or by ID) is refused with ErrNotAnswerable, and a
+// Command that answers nothing and changes nothing with ErrInvalidInput;
+// both leave the thread waiting as it was. Updating the state through the
+// Command resumes it.
+func TestResumeRefusesNodeInterruptAnswer(t *testing.T) {
+	ctx := context.Background()
+	c := newCounter()
+	g := graph.New[State]().AddNode("hold", func(ctx context.Context, s State) (graph.Update[State], error) {
+		c.inc("hold")
+		if s.X != "cleared" {
+			return graph.Update[State]{}, &interrupt.NodeInterrupt{Value: "held for review"}
+		}
+		return graph.Set(State{Answer: "done"}, "Answer"), nil
+	}).AddEdge(graph.START, "hold")
+	r := mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+	res, err := r.Invoke(ctx, "t", graph.Update[State]{})
+	if err != nil || res.Status != graph.StatusWaiting || len(res.Interrupts) != 1 {
+		t.Fatalf("Invoke = %+v, %v", res, err)
+	}
+	id := res.Interrupts[0].ID
+	before, _ := r.GetState(ctx, "t")
+	for _, tc := range []struct {
+		name string
+		cmd  graph.Command[State]
+		want error
+	}{
+		{"one value", graph.Command[State]{Resume: "ok"}, graph.ErrNotAnswerable},
+		{"by ID", graph.Command[State]{ResumeByID: map[string]any{id: "ok"}}, graph.ErrNotAnswerable},
+		{"empty", graph.Command[State]{}, graph.ErrInvalidInput},
+	} {
+		_, err := r.Resume(ctx, "t", tc.cmd)
+		var re *graph.ResumeError
+		if !errors.Is(err, tc.want) || tc.want == graph.ErrNotAnswerable && (!errors.As(err, &re) || re.InterruptID != id || re.Thread != "t") {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+		after, _ := r.GetState(ctx, "t")
+		if after.Status != graph.StatusWaiting || after.Config.CheckpointID != before.Config.CheckpointID || len(after.Interrupts) != 1 {
+			t.Errorf("%s: the thread is %s at %s with %d interrupts, want it waiting as it was", tc.name, after.Status, after.Config.CheckpointID, len(after.Interrupts))
+		}
+	}
+	if c.get("hold") != 1 {
+		t.Errorf("the node ran %d times, want once", c.get("hold"))
+	}
+	res, err = r.Resume(ctx, "t", graph.Command[State]{Update: graph.Set(State{X: "cleared"}, "X")})
+	if err != nil || res.Status != graph.StatusDone || res.Values.Answer != "done" {
+		t.Errorf("resume with an update: %+v, %v", res, err)
+	}
+}
+
 // Two resumes of one interrupt at once: exactly one runs the node.
 func TestConcurrentResume(t *testing.T) {
 	ctx := context.Background()

@@ -54,9 +54,15 @@ func (r *Runnable[S]) Invoke(ctx context.Context, thread string, input Update[S]
 // (see the package doc), so a crash before it leaves the thread waiting as
 // it was.
 //
+// A NodeInterrupt takes no answer: the node raises it again until the
+// state changes, so resume it with cmd.Update alone (or UpdateState and
+// Continue).
+//
 // Resume fails closed: ErrNothingToResume when the thread does not wait,
 // a *ResumeError (ErrAmbiguousResume, ErrUnknownInterrupt,
-// ErrAlreadyAnswered) when the answers do not fit, and, when another
+// ErrAlreadyAnswered, ErrNotAnswerable for a NodeInterrupt) when the
+// answers do not fit, ErrInvalidInput for a Command that answers nothing
+// and changes nothing while interrupts are pending, and, when another
 // runner resumed first, an error matching checkpoint.ErrThreadBusy or
 // checkpoint.ErrConflict before any node runs. Otherwise it returns what
 // Invoke returns.
@@ -508,6 +514,16 @@ func (ru *run[S]) startResume(ctx context.Context, cmd Command[S]) error {
 	default:
 		if len(pending) == 0 && !breakpoint {
 			return fmt.Errorf("%w: thread %q is not waiting", ErrNothingToResume, ru.thread)
+		}
+		if len(pending) > 0 && cmd.Update.empty() {
+			return fmt.Errorf("%w: thread %q: the Command answers nothing and changes nothing: set Resume or ResumeByID, or Update (Continue runs the interrupted tasks again as they are)", ErrInvalidInput, ru.thread)
+		}
+	}
+	for id := range answers {
+		if t := owner[id]; t != nil && id == interrupt.ID(t.id, -1) {
+			// A NodeInterrupt is raised again by the node until the state
+			// changes; an answer would hide it and leave the thread stuck.
+			return &ResumeError{Thread: ru.thread, Kind: ErrNotAnswerable, InterruptID: id}
 		}
 	}
 	// Answers are saved per task, merged with earlier answers.

@@ -20,6 +20,11 @@ type Update[S any] struct {
 	sends     []Send[S]
 }
 
+// empty reports whether u changes nothing: no field, no Goto, no Send.
+func (u Update[S]) empty() bool {
+	return len(u.fields) == 0 && len(u.overwrite) == 0 && len(u.gotos) == 0 && len(u.sends) == 0
+}
+
 // Set returns an Update that writes the named fields of value. Naming a
 // field that S does not have is an *UnknownFieldError when the update is
 // applied.
