@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sort"
 	"time"
@@ -169,7 +170,8 @@ type Runnable[S any] struct {
 }
 
 // Compile validates the graph and returns a Runnable. It returns every
-// problem found, joined; each is a *CompileError or *UnknownNodeError.
+// problem found, joined; each is a *CompileError or *UnknownNodeError, and
+// each matches ErrInvalidGraph.
 func (g *Graph[S]) Compile(opts ...Option) (*Runnable[S], error) {
 	cfg := config{
 		recursionLimit: DefaultRecursionLimit,
@@ -210,13 +212,13 @@ func (g *Graph[S]) Compile(opts ...Option) (*Runnable[S], error) {
 		case from == END:
 			errs = append(errs, &CompileError{Problem: "END cannot be the source of an edge"})
 		case from != START && !isNode(from):
-			errs = append(errs, &UnknownNodeError{Name: from, From: "edge source"})
+			errs = append(errs, &UnknownNodeError{Name: from, From: "edge source", compile: true})
 		}
 		switch {
 		case to == START:
 			errs = append(errs, &CompileError{Problem: "START cannot be the target of an edge"})
 		case to != END && !isNode(to):
-			errs = append(errs, &UnknownNodeError{Name: to, From: "edge target"})
+			errs = append(errs, &UnknownNodeError{Name: to, From: "edge target", compile: true})
 		}
 		if !slices.Contains(r.edgesFrom[from], to) {
 			r.edgesFrom[from] = append(r.edgesFrom[from], to)
@@ -224,11 +226,11 @@ func (g *Graph[S]) Compile(opts ...Option) (*Runnable[S], error) {
 	}
 	for _, j := range g.joins {
 		if !isNode(j.to) {
-			errs = append(errs, &UnknownNodeError{Name: j.to, From: "join target"})
+			errs = append(errs, &UnknownNodeError{Name: j.to, From: "join target", compile: true})
 		}
 		for _, s := range j.sources {
 			if !isNode(s) {
-				errs = append(errs, &UnknownNodeError{Name: s, From: "join source"})
+				errs = append(errs, &UnknownNodeError{Name: s, From: "join source", compile: true})
 			}
 		}
 		if _, dup := r.joins[j.channel]; dup {
@@ -242,12 +244,12 @@ func (g *Graph[S]) Compile(opts ...Option) (*Runnable[S], error) {
 	}
 	for from, rs := range g.routers {
 		if from != START && !isNode(from) {
-			errs = append(errs, &UnknownNodeError{Name: from, From: "conditional edge source"})
+			errs = append(errs, &UnknownNodeError{Name: from, From: "conditional edge source", compile: true})
 		}
 		for _, rt := range rs {
 			for _, d := range rt.dests {
 				if d != END && !isNode(d) {
-					errs = append(errs, &UnknownNodeError{Name: d, From: fmt.Sprintf("destinations of node %q", from)})
+					errs = append(errs, &UnknownNodeError{Name: d, From: fmt.Sprintf("destinations of node %q", from), compile: true})
 				}
 				if d == END && rt.send != nil {
 					errs = append(errs, &CompileError{Problem: "a Send cannot target END", Node: from})
@@ -262,6 +264,11 @@ func (g *Graph[S]) Compile(opts ...Option) (*Runnable[S], error) {
 	}
 	r.before, errs = breakpointSet(cfg.before, isNode, errs)
 	r.after, errs = breakpointSet(cfg.after, isNode, errs)
+	if nilSaver(cfg.saver) {
+		errs = append(errs, &CompileError{Problem: fmt.Sprintf("WithSaver was given a nil %T", cfg.saver)})
+	} else if cfg.saver == nil && len(cfg.before)+len(cfg.after) > 0 {
+		errs = append(errs, &CompileError{Problem: "breakpoints (WithInterruptBefore, WithInterruptAfter) need a checkpoint saver (WithSaver) to resume from"})
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -283,11 +290,24 @@ func (g *Graph[S]) Compile(opts ...Option) (*Runnable[S], error) {
 	return r, nil
 }
 
+// nilSaver reports whether s is a typed nil (a nil *sqlite.Saver passed as
+// a checkpoint.Saver), which would panic at the first call.
+func nilSaver(s checkpoint.Saver) bool {
+	if s == nil {
+		return false
+	}
+	switch v := reflect.ValueOf(s); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Slice, reflect.Chan, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
+}
+
 func breakpointSet(names []string, isNode func(string) bool, errs []error) (map[string]bool, []error) {
 	set := map[string]bool{}
 	for _, n := range names {
 		if n != "*" && !isNode(n) {
-			errs = append(errs, &UnknownNodeError{Name: n, From: "breakpoint"})
+			errs = append(errs, &UnknownNodeError{Name: n, From: "breakpoint", compile: true})
 			continue
 		}
 		set[n] = true

@@ -82,18 +82,23 @@ func (e *CompileError) Error() string {
 func (e *CompileError) Is(target error) bool { return target == ErrInvalidGraph }
 
 // UnknownNodeError names a node that does not exist. It matches
-// ErrUnknownNode.
+// ErrUnknownNode, and ErrInvalidGraph when Compile returned it.
 type UnknownNodeError struct {
 	Name string // the unknown name (quoted and truncated in the message)
 	From string // where it was named: "edge", "route of node x", "AsNode"...
+
+	compile bool // found by Compile: also an invalid graph
 }
 
 func (e *UnknownNodeError) Error() string {
 	return fmt.Sprintf("graph: unknown node %s in %s", quoteShort(e.Name), e.From)
 }
 
-// Is makes errors.Is(err, ErrUnknownNode) true.
-func (e *UnknownNodeError) Is(target error) bool { return target == ErrUnknownNode }
+// Is makes errors.Is(err, ErrUnknownNode) true, and errors.Is(err,
+// ErrInvalidGraph) too when Compile found it.
+func (e *UnknownNodeError) Is(target error) bool {
+	return target == ErrUnknownNode || e.compile && target == ErrInvalidGraph
+}
 
 // UnknownFieldError names a state field that does not exist. It matches
 // ErrUnknownField.

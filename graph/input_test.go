@@ -3,6 +3,7 @@ package graph_test
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/interrupt"
 )
 
 func TestBadThreadIDs(t *testing.T) {
@@ -125,5 +127,69 @@ func TestInvalidUTF8IsRefused(t *testing.T) {
 				t.Errorf("error = %v, want ErrNotSerializable", err)
 			}
 		})
+	}
+}
+
+// TestOptionsFailClosed: options that cannot work are refused with their
+// typed errors instead of being ignored or panicking later: breakpoints
+// without a saver (at Compile and per run), a nil saver of a concrete
+// type, unknown nodes at Compile (which are invalid graphs too), a
+// recursion limit of 0, a negative History limit, a History filter the
+// saver refuses, and a resume answer that does not encode.
+func TestOptionsFailClosed(t *testing.T) {
+	ctx := context.Background()
+	g := func() *graph.Graph[State] {
+		return graph.New[State]().AddNode("a", logNode(nil, "a")).AddEdge(graph.START, "a")
+	}
+	var nilSaver *checkpoint.MemorySaver
+	compileCases := []struct {
+		name string
+		g    *graph.Graph[State]
+		opts []graph.Option
+		want []error
+	}{
+		{"breakpoint before without a saver", g(), []graph.Option{graph.WithInterruptBefore("a")}, []error{graph.ErrInvalidGraph}},
+		{"breakpoint after without a saver", g(), []graph.Option{graph.WithInterruptAfter("*")}, []error{graph.ErrInvalidGraph}},
+		{"typed nil saver", g(), []graph.Option{graph.WithSaver(nilSaver)}, []error{graph.ErrInvalidGraph}},
+		{"unknown edge target", g().AddEdge("a", "zz"), nil, []error{graph.ErrInvalidGraph, graph.ErrUnknownNode}},
+		{"unknown breakpoint", g(), []graph.Option{graph.WithSaver(checkpoint.NewMemorySaver(nil)), graph.WithInterruptBefore("nope")}, []error{graph.ErrInvalidGraph, graph.ErrUnknownNode}},
+	}
+	for _, tc := range compileCases {
+		_, err := tc.g.Compile(tc.opts...)
+		for _, want := range tc.want {
+			if !errors.Is(err, want) {
+				t.Errorf("%s: Compile: %v, want it to match %v", tc.name, err, want)
+			}
+		}
+	}
+
+	noSaver := mustCompile(t, g())
+	if _, err := noSaver.Invoke(ctx, "t", graph.Update[State]{}, graph.InterruptAfter("a")); !errors.Is(err, graph.ErrNoSaver) {
+		t.Errorf("per-run breakpoint without a saver: %v, want ErrNoSaver", err)
+	}
+	saver := checkpoint.NewMemorySaver(nil)
+	r := mustCompile(t, g(), graph.WithSaver(saver))
+	if _, err := r.Invoke(ctx, "t0", graph.Update[State]{}, graph.RecursionLimit(0)); !errors.Is(err, graph.ErrInvalidInput) {
+		t.Errorf("RecursionLimit(0): %v, want ErrInvalidInput", err)
+	}
+	if _, err := r.Invoke(ctx, "t", graph.Update[State]{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.History(ctx, "t", graph.HistoryOptions{Limit: -1}); !errors.Is(err, graph.ErrInvalidInput) {
+		t.Errorf("History Limit -1: %v, want ErrInvalidInput", err)
+	}
+	if _, err := r.History(ctx, "t", graph.HistoryOptions{Filter: map[string]any{"bad key!": 1}}); !errors.Is(err, graph.ErrInvalidInput) || !errors.Is(err, checkpoint.ErrInvalid) {
+		t.Errorf("History with a bad filter: %v, want ErrInvalidInput and checkpoint.ErrInvalid", err)
+	}
+
+	asking := mustCompile(t, graph.New[State]().AddNode("ask", askNode(newCounter(), "ask", "ok?")).AddEdge(graph.START, "ask"), graph.WithSaver(saver))
+	if _, err := asking.Invoke(ctx, "w", graph.Update[State]{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := asking.Resume(ctx, "w", graph.Command[State]{Resume: math.Inf(1)})
+	var ee *graph.EncodeError
+	var ve *interrupt.ValueError
+	if !errors.Is(err, graph.ErrNotSerializable) || !errors.As(err, &ee) || !errors.As(err, &ve) || !strings.Contains(err.Error(), `thread "w"`) {
+		t.Errorf("an answer that does not encode: %v, want an *EncodeError naming the thread around the *interrupt.ValueError", err)
 	}
 }

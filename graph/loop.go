@@ -531,7 +531,9 @@ func (ru *run[S]) startResume(ctx context.Context, cmd Command[S]) error {
 	for id, v := range answers {
 		b, err := interrupt.Marshal(v)
 		if err != nil {
-			return fmt.Errorf("graph: thread %q: answer to interrupt %s: %w", ru.thread, id, err)
+			// An *EncodeError (ErrNotSerializable) around the
+			// *interrupt.ValueError that locates the problem.
+			return &EncodeError{What: fmt.Sprintf("answer to interrupt %s of thread %q", id, ru.thread), Err: err}
 		}
 		if len(b) > r.cfg.maxValueBytes {
 			// Refused before it is saved: a stored answer the node cannot

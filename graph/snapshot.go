@@ -145,7 +145,9 @@ type HistoryOptions struct {
 // of that step in Next. Values of append fields share their prefixes, so a
 // long history costs time and memory proportional to what was written, not
 // to steps times state size. A thread with no checkpoints gives an empty
-// list.
+// list. It fails with ErrNoSaver without a saver, and with ErrInvalidInput
+// for a malformed thread ID, a negative Limit or a Filter the saver refuses
+// (that error also matches checkpoint.ErrInvalid).
 func (r *Runnable[S]) History(ctx context.Context, thread string, opts HistoryOptions) ([]Snapshot[S], error) {
 	if r.cfg.saver == nil {
 		return nil, ErrNoSaver
@@ -153,7 +155,13 @@ func (r *Runnable[S]) History(ctx context.Context, thread string, opts HistoryOp
 	if err := checkThread(thread); err != nil {
 		return nil, err
 	}
+	if opts.Limit < 0 {
+		return nil, fmt.Errorf("%w: thread %q: history: negative Limit %d", ErrInvalidInput, thread, opts.Limit)
+	}
 	tps, err := r.cfg.saver.List(ctx, thread, checkpoint.ListOptions{Filter: opts.Filter, Before: opts.Before, Limit: opts.Limit})
+	if errors.Is(err, checkpoint.ErrInvalid) {
+		return nil, fmt.Errorf("%w: thread %q: history: %w", ErrInvalidInput, thread, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("graph: thread %q: history: %w", thread, err)
 	}

@@ -133,6 +133,7 @@ type RunOption func(*runOptions)
 type runOptions struct {
 	before, after []string
 	limit         int
+	limitSet      bool
 	metadata      map[string]any
 	discard       bool
 }
@@ -149,8 +150,11 @@ func InterruptAfter(nodes ...string) RunOption {
 	return func(o *runOptions) { o.after = append(o.after, nodes...) }
 }
 
-// RecursionLimit overrides the compiled recursion limit for this run.
-func RecursionLimit(n int) RunOption { return func(o *runOptions) { o.limit = n } }
+// RecursionLimit overrides the compiled recursion limit for this run. A
+// limit below 1 makes the run fail with ErrInvalidInput.
+func RecursionLimit(n int) RunOption {
+	return func(o *runOptions) { o.limit, o.limitSet = n, true }
+}
 
 // Metadata attaches caller metadata (string, bool or number values) to every
 // checkpoint the run writes. History can filter on it.
@@ -196,7 +200,10 @@ func (r *Runnable[S]) resolveRun(opts []RunOption) (resolvedRun, error) {
 			rr.after = map[string]bool{}
 		}
 	}
-	if o.limit != 0 {
+	if (len(o.before) > 0 || len(o.after) > 0) && r.cfg.saver == nil {
+		return rr, fmt.Errorf("%w: breakpoints (InterruptBefore, InterruptAfter) need one to resume from", ErrNoSaver)
+	}
+	if o.limitSet {
 		if o.limit < 1 {
 			return rr, fmt.Errorf("%w: recursion limit %d is below 1", ErrInvalidInput, o.limit)
 		}
