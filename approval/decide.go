@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/lockstepgo/lockstep/internal/canon"
@@ -118,15 +119,32 @@ func checkReviewer(name string) string {
 		return "reviewer identity too long"
 	case !utf8.ValidString(name):
 		return "reviewer identity is not valid UTF-8"
-	case strings.HasPrefix(strings.ToLower(t), SystemPrefix):
-		return "reviewer names starting with " + SystemPrefix + " are reserved"
 	}
 	for _, r := range name {
-		if r < 0x20 || r == 0x7f {
+		switch {
+		case unicode.IsControl(r): // C0, DEL and C1 (NEL, ...)
 			return "reviewer identity contains a control character"
+		case unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp):
+			// Zero-width and direction marks: a name that reads like
+			// another one.
+			return "reviewer identity contains an invisible or format character"
 		}
 	}
+	if strings.HasPrefix(foldWidth(strings.ToLower(t)), SystemPrefix) {
+		return "reviewer names starting with " + SystemPrefix + " are reserved"
+	}
 	return ""
+}
+
+// foldWidth maps full-width ASCII (U+FF01 to U+FF5E, "ＳＹＳＴＥＭ") to ASCII,
+// so that the reserved prefix cannot be spelled around.
+func foldWidth(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 0xFF01 && r <= 0xFF5E {
+			return r - 0xFF01 + '!'
+		}
+		return r
+	}, s)
 }
 
 // decide turns a verdict on item into the decision to record at now. It is

@@ -34,9 +34,11 @@
 //
 //  1. The outcome is exactly "approved", "rejected" or "edited"
 //     ("APPROVE", "yes" and "" are refused). Expired is the system's.
-//  2. The reviewer is named: non-empty, printable, at most
-//     [MaxReviewerBytes], and not starting with [SystemPrefix] (names
-//     like "system:expiry" are the system's and are refused for humans).
+//  2. The reviewer is named: non-empty, valid UTF-8 without control,
+//     format or invisible characters (zero-width spaces, direction
+//     marks), at most [MaxReviewerBytes], and not starting with
+//     [SystemPrefix] in any case or width (names like "system:expiry" and
+//     "ＳＹＳＴＥＭ:expiry" are the system's and are refused for humans).
 //     The note is at most [MaxNoteBytes].
 //  3. The request is well formed ([Request.Validate]): its ArgsHash
 //     matches its arguments, so the decision covers exactly the call that

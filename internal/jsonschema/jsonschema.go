@@ -34,6 +34,37 @@ type Schema struct {
 	Pattern              string             `json:"pattern,omitempty"`
 }
 
+// UnmarshalJSON reads a schema, with additionalProperties as a bool or a
+// *Schema (what check knows), so that a schema that went through JSON
+// (stored with an approval request, say) checks a document as the one it
+// was written from did. It fails for any other additionalProperties.
+func (s *Schema) UnmarshalJSON(b []byte) error {
+	type plain Schema // without this method
+	var raw struct {
+		plain
+		AdditionalProperties json.RawMessage `json:"additionalProperties,omitempty"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*s = Schema(raw.plain)
+	s.AdditionalProperties = nil
+	switch ap := bytes.TrimSpace(raw.AdditionalProperties); {
+	case len(ap) == 0, string(ap) == "null":
+	case string(ap) == "true", string(ap) == "false":
+		s.AdditionalProperties = string(ap) == "true"
+	case ap[0] == '{':
+		var sub Schema
+		if err := json.Unmarshal(ap, &sub); err != nil {
+			return err
+		}
+		s.AdditionalProperties = &sub
+	default:
+		return fmt.Errorf("jsonschema: additionalProperties is %s, want a boolean or a schema", ap)
+	}
+	return nil
+}
+
 // ErrInvalid matches every *ValidationError.
 var ErrInvalid = errors.New("jsonschema: document does not match schema")
 
@@ -261,6 +292,8 @@ func check(s *Schema, v any, path string) error {
 						return &ValidationError{Path: path + "." + k, Reason: "unknown field"}
 					}
 					continue
+				default: // not a schema check knows: refuse rather than pass
+					return &ValidationError{Path: path + "." + k, Reason: "the schema's additionalProperties cannot be checked"}
 				}
 			}
 			if err := check(ps, fv, path+"."+k); err != nil {

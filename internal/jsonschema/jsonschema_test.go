@@ -88,3 +88,50 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+type limitsArgs struct {
+	Limits map[string]int `json:"limits"`
+	Owner  struct {
+		Name string `json:"name"`
+	} `json:"owner"`
+}
+
+// TestSchemaSurvivesJSON: a schema stored as JSON and read back (as an
+// approval request carries it) is the same schema and checks a document
+// the same way, map values included; an additionalProperties that is
+// neither a boolean nor a schema does not read.
+func TestSchemaSurvivesJSON(t *testing.T) {
+	s, err := For[limitsArgs]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Schema
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(s, &back); d != "" {
+		t.Errorf("read back (-written +read):\n%s", d)
+	}
+	for _, tc := range []struct{ doc, path string }{
+		{`{"limits":{"a":1},"owner":{"name":"x"}}`, ""},
+		{`{"limits":{"a":"lots"},"owner":{"name":"x"}}`, "$.limits.a"},
+		{`{"limits":{},"owner":{"name":"x","extra":1}}`, "$.owner.extra"},
+	} {
+		for name, sc := range map[string]*Schema{"written": s, "read": &back} {
+			err := Validate(sc, []byte(tc.doc))
+			var ve *ValidationError
+			if tc.path == "" && err != nil || tc.path != "" && (!errors.As(err, &ve) || ve.Path != tc.path) {
+				t.Errorf("%s schema, %s: %v, want path %q", name, tc.doc, err, tc.path)
+			}
+		}
+	}
+	for _, bad := range []string{`{"type":"object","additionalProperties":5}`, `{"type":"object","additionalProperties":"no"}`} {
+		if err := json.Unmarshal([]byte(bad), new(Schema)); err == nil {
+			t.Errorf("%s read without error", bad)
+		}
+	}
+}
