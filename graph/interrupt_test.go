@@ -220,6 +220,13 @@ func TestTwoInterruptsInOneNode(t *testing.T) {
 	if s.Status != graph.StatusWaiting || !slices.Equal(s.Next, []string{"form"}) {
 		t.Errorf("between answers: status %s next %v, want waiting [form]", s.Status, s.Next)
 	}
+	// The task keeps the question it asked and was answered; the snapshot
+	// lists only the one still waiting.
+	if len(s.Tasks) != 1 || len(s.Tasks[0].Interrupts) != 2 || s.Tasks[0].Interrupts[0].ID != first[0].ID ||
+		string(s.Tasks[0].Interrupts[0].Value) != `"name?"` || string(s.Tasks[0].Answered[first[0].ID]) != `"Ada"` ||
+		len(s.Interrupts) != 1 || s.Interrupts[0].ID != res.Interrupts[0].ID {
+		t.Errorf("between answers: task %+v, snapshot interrupts %+v; want both questions on the task, the answer to the first, and only the second waiting", s.Tasks, s.Interrupts)
+	}
 	// Answering the first interrupt again is refused.
 	_, err = r.Resume(ctx, "t", graph.Command[State]{ResumeByID: map[string]any{first[0].ID: "Bob"}})
 	if !errors.Is(err, graph.ErrAlreadyAnswered) {

@@ -383,6 +383,7 @@ func (r *Runnable[S]) safeExecute(ctx context.Context, t *task[S], f *frame[S], 
 // execute runs the task's node (with its retry policy) and resolves its
 // update and edges into writes. It sets t.err, t.interrupts or t.writes.
 func (r *Runnable[S]) execute(ctx context.Context, t *task[S], f *frame[S], sp *scratch, borrow bool) {
+	asked := t.interrupts // as saved: the questions of earlier runs
 	t.interrupts = nil
 	if t.name == START {
 		t.update, t.writes, t.err = r.startWrites(ctx, t, f)
@@ -409,7 +410,7 @@ func (r *Runnable[S]) execute(ctx context.Context, t *task[S], f *frame[S], sp *
 				r.cfg.logger.LogAttrs(ctx, slog.LevelWarn, "node returned normally after interrupt.Ask paused it; treating the task as paused",
 					strAttr("node", t.name), strAttr("task", t.id))
 			}
-			t.interrupts, t.err = raised, r.checkInterruptSizes(t.name, raised)
+			t.interrupts, t.err = withAnswered(asked, t.answers, raised), r.checkInterruptSizes(t.name, raised)
 			if t.err != nil {
 				t.interrupts = nil
 			}
@@ -725,4 +726,20 @@ func (r *Runnable[S]) fieldResult(ws []checkpoint.PendingWrite) map[string]json.
 		}
 	}
 	return out
+}
+
+// withAnswered is the interrupt list a task saves when it pauses again:
+// the questions of earlier runs that were answered (so that Task.Interrupts
+// keeps what was asked and answered), then the ones raised now.
+func withAnswered(asked []interrupt.Interrupt, answers map[string]json.RawMessage, raised []interrupt.Interrupt) []interrupt.Interrupt {
+	var out []interrupt.Interrupt
+	for _, in := range asked {
+		if _, ok := answers[in.ID]; ok && !slices.ContainsFunc(raised, func(r interrupt.Interrupt) bool { return r.ID == in.ID }) {
+			out = append(out, in)
+		}
+	}
+	if out == nil {
+		return raised
+	}
+	return append(out, raised...)
 }
