@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -193,7 +194,7 @@ func TestWriteRefusesWhatReadRefuses(t *testing.T) {
 		var ee *graph.EncodeError
 		if !errors.Is(err, graph.ErrNotSerializable) || !errors.As(err, &ee) {
 			t.Errorf("writing %q: %v, want an *EncodeError", raw, err)
-		} else if want := "field Raw"; ee.What != want {
+		} else if want := `write of node "w" to field Raw`; ee.What != want {
 			t.Errorf("writing %q: the error names %q, want %q", raw, ee.What, want)
 		}
 		_, err = r.Invoke(context.Background(), "t2", graph.Set(rawState{Raw: json.RawMessage(raw)}, "Raw"))
@@ -204,6 +205,41 @@ func TestWriteRefusesWhatReadRefuses(t *testing.T) {
 		}
 		if tps, _ := saver.List(context.Background(), "t2", checkpoint.ListOptions{}); len(tps) != 0 {
 			t.Errorf("input %q: %d checkpoints written", raw, len(tps))
+		}
+	}
+}
+
+type nanState struct {
+	F    float64
+	Blob string
+}
+
+// TestUnstorableWriteFailsTheNode: a node whose write cannot be stored
+// (not JSON, or over the size cap) fails, as a node error naming it; the
+// thread reads as failed with the task's error, not as pending, and no
+// checkpoint of the step is written.
+func TestUnstorableWriteFailsTheNode(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		u    graph.Update[nanState]
+		want error
+	}{
+		{"not JSON", graph.Set(nanState{F: math.NaN()}, "F"), graph.ErrNotSerializable},
+		{"over the cap", graph.Set(nanState{Blob: strings.Repeat("x", 2000)}, "Blob"), graph.ErrStateTooLarge},
+	} {
+		saver := checkpoint.NewMemorySaver(nil)
+		r := mustCompile(t, graph.New[nanState]().AddNode("w", func(ctx context.Context, s nanState) (graph.Update[nanState], error) {
+			return tc.u, nil
+		}).AddEdge(graph.START, "w"), graph.WithSaver(saver), graph.WithMaxValueBytes(1000))
+		_, err := r.Invoke(ctx, "t", graph.Update[nanState]{})
+		var ne *graph.NodeError
+		if !errors.Is(err, tc.want) || !errors.As(err, &ne) || ne.Node != "w" || ne.Thread != "t" {
+			t.Errorf("%s: Invoke: %v, want a *NodeError for node w matching %v", tc.name, err, tc.want)
+		}
+		s, err := r.GetState(ctx, "t")
+		if err != nil || s.Status != graph.StatusFailed || len(s.Tasks) != 1 || s.Tasks[0].Error == nil || s.Tasks[0].Name != "w" {
+			t.Errorf("%s: state %s, tasks %+v (%v), want failed with the task's error", tc.name, s.Status, s.Tasks, err)
 		}
 	}
 }

@@ -31,7 +31,8 @@ type task[S any] struct {
 	cached     bool // writes came from a saved pending write
 	saved      bool // writes are in the saver
 	writes     []twrite
-	update     Update[S] // what the node returned (zero when cached)
+	encoded    []checkpoint.Write // writes as they are saved, encoded when the node finished
+	update     Update[S]          // what the node returned (zero when cached)
 	err        error
 	interrupts []interrupt.Interrupt
 	answers    map[string]json.RawMessage       // saved answers to its interrupts
@@ -384,7 +385,7 @@ func (r *Runnable[S]) safeExecute(ctx context.Context, t *task[S], f *frame[S], 
 // update and edges into writes. It sets t.err, t.interrupts or t.writes.
 func (r *Runnable[S]) execute(ctx context.Context, t *task[S], f *frame[S], sp *scratch, borrow bool) {
 	asked := t.interrupts // as saved: the questions of earlier runs
-	t.interrupts = nil
+	t.interrupts, t.encoded = nil, nil
 	if t.name == START {
 		t.update, t.writes, t.err = r.startWrites(ctx, t, f)
 		t.done = t.err == nil
@@ -429,6 +430,12 @@ func (r *Runnable[S]) execute(ctx context.Context, t *task[S], f *frame[S], sp *
 		case err == nil:
 			t.update = u
 			t.writes, t.err = r.resolve(ctx, t, u, f, borrow)
+			if t.err == nil {
+				// Encoded now, so that a write that cannot be stored (not
+				// JSON, over the size cap) fails the node that wrote it,
+				// and the thread reads as failed, rather than the save.
+				t.encoded, t.err = r.encodeWrites(t)
+			}
 			t.done = t.err == nil
 			return
 		}
@@ -625,6 +632,9 @@ func (r *Runnable[S]) localState(f *frame[S], writes []twrite, borrow bool) (S, 
 
 // encodeWrites is the stored form of a task's writes (see decodeWrites).
 func (r *Runnable[S]) encodeWrites(t *task[S]) ([]checkpoint.Write, error) {
+	if t.encoded != nil {
+		return t.encoded, nil
+	}
 	if len(t.writes) == 0 {
 		return []checkpoint.Write{{Channel: checkpoint.ChannelNoWrites, Value: jsonNull}}, nil
 	}
