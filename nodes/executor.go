@@ -126,7 +126,11 @@ func WithWaitInProgress(d time.Duration) ExecutorOption { return func(e *Executo
 // WithStrictSecrets sets whether arguments that reference a secret
 // ({{secrets.X}}, $X, ${X}, %X%, env:X for a declared name X) or hold a
 // known secret value are refused with *SecretReferenceError (default
-// true). Nothing is ever expanded either way.
+// true). Nothing is ever expanded either way. With false, an argument that
+// holds a secret value reaches the tool as is, and so does every record of
+// the exact arguments, which redaction cannot change without breaking
+// their hash: the approval request a gated call raises, above all. Leave
+// it true unless the model is meant to pass such values.
 func WithStrictSecrets(strict bool) ExecutorOption { return func(e *Executor) { e.strict = strict } }
 
 // WithMaxAbandoned caps the abandoned tool bodies still running at n
