@@ -71,7 +71,9 @@ func (r *Runnable[S]) Resume(ctx context.Context, thread string, cmd Command[S],
 }
 
 // Continue runs a thread's pending tasks: after a failure, a crash, a
-// static breakpoint, or a NodeInterrupt whose state a reviewer updated.
+// static breakpoint, or a NodeInterrupt whose state a reviewer updated (as
+// the node before it: UpdateState's default in a one-node graph is the
+// node itself, which moves the thread past it, as in LangGraph).
 // Interrupted tasks run again (and pause again unless something changed).
 // On a done thread it does nothing. It fails with ErrThreadNotFound on an
 // unknown thread and otherwise returns what Invoke returns.

@@ -5,8 +5,10 @@
 //
 //   - It returns a [*NodeInterrupt] (the static form, LangGraph's legacy
 //     NodeInterrupt). The run stops; the value is saved with the task. There
-//     is no answer to deliver: a reviewer updates the state and the run is
-//     continued, re-running the node against the new state.
+//     is no answer to deliver (a resume that answers it is refused): a
+//     reviewer changes the state so that the node runs again against it
+//     (in package graph, Resume with Command.Update alone, or UpdateState
+//     as the node before it and Continue).
 //   - It calls [Ask] (the dynamic form). When an answer is waiting, Ask
 //     returns it, decoded into the caller's type. When none is, Ask returns an
 //     [*Error] that the node returns (wrapped or not); the run stops and saves
