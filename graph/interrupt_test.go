@@ -436,6 +436,43 @@ func TestResumeRefusesNodeInterruptAnswer(t *testing.T) {
 	}
 }
 
+// TestRefusedAnswerCanBeCorrected: an answer the node cannot decode (a
+// string for an Ask[int]) fails the resume with the *interrupt.AnswerError,
+// and is taken back: the interrupt waits again, the same question, and a
+// resume with an answer of the right type completes the run.
+func TestRefusedAnswerCanBeCorrected(t *testing.T) {
+	ctx := context.Background()
+	c := newCounter()
+	g := graph.New[State]().AddNode("qty", func(ctx context.Context, s State) (graph.Update[State], error) {
+		c.inc("qty")
+		n, err := interrupt.Ask[int](ctx, "how many?")
+		if err != nil {
+			return graph.Update[State]{}, err
+		}
+		return graph.Set(State{X: fmt.Sprint(n)}, "X"), nil
+	}).AddEdge(graph.START, "qty")
+	r := mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+	res, err := r.Invoke(ctx, "t", graph.Update[State]{})
+	if err != nil || len(res.Interrupts) != 1 {
+		t.Fatalf("Invoke = %+v, %v", res, err)
+	}
+	id := res.Interrupts[0].ID
+	_, err = r.Resume(ctx, "t", graph.Command[State]{Resume: "lots"})
+	var ae *interrupt.AnswerError
+	var ne *graph.NodeError
+	if !errors.As(err, &ae) || ae.ID != id || !errors.As(err, &ne) || ne.Node != "qty" {
+		t.Fatalf("wrong-type answer: %v, want a *NodeError around the *interrupt.AnswerError", err)
+	}
+	s, _ := r.GetState(ctx, "t")
+	if s.Status != graph.StatusWaiting || len(s.Interrupts) != 1 || s.Interrupts[0].ID != id || len(s.Tasks) != 1 || len(s.Tasks[0].Answered) != 0 {
+		t.Fatalf("after the refused answer: status %s, interrupts %+v, tasks %+v; want the question waiting again", s.Status, s.Interrupts, s.Tasks)
+	}
+	res, err = r.Resume(ctx, "t", graph.Command[State]{Resume: 3})
+	if err != nil || res.Status != graph.StatusDone || res.Values.X != "3" || c.get("qty") != 3 {
+		t.Errorf("corrected answer: %+v, %v, node ran %d times", res, err, c.get("qty"))
+	}
+}
+
 // Two resumes of one interrupt at once: exactly one runs the node.
 func TestConcurrentResume(t *testing.T) {
 	ctx := context.Background()

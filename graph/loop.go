@@ -56,7 +56,9 @@ func (r *Runnable[S]) Invoke(ctx context.Context, thread string, input Update[S]
 //
 // A NodeInterrupt takes no answer: the node raises it again until the
 // state changes, so resume it with cmd.Update alone (or UpdateState and
-// Continue).
+// Continue). An answer the node cannot decode into Ask's type is taken
+// back: the resume fails with a *NodeError around the
+// *interrupt.AnswerError, and the interrupt waits for another answer.
 //
 // Resume fails closed: ErrNothingToResume when the thread does not wait,
 // a *ResumeError (ErrAmbiguousResume, ErrUnknownInterrupt,
@@ -669,6 +671,45 @@ func (ru *run[S]) logAttrs(ctx context.Context, level slog.Level, msg string, at
 	ru.log.LogAttrs(ctx, level, msg, attrs...)
 }
 
+// refuseAnswer takes back the answer a task's node could not decode (Ask
+// failed with an *interrupt.AnswerError): the answer leaves the task's
+// answers and the resume's held ones, and the write it returns (the
+// task's __resume__ write without it, which replaces the saved one) goes
+// with the task's error, so that the interrupt waits again for an answer
+// of the right type instead of failing every later run the same way.
+func (ru *run[S]) refuseAnswer(t *task[S]) (checkpoint.Write, bool) {
+	var ae *interrupt.AnswerError
+	if !errors.As(t.err, &ae) {
+		return checkpoint.Write{}, false
+	}
+	if _, ok := t.answers[ae.ID]; !ok {
+		return checkpoint.Write{}, false
+	}
+	kept := maps.Clone(t.answers)
+	delete(kept, ae.ID)
+	t.answers = kept
+	b, err := json.Marshal(kept)
+	if err != nil {
+		return checkpoint.Write{}, false
+	}
+	w := checkpoint.Write{Channel: checkpoint.ChannelResume, Value: b}
+	ru.heldMu.Lock()
+	defer ru.heldMu.Unlock()
+	for i := range ru.answers {
+		if ru.answers[i].TaskID != t.id {
+			continue
+		}
+		held := slices.Clone(ru.answers[i].Writes)
+		for j := range held {
+			if held[j].Channel == checkpoint.ChannelResume {
+				held[j] = w
+			}
+		}
+		ru.answers[i].Writes = held
+	}
+	return w, true
+}
+
 // detached returns ctx without its cancellation: ctx itself when it has
 // none (context.WithoutCancel allocates, and most callers pass a context
 // that cannot be cancelled).
@@ -1085,6 +1126,9 @@ func (ru *run[S]) stopStep(ctx context.Context, tasks []*task[S], failed *task[S
 		case t.err != nil:
 			b, _ := json.Marshal(checkpoint.TaskError{Node: t.name, Type: fmt.Sprintf("%T", t.err), Message: t.err.Error()})
 			tw.Writes = []checkpoint.Write{{Channel: checkpoint.ChannelError, Value: b}}
+			if w, ok := ru.refuseAnswer(t); ok {
+				tw.Writes = append(tw.Writes, w)
+			}
 		case len(t.interrupts) > 0 && !t.done:
 			b, err := json.Marshal(t.interrupts)
 			if err != nil {
