@@ -277,3 +277,8 @@ func quoteAll(xs []string) []string {
 	}
 	return out
 }
+
+// noSaver is ErrNoSaver naming the thread an operation needed it for.
+func noSaver(thread string) error {
+	return fmt.Errorf("%w (thread %s)", ErrNoSaver, quoteShort(thread))
+}

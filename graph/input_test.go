@@ -193,3 +193,37 @@ func TestOptionsFailClosed(t *testing.T) {
 		t.Errorf("an answer that does not encode: %v, want an *EncodeError naming the thread around the *interrupt.ValueError", err)
 	}
 }
+
+// TestErrorsNameTheThread: failures of an operation on a thread say which
+// thread, whatever part of the input was wrong.
+func TestErrorsNameTheThread(t *testing.T) {
+	ctx := context.Background()
+	g := func() *graph.Graph[State] {
+		return graph.New[State]().AddNode("a", logNode(nil, "a")).AddEdge(graph.START, "a")
+	}
+	noSaver := mustCompile(t, g())
+	r := mustCompile(t, g(), graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+	if _, err := r.Invoke(ctx, "th-x", graph.Update[State]{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"GetState without a saver", func() error { _, err := noSaver.GetState(ctx, "th-x"); return err }},
+		{"History without a saver", func() error { _, err := noSaver.History(ctx, "th-x", graph.HistoryOptions{}); return err }},
+		{"input names an unknown field", func() error {
+			_, err := r.Invoke(ctx, "th-x", graph.Set(State{}, "Ghost"))
+			return err
+		}},
+		{"UpdateState as an unknown node", func() error {
+			_, err := r.UpdateState(ctx, "th-x", graph.Set(State{X: "1"}, "X"), graph.UpdateOptions{AsNode: "zz"})
+			return err
+		}},
+	} {
+		err := tc.call()
+		if err == nil || !strings.Contains(err.Error(), `"th-x"`) {
+			t.Errorf("%s: %v, want an error naming the thread", tc.name, err)
+		}
+	}
+}

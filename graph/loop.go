@@ -343,7 +343,7 @@ func (ru *run[S]) startInput(ctx context.Context, input Update[S]) error {
 	r := ru.r
 	start, err := r.encodeInput(input)
 	if err != nil {
-		return err
+		return fmt.Errorf("graph: thread %q: input: %w", ru.thread, err)
 	}
 	prevStep := -2
 	var head *frame[S]
@@ -575,11 +575,11 @@ func (ru *run[S]) startResume(ctx context.Context, cmd Command[S]) error {
 		nt := &task[S]{id: checkpoint.CommandTaskID(len(commands) + 1), push: -1}
 		nt.writes, err = r.resolve(ctx, nt, cmd.Update, f, false)
 		if err != nil {
-			return err
+			return fmt.Errorf("graph: thread %q: Command.Update: %w", ru.thread, err)
 		}
 		ws, err := r.encodeWrites(nt)
 		if err != nil {
-			return err
+			return fmt.Errorf("graph: thread %q: Command.Update: %w", ru.thread, err)
 		}
 		writes = append(writes, checkpoint.TaskWrites{TaskID: nt.id, Writes: ws})
 	}

@@ -94,7 +94,7 @@ func (r *Runnable[S]) inspect(thread string, f *frame[S], pending []checkpoint.P
 // *checkpoint.CorruptError when stored data cannot be decoded.
 func (r *Runnable[S]) GetState(ctx context.Context, thread string) (Snapshot[S], error) {
 	if r.cfg.saver == nil {
-		return Snapshot[S]{}, ErrNoSaver
+		return Snapshot[S]{}, noSaver(thread)
 	}
 	if err := checkThread(thread); err != nil {
 		return Snapshot[S]{}, err
@@ -114,7 +114,7 @@ func (r *Runnable[S]) GetState(ctx context.Context, thread string) (Snapshot[S],
 // error matching checkpoint.ErrNotFound for an unknown checkpoint.
 func (r *Runnable[S]) GetStateAt(ctx context.Context, thread, checkpointID string) (Snapshot[S], error) {
 	if r.cfg.saver == nil {
-		return Snapshot[S]{}, ErrNoSaver
+		return Snapshot[S]{}, noSaver(thread)
 	}
 	if err := checkThread(thread); err != nil {
 		return Snapshot[S]{}, err
@@ -150,7 +150,7 @@ type HistoryOptions struct {
 // (that error also matches checkpoint.ErrInvalid).
 func (r *Runnable[S]) History(ctx context.Context, thread string, opts HistoryOptions) ([]Snapshot[S], error) {
 	if r.cfg.saver == nil {
-		return nil, ErrNoSaver
+		return nil, noSaver(thread)
 	}
 	if err := checkThread(thread); err != nil {
 		return nil, err
@@ -267,7 +267,7 @@ type UpdateOptions struct {
 func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S], opts UpdateOptions) (Config, error) {
 	var zero Config
 	if r.cfg.saver == nil {
-		return zero, ErrNoSaver
+		return zero, noSaver(thread)
 	}
 	if err := checkThread(thread); err != nil {
 		return zero, err
@@ -369,7 +369,7 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 		}
 	default:
 		if _, ok := r.nodes[asNode]; !ok && asNode != START {
-			return zero, &UnknownNodeError{Name: asNode, From: "UpdateOptions.AsNode"}
+			return zero, &UnknownNodeError{Name: asNode, From: "UpdateOptions.AsNode for thread " + quoteShort(thread)}
 		}
 		t := &task[S]{name: asNode, push: -1}
 		t.id = checkpoint.TaskID(thread, f.id, "", ru.step, "update:"+asNode, "pull", nil)
