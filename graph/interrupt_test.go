@@ -473,6 +473,39 @@ func TestRefusedAnswerCanBeCorrected(t *testing.T) {
 	}
 }
 
+// TestUpdateStateKeepsFinishedSiblings (SEMANTICS.md §6, LangGraph's
+// bulk_update_state on the head): a sibling that finished in the step an
+// interrupt stopped keeps its writes when a reviewer updates the state as
+// the interrupted node: they are applied before the update, and the
+// sibling does not run again.
+func TestUpdateStateKeepsFinishedSiblings(t *testing.T) {
+	ctx := context.Background()
+	c := newCounter()
+	g := graph.New[State]().
+		AddNode("ask", askNode(c, "ask", "go on?")).
+		AddNode("sib", func(ctx context.Context, s State) (graph.Update[State], error) {
+			c.inc("sib")
+			return graph.Set(State{Count: 7, Log: []string{"sib"}}, "Count", "Log"), nil
+		}).
+		AddNode("next", logNode(c, "next")).
+		AddEdge(graph.START, "ask").AddEdge(graph.START, "sib").AddEdge("ask", "next")
+	r := mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+	if res, err := r.Invoke(ctx, "t", graph.Update[State]{}); err != nil || res.Status != graph.StatusWaiting {
+		t.Fatalf("Invoke = %+v, %v", res, err)
+	}
+	if _, err := r.UpdateState(ctx, "t", graph.Set(State{Log: []string{"manual"}}, "Log"), graph.UpdateOptions{AsNode: "ask"}); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := r.GetState(ctx, "t")
+	if s.Values.Count != 7 || !slices.Equal(s.Values.Log, []string{"sib", "manual"}) || !slices.Equal(s.Next, []string{"next"}) {
+		t.Errorf("after the update: values %+v, next %v; want the sibling's writes, then the update, and next", s.Values, s.Next)
+	}
+	res, err := r.Continue(ctx, "t")
+	if err != nil || res.Status != graph.StatusDone || !slices.Equal(res.Values.Log, []string{"sib", "manual", "next"}) || c.get("sib") != 1 {
+		t.Errorf("Continue = %+v, %v, sib ran %d times", res.Values, err, c.get("sib"))
+	}
+}
+
 // Two resumes of one interrupt at once: exactly one runs the node.
 func TestConcurrentResume(t *testing.T) {
 	ctx := context.Background()

@@ -258,8 +258,12 @@ type UpdateOptions struct {
 }
 
 // UpdateState writes u into the thread's state as a new "update"
-// checkpoint and returns its config. Pending tasks the update does not
-// trigger again are dropped (join barriers keep their state). It returns a
+// checkpoint and returns its config. On the head (no CheckpointID), the
+// writes saved there are applied first, as LangGraph does: a Command's
+// update, and the tasks that finished in the step an interrupt or a
+// failure stopped, which then do not run again. Pending tasks the update
+// does not trigger again are dropped (join barriers keep their state). It
+// returns a
 // *UnknownNodeError for an unknown AsNode, ErrAmbiguousUpdate, the errors of
 // the update itself (*UnknownFieldError...), and, when another runner owns
 // the thread, an error matching checkpoint.ErrThreadBusy or
@@ -371,9 +375,37 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 		if _, ok := r.nodes[asNode]; !ok && asNode != START {
 			return zero, &UnknownNodeError{Name: asNode, From: "UpdateOptions.AsNode for thread " + quoteShort(thread)}
 		}
+		base := f
+		if opts.CheckpointID == "" && !fresh && len(tp.Pending) > 0 {
+			// As LangGraph's bulk_update_state on the head: the writes
+			// saved there (a Command's update, the tasks that finished in
+			// the step an interrupt or a failure stopped) are applied
+			// first, so the update builds on them and the finished tasks
+			// do not run again.
+			if n, err = r.applyCommands(thread, n, tp.Pending, true); err != nil {
+				return zero, err
+			}
+			tasks := r.plan(f, "", f.meta.Step+1)
+			if err := r.attach(thread, f.id, tasks, tp.Pending); err != nil {
+				return zero, err
+			}
+			var finished []*task[S]
+			for _, t := range tasks {
+				if t.done {
+					finished = append(finished, t)
+				}
+			}
+			if len(finished) > 0 {
+				r.consume(n, finished)
+				if n, err = r.applyWrites(n, finished, ru.step, true, false); err != nil {
+					return zero, err
+				}
+			}
+			base = n
+		}
 		t := &task[S]{name: asNode, push: -1}
 		t.id = checkpoint.TaskID(thread, f.id, "", ru.step, "update:"+asNode, "pull", nil)
-		if t.writes, err = r.resolve(ctx, t, u, f, false); err != nil {
+		if t.writes, err = r.resolve(ctx, t, u, base, false); err != nil {
 			return zero, err
 		}
 		t.done = true
