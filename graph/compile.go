@@ -131,6 +131,8 @@ func WithMaxValueBytes(n int) Option {
 // WithStateCache keeps the decoded latest state of up to n threads in
 // memory (default 256; 0 turns it off). Cached values are validated against
 // the saver's versions on every read, so the cache never serves stale data.
+// Results and snapshots share their slices and maps with it: a caller that
+// changes one in place changes what the next run sees (see Result.Values).
 func WithStateCache(n int) Option { return func(c *config) { c.stateCache = n } }
 
 // Crash points passed to the WithHook function, in the order a step meets

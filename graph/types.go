@@ -41,7 +41,10 @@ const (
 type Result[S any] struct {
 	// Values is the state. For a waiting run it includes the writes of the
 	// tasks that finished in the interrupted step (which are saved as
-	// pending writes, not yet in a checkpoint).
+	// pending writes, not yet in a checkpoint). Its slices and maps are
+	// shared with the runtime's state cache (WithStateCache): read them,
+	// and copy before changing one, as a node does with its input; a change
+	// made in place would be seen by the next run of the thread.
 	Values S
 	// Status is StatusDone or StatusWaiting.
 	Status Status
@@ -73,6 +76,10 @@ type Task struct {
 
 // Snapshot is the state of a thread at a checkpoint.
 type Snapshot[S any] struct {
+	// Values is the state at the checkpoint. Like Result.Values it shares
+	// its slices and maps with the runtime (and, in History, append
+	// fields share their prefixes with older snapshots): copy before
+	// changing one.
 	Values S
 	// Next names the tasks that have not finished, in plan order (a node
 	// may appear several times, once per Send).
