@@ -227,3 +227,44 @@ func TestErrorsNameTheThread(t *testing.T) {
 		}
 	}
 }
+
+// TestUpdateAsInputIsARunsInput (SEMANTICS.md §6, test_update_as_input):
+// an update as the input of a new thread, then Continue, writes the same
+// history as Invoke with that input: the input checkpoint at step -1, then
+// the steps from 0, with the same values and next tasks.
+func TestUpdateAsInputIsARunsInput(t *testing.T) {
+	ctx := context.Background()
+	g := graph.New[State]().AddNode("a", logNode(nil, "a")).AddNode("b", logNode(nil, "b")).
+		AddEdge(graph.START, "a").AddEdge("a", "b")
+	r := mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+	in := graph.Set(State{X: "in"}, "X")
+	if _, err := r.Invoke(ctx, "run", in); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.UpdateState(ctx, "upd", in, graph.UpdateOptions{AsNode: graph.AsInput}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Continue(ctx, "upd"); err != nil {
+		t.Fatal(err)
+	}
+	type point struct {
+		Source checkpoint.Source
+		Step   int
+		Next   []string
+		Values State
+	}
+	trace := func(thread string) []point {
+		h, err := r.History(ctx, thread, graph.HistoryOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []point
+		for _, s := range h {
+			out = append(out, point{s.Metadata.Source, s.Metadata.Step, s.Next, s.Values})
+		}
+		return out
+	}
+	if d := cmp.Diff(trace("run"), trace("upd")); d != "" {
+		t.Errorf("history (-Invoke +UpdateState AsInput, Continue):\n%s", d)
+	}
+}

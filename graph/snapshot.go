@@ -347,6 +347,9 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 		n.start = start
 		n.markInternal(checkpoint.ChannelStart)
 		source = checkpoint.SourceInput
+		if fresh {
+			ru.step = -1 // as a run's input checkpoint: its first step is 0
+		}
 	case END:
 		if !u.IsZero() {
 			return zero, fmt.Errorf("%w: AsNode END takes a zero update", ErrInvalidInput)
