@@ -27,25 +27,55 @@ type ResumeFunc func(ctx context.Context, rec Record) error
 // ResumeGraph returns a ResumeFunc that resumes rec's thread on r with
 // Command{ResumeByID: {rec.ID: rec.Decision}} and the given run options.
 //
-// When the thread already holds this answer but never finished the step
-// (the answer was saved with the node's first durable step, and the
-// process died mid-node, or the step's own save failed), Resume fails with
-// graph.ErrAlreadyAnswered and the thread is pending; the function then
-// continues it, so the run completes. Nodes that must not repeat work on
-// that path wrap it in graph.Durable, as the tool node does.
+// When an earlier attempt delivered this decision but its run stopped
+// before the thread finished (the process died mid-node or after a saved
+// step, or a later node failed), Resume fails with
+// graph.ErrAlreadyAnswered, graph.ErrUnknownInterrupt or
+// graph.ErrNothingToResume while the thread is pending or failed and its
+// history holds the answer; the function then continues the thread, so
+// the run completes (a failure is retried with the worker's backoff).
+// Nodes that must not repeat work on that path wrap it in graph.Durable,
+// as the tool node does.
 func ResumeGraph[S any](r *graph.Runnable[S], opts ...graph.RunOption) ResumeFunc {
 	return func(ctx context.Context, rec Record) error {
 		_, err := r.Resume(ctx, rec.Thread, graph.Command[S]{ResumeByID: map[string]any{rec.ID: rec.Decision}}, opts...)
-		if !errors.Is(err, graph.ErrAlreadyAnswered) {
+		answered := errors.Is(err, graph.ErrAlreadyAnswered)
+		if !answered && !errors.Is(err, graph.ErrUnknownInterrupt) && !errors.Is(err, graph.ErrNothingToResume) {
 			return err
 		}
+		// An earlier attempt may have delivered the decision and stopped
+		// before the run finished: a crash, or a failure after the
+		// approval's step was saved. The thread is then pending or failed,
+		// its history holds the answer, and its run goes on.
 		snap, serr := r.GetState(ctx, rec.Thread)
-		if serr != nil || snap.Status != graph.StatusPending {
+		if serr != nil || snap.Status != graph.StatusPending && snap.Status != graph.StatusFailed {
 			return err
+		}
+		if !answered {
+			if ok, herr := delivered(ctx, r, rec); herr != nil || !ok {
+				return err
+			}
 		}
 		_, err = r.Continue(ctx, rec.Thread, opts...)
 		return err
 	}
+}
+
+// delivered reports whether the thread's history shows rec's decision as
+// the answer a task was given.
+func delivered[S any](ctx context.Context, r *graph.Runnable[S], rec Record) (bool, error) {
+	h, err := r.History(ctx, rec.Thread, graph.HistoryOptions{})
+	if err != nil {
+		return false, err
+	}
+	for _, s := range h {
+		for _, t := range s.Tasks {
+			if _, ok := t.Answered[rec.ID]; ok {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 // WorkerOptions configure a Worker. Zero values mean the defaults.

@@ -461,6 +461,55 @@ func TestResumeDiesMidNode(t *testing.T) {
 	}
 }
 
+// TestResumedRunStoppedAfterAStepIsContinued (R37): the resumed run saves
+// the approval's step (the decision is delivered, the refund paid) and
+// then fails in the next node. The retry finds the interrupt answered and
+// the thread failed: the worker continues the thread instead of marking
+// the approval stale and leaving the thread stuck, and nothing is paid
+// twice.
+func TestResumedRunStoppedAfterAStepIsContinued(t *testing.T) {
+	ctx := context.Background()
+	clock := newClock()
+	store := approval.NewMemoryStore(clock.Now)
+	f := newFixture(t, clock, store)
+	notified := 0
+	r, err := graph.New[refundState]().
+		AddNode("refund", f.refundNode).
+		AddNode("notify", func(ctx context.Context, s refundState) (graph.Update[refundState], error) {
+			if notified++; notified == 1 {
+				return graph.Update[refundState]{}, errors.New("mail server unavailable")
+			}
+			return graph.Update[refundState]{}, nil
+		}).
+		AddEdge(graph.START, "refund").AddEdge("refund", "notify").
+		Compile(graph.WithSaver(f.saver))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Invoke(ctx, "th", graph.Set(refundState{Order: "o-1", Amount: 10}, "Order", "Amount"))
+	if err != nil || len(res.Interrupts) != 1 {
+		t.Fatalf("Invoke = %+v, %v", res, err)
+	}
+	in := approval.NewInbox(f.saver, store, clock.Now)
+	if _, err := in.Approve(ctx, res.Interrupts[0].ID, "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	w := approval.NewWorker(store, approval.ResumeGraph(r), approval.WorkerOptions{Now: clock.Now})
+	if rep, err := w.RunOnce(ctx); err != nil || rep != (approval.WorkerReport{Deferred: 1}) {
+		t.Fatalf("first pass: %+v, %v; want one deferred attempt", rep, err)
+	}
+	if s, _ := r.GetState(ctx, "th"); s.Status != graph.StatusFailed || f.witness.total() != 1 {
+		t.Fatalf("after the failure: %s, %d payments; want failed, paid once", s.Status, f.witness.total())
+	}
+	clock.Add(time.Second)
+	if rep, err := w.RunOnce(ctx); err != nil || rep != (approval.WorkerReport{Resumed: 1}) {
+		t.Fatalf("second pass: %+v, %v; want the thread continued", rep, err)
+	}
+	if s, _ := r.GetState(ctx, "th"); s.Status != graph.StatusDone || s.Values.Paid != 10 || f.witness.total() != 1 || notified != 2 {
+		t.Errorf("after the retry: %s %+v, %d payments, notify ran %d times; want done, paid once, notify twice", s.Status, s.Values, f.witness.total(), notified)
+	}
+}
+
 // TestWorkerBusyThread: a thread held by another runner is retried later,
 // not marked resumed; a thread that no longer waits is marked and left.
 func TestWorkerBusyThread(t *testing.T) {
