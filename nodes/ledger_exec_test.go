@@ -542,3 +542,43 @@ func TestLedgerAmbiguousSettle(t *testing.T) {
 		})
 	}
 }
+
+// TestApprovedCallInProgressIsRetried (R34, D11): the process that ran an
+// approved write died between the effect and its record, and the resume
+// comes back within the dead holder's lease. The call is not reported as
+// failed (which would use up the decision and record a failure that may
+// be false): the node fails, so the run is tried again, and once the lease
+// has ended the tool node asks a human about the unknown outcome. Nothing
+// runs the write meanwhile.
+func TestApprovedCallInProgressIsRetried(t *testing.T) {
+	ctx := context.Background()
+	p := &payments{}
+	pay := p.tool(t, nodes.Destructive(approval.RiskHigh))
+	h := newHarness(t, []*nodes.Tool{pay}, answerThenDone(call("c", "charge", `{"order_id":"O-1","amount":5}`)), nil)
+	l := newMemLedger(t, h.clk.Now)
+	ex, _ := nodes.NewExecutor([]*nodes.Tool{pay}, nodes.WithLedger(l), nodes.WithClock(h.clk))
+	tn, _ := nodes.ToolNode(ex, nodes.WithNodeClock(h.clk.Now))
+	h.r = agentGraph(t, scriptedModel(answerThenDone(call("c", "charge", `{"order_id":"O-1","amount":5}`))), tn, h.saver)
+	res, err := h.r.Invoke(ctx, "th", userSays("charge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := h.request(t, res)
+	abandon(t, l, charge("O-1", 5, "th")) // the process that ran it died
+	_, err = h.r.Resume(ctx, "th", graph.Command[nodes.AgentState]{Resume: approve(req)})
+	var ne *graph.NodeError
+	if !errors.Is(err, ledger.ErrInProgress) || !errors.As(err, &ne) || ne.Node != "tools" {
+		t.Fatalf("resume within the holder's lease: %v, want the tool node failed with ErrInProgress", err)
+	}
+	if s, _ := h.r.GetState(ctx, "th"); s.Status != graph.StatusFailed || p.calls.get("charge") != 0 {
+		t.Fatalf("after it: %s, %d charges; want failed, none", s.Status, p.calls.get("charge"))
+	}
+	h.clk.Advance(time.Hour) // the dead holder's lease ends
+	res, err = h.r.Continue(ctx, "th")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := h.request(t, res); again.Kind != approval.KindOutcomeUnknown || p.calls.get("charge") != 0 {
+		t.Errorf("after the lease: request %+v, %d charges; want a human asked about the unknown outcome, no charge", again, p.calls.get("charge"))
+	}
+}

@@ -483,6 +483,16 @@ func (n *toolNode) execute(ctx context.Context, tc ToolCall, c Call, memo *Memo,
 		return o, nil
 	case interrupt.Is(err), ctx.Err() != nil, errors.Is(err, ErrLedger):
 		return outcome{}, err
+	case c.Approval != nil && errors.Is(err, ledger.ErrInProgress):
+		// An approved call whose earlier run holds the key without an
+		// outcome (a process that died between the effect and its record,
+		// or one still running): reporting it failed would use up the
+		// decision and record a failure that may not be true. The node
+		// fails instead, so the run is tried again (the approval worker
+		// backs off): the holder records the outcome, which is replayed,
+		// or its lease ends and a human is asked about the unknown
+		// outcome.
+		return outcome{}, err
 	case errors.As(err, &unknown) && !c.Reconciled:
 		t := n.ex.scopeTool(c)
 		_, args, hash, verr := n.ex.Verdict(c.Tool, c.FallbackFor, c.Args)
