@@ -71,11 +71,19 @@ type SQLStore struct {
 var _ Store = (*SQLStore)(nil)
 
 // OpenSQLStore creates the approval tables in db if they do not exist (or
-// upgrades them) and returns a store that reads time from now (nil means
+// upgrades them; tables already current are only read, so opening never
+// waits for a writer) and returns a store that reads time from now (nil means
 // time.Now). db stays the caller's: the store never closes it. Open it with
 // WAL and a busy timeout, as the SQLite saver does. It returns an error
 // matching ErrSchemaVersion when the tables are newer than SchemaVersion.
 func OpenSQLStore(ctx context.Context, db *sql.DB, now func() time.Time) (*SQLStore, error) {
+	// A current store needs no write: read its version without the write
+	// transaction, so that opening (a CLI listing approvals) never waits
+	// for a writer. Any error here (no table yet) goes the long way.
+	var cur sql.NullInt64
+	if err := db.QueryRowContext(ctx, `SELECT max(version) FROM approval_schema`).Scan(&cur); err == nil && cur.Int64 == SchemaVersion {
+		return &SQLStore{db: db, now: clockOrNow(now)}, nil
+	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("approval: open store: %w", err)

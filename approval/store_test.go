@@ -377,3 +377,26 @@ func TestSQLStoreSchema(t *testing.T) {
 		t.Errorf("sqlite3 output (-want +got):\n%s", diff)
 	}
 }
+
+// TestOpenSQLStoreWaitsForNoWriter: opening a store whose tables are
+// current writes nothing, so it does not wait for another connection's
+// write transaction (the CLI listing approvals while the application
+// writes).
+func TestOpenSQLStoreWaitsForNoWriter(t *testing.T) {
+	db, path := tempDB(t)
+	if _, err := approval.OpenSQLStore(context.Background(), db, nil); err != nil {
+		t.Fatal(err)
+	}
+	writer := openDB(t, path)
+	tx, err := writer.BeginTx(context.Background(), nil) // IMMEDIATE: holds the write lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	if _, err := approval.OpenSQLStore(ctx, db, nil); err != nil {
+		t.Fatalf("open while a writer holds the lock: %v (after %v)", err, time.Since(start))
+	}
+}
