@@ -801,7 +801,7 @@ func (e *Executor) reconcile(ctx context.Context, c *Call, p *prepared, in ledge
 
 // env fetches the tool's secrets and builds its Env.
 func (e *Executor) env(ctx context.Context, c *Call, p *prepared, key string) (Env, error) {
-	env := Env{Thread: p.scope, CallID: c.ID, tool: p.tool.name, key: key}
+	env := Env{Thread: p.scope, CallID: c.ID, tool: p.tool.name, key: key, red: e.red}
 	if len(p.tool.secrets) == 0 {
 		return env, nil
 	}

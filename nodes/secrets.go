@@ -79,6 +79,7 @@ type Env struct {
 	tool    string
 	key     string
 	secrets map[string]Secret
+	red     *redactor // the executor's: what a body asks is redacted too
 }
 
 // IdempotencyKey returns the call's idempotency key: the same on every
@@ -111,8 +112,13 @@ type redactor struct {
 
 func newRedactor() *redactor { return &redactor{values: map[string]bool{}} }
 
-// add learns a secret value.
+// add learns a secret value, and the value without surrounding white
+// space (a secret read from a file often ends in a newline that the body
+// trims before use).
 func (r *redactor) add(v string) {
+	if t := strings.TrimSpace(v); t != v {
+		r.add(t)
+	}
 	if len(v) < minRedact {
 		return
 	}

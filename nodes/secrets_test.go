@@ -400,3 +400,20 @@ func TestSecretCanary(t *testing.T) {
 		t.Errorf("reviewer context not redacted: %s", reqJSON)
 	}
 }
+
+// TestTrimmedSecretRedacted: a secret read from a file ends in a newline;
+// a body that trims it and echoes the token in an error does not leak it.
+func TestTrimmedSecretRedacted(t *testing.T) {
+	use := mustTool(t)(nodes.NewTool("use", "Use a token.", func(ctx context.Context, _ Empty, env nodes.Env) (string, error) {
+		s, err := env.Secret("TOKEN")
+		if err != nil {
+			return "", err
+		}
+		return "", nodes.Permanent(fmt.Errorf("invalid token %q", strings.TrimSpace(s.Reveal())))
+	}, nodes.Idempotent(), nodes.Secrets("TOKEN")))
+	ex, _ := nodes.NewExecutor([]*nodes.Tool{use}, nodes.WithSecrets(nodes.StaticSecrets{"TOKEN": "ghp_abcdef123456\n"}))
+	_, err := ex.Execute(context.Background(), nodes.Call{Tool: "use", Scope: "t"})
+	if err == nil || strings.Contains(err.Error(), "ghp_abcdef123456") || !strings.Contains(err.Error(), nodes.Redacted) {
+		t.Errorf("error %v: want the trimmed token redacted", err)
+	}
+}

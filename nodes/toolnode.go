@@ -721,8 +721,17 @@ func (n *toolNode) errorMessage(tc ToolCall, c Call, err error) *Message {
 // while no answer is waiting (the executor never retries it), an
 // *interrupt.ValueError when question does not encode as JSON, an
 // *interrupt.AnswerError when the answer does not decode into T, and
-// interrupt.ErrNoRuntime outside a graph run.
+// interrupt.ErrNoRuntime outside a graph run. The question is saved with
+// the secrets the executor handed out redacted, as results are.
 func Ask[T any](ctx context.Context, env Env, key string, question any) (T, error) {
+	if env.red != nil {
+		b, err := interrupt.Marshal(question)
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		question = json.RawMessage(env.red.Bytes(b))
+	}
 	return interrupt.AskKey[T](ctx, bodyAskKey(env.CallID, key), question)
 }
 

@@ -401,6 +401,28 @@ func TestToolNodeDecisionID(t *testing.T) {
 	}
 }
 
+// TestToolNodeBodyAskRedacted (D13): a question a tool body asks is saved
+// with the secrets the executor handed out redacted, as its results are.
+func TestToolNodeBodyAskRedacted(t *testing.T) {
+	ask := mustTool(t)(nodes.NewTool("confirm_link", "Ask the user to confirm the link.",
+		func(ctx context.Context, _ Empty, env nodes.Env) (string, error) {
+			tok, err := env.Secret("TOKEN")
+			if err != nil {
+				return "", err
+			}
+			return nodes.Ask[string](ctx, env, "confirm", map[string]string{"open": "https://bank.example/api?token=" + tok.Reveal()})
+		}, nodes.Idempotent(), nodes.Secrets("TOKEN")))
+	h := newHarness(t, []*nodes.Tool{ask}, answerThenDone(call("c", "confirm_link", `{}`)),
+		[]nodes.ExecutorOption{nodes.WithSecrets(nodes.StaticSecrets{"TOKEN": "tok_live_123456"})})
+	res, err := h.r.Invoke(context.Background(), "th", userSays("open it"))
+	if err != nil || len(res.Interrupts) != 1 {
+		t.Fatalf("Invoke = %+v, %v", res, err)
+	}
+	if v := string(res.Interrupts[0].Value); strings.Contains(v, "tok_live_123456") || !strings.Contains(v, nodes.Redacted) {
+		t.Errorf("the saved question is %s, want the token redacted", v)
+	}
+}
+
 // TestToolNodeBodiesAskByKey: tool bodies that ask with nodes.Ask, from
 // reads running in parallel, pause together with a gated call's approval
 // request; each question is answered by its ID and reaches its own body.
