@@ -55,6 +55,8 @@ func TestModelNode(t *testing.T) {
 			"", nodes.Message{Role: nodes.RoleAssistant, ToolCalls: []nodes.ToolCall{call("c2", "search_tickets", `{"query":"vpn"}`)}}},
 		{"missing IDs and arguments are filled", nodes.Message{ToolCalls: []nodes.ToolCall{call("", "search_tickets", ""), call("", "search_tickets", `{"query":"x"}`)}},
 			"", nodes.Message{Role: nodes.RoleAssistant, ToolCalls: []nodes.ToolCall{call("call_1_0", "search_tickets", "{}"), call("call_1_1", "search_tickets", `{"query":"x"}`)}}},
+		{"a filled ID never repeats one the model sent", nodes.Message{ToolCalls: []nodes.ToolCall{call("", "search_tickets", ""), call("call_1_0", "search_tickets", "")}},
+			"", nodes.Message{Role: nodes.RoleAssistant, ToolCalls: []nodes.ToolCall{call("call_1_0_1", "search_tickets", "{}"), call("call_1_0", "search_tickets", "{}")}}},
 		{"bad arguments are the executor's business", nodes.Message{ToolCalls: []nodes.ToolCall{call("c3", "search_tickets", `{"query":`)}},
 			"", nodes.Message{Role: nodes.RoleAssistant, ToolCalls: []nodes.ToolCall{call("c3", "search_tickets", `{"query":`)}}},
 		{"system prompt", nodes.Message{Content: "TKT-3."}, "You are a support agent.", nodes.Message{Role: nodes.RoleAssistant, Content: "TKT-3."}},

@@ -34,6 +34,10 @@ var (
 	// ID is not the interrupt ID of the call's request). Matches
 	// *DecisionIDError.
 	ErrWrongDecision = errors.New("nodes: decision answers another approval request")
+	// ErrDuplicateCallID: two tool calls of one model message share an ID;
+	// the tool node runs neither (their answers, approvals and results
+	// could not be told apart).
+	ErrDuplicateCallID = errors.New("nodes: two tool calls of one message share an ID")
 	// ErrRejected: a human rejected the call. Matches *DecisionError.
 	ErrRejected = errors.New("nodes: call rejected by a human")
 	// ErrExpired: nobody decided in time; an expiry is a rejection.

@@ -122,6 +122,10 @@ func (n *modelNode) generate(ctx context.Context, history []Message) (Message, e
 		return Message{}, &ModelError{Node: node, Err: fmt.Errorf("%w: its text is not valid UTF-8", ErrMalformedAnswer)}
 	}
 	msg := Message{Role: RoleAssistant, Content: out.Content}
+	given := map[string]bool{}
+	for _, tc := range out.ToolCalls {
+		given[tc.ID] = true
+	}
 	for i, tc := range out.ToolCalls {
 		switch {
 		case tc.Name == "":
@@ -130,7 +134,14 @@ func (n *modelNode) generate(ctx context.Context, history []Message) (Message, e
 			return Message{}, &ModelError{Node: node, Err: fmt.Errorf("%w: tool call %d (ID %s) is not valid UTF-8", ErrMalformedAnswer, i, quote(tc.ID))}
 		}
 		if tc.ID == "" {
-			tc.ID = "call_" + strconv.Itoa(turn) + "_" + strconv.Itoa(i)
+			// Unique in the thread: the turn and position, and a suffix
+			// if the model itself sent that ID in this answer.
+			id := "call_" + strconv.Itoa(turn) + "_" + strconv.Itoa(i)
+			for n := 1; given[id]; n++ {
+				id = "call_" + strconv.Itoa(turn) + "_" + strconv.Itoa(i) + "_" + strconv.Itoa(n)
+			}
+			tc.ID = id
+			given[id] = true
 		}
 		if tc.Arguments == "" {
 			tc.Arguments = "{}"

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -149,7 +150,10 @@ type toolNode struct {
 // again (asked again, with a new interrupt, when a different rule gates
 // it); a rejection or an expiry becomes a tool result the model can act
 // on. Tool bodies that ask a human themselves should use Ask (keyed by
-// their call), so that parallel calls can ask at once.
+// their call), so that parallel calls can ask at once. Calls of one
+// message that share an ID are not run (a tool result with
+// ErrDuplicateCallID for each): their questions, decisions and results
+// could not be told apart.
 //
 // The node fails (returns an error) on a ledger storage failure, a
 // reviewer-context failure, or a cancelled context; tool errors become tool
@@ -241,6 +245,7 @@ type callRun struct {
 	asked  int
 	last   approval.Outcome // the last decision's outcome
 	origin string           // the hash of the arguments the model sent, once known
+	dupID  bool             // another call of the message has the same ID: not run
 }
 
 func (n *toolNode) run(ctx context.Context, msgs []Message, saved map[string]MemoEntry, useMemo bool) ([]Message, map[string]MemoEntry, error) {
@@ -259,22 +264,34 @@ func (n *toolNode) run(ctx context.Context, msgs []Message, saved map[string]Mem
 	}
 	runs := make([]*callRun, len(calls))
 	taken := map[string]bool{}
+	ids := map[string]int{}
+	for _, c := range calls {
+		ids[c.ID]++
+	}
 	for i, c := range calls {
-		// The step name is "tool:"+ID; a call without an ID, or whose name
-		// is taken (a repeated ID), gets its position appended until the
-		// name is unique in the message.
-		step := "tool:" + c.ID
+		// The step name is "tool:"+ID (escaped if the ID holds the
+		// characters the node's own names use, so that no ID can spell
+		// another call's decision step); a call without an ID, or whose
+		// name is taken, gets its position appended until the name is
+		// unique in the message.
+		step := "tool:" + stepID(c.ID)
 		for c.ID == "" && step == "tool:" || taken[step] {
 			step += "#" + strconv.Itoa(i)
 		}
 		taken[step] = true
-		runs[i] = &callRun{call: c, step: step}
+		runs[i] = &callRun{call: c, step: step, dupID: c.ID != "" && ids[c.ID] > 1}
 	}
 
 	// Phase 1: every call's first step; reads in parallel, writes in order.
 	errs := make([]error, len(calls))
 	first := func(i int) {
 		r := runs[i]
+		if r.dupID {
+			// Which answer or approval would be whose? Neither runs.
+			c := Call{ID: r.call.ID, Tool: r.call.Name, Args: json.RawMessage(r.call.Arguments), Scope: thread}
+			r.out = outcome{Done: n.errorMessage(r.call, c, fmt.Errorf("%w: %s", ErrDuplicateCallID, quote(r.call.ID)))}
+			return
+		}
 		r.out, errs[i] = graph.Durable(ctx, r.step, func(ctx context.Context) (outcome, error) {
 			return n.firstStep(ctx, thread, r.call, memo)
 		})
@@ -676,6 +693,8 @@ func (n *toolNode) errorMessage(tc ToolCall, c Call, err error) *Message {
 		obs.Status, obs.Note = StatusBlocked, NoteWrongDecision
 	case errors.Is(err, ErrApprovalMismatch):
 		obs.Status, obs.Note = StatusBlocked, NoteMismatch
+	case errors.Is(err, ErrDuplicateCallID):
+		obs.Note = "Another call in the same message has this call's ID, so neither was run. Call again, giving each call its own ID."
 	case errors.Is(err, ErrUnknownTool):
 		obs.Note = "No tool of this name is available to you. Use one of the tools you were given, spelled exactly."
 	case errors.Is(err, ErrSecretReference):
@@ -740,4 +759,15 @@ func Ask[T any](ctx context.Context, env Env, key string, question any) (T, erro
 // the "tool/" prefix keeps them apart from the node's approval keys.
 func bodyAskKey(callID, key string) string {
 	return "tool/" + strconv.Itoa(len(callID)) + "/" + callID + "/" + key
+}
+
+// stepID is a tool-call ID as it goes into the names of the node's
+// durable steps: as is, unless it holds '/', '#' or '%' (never in a
+// provider's IDs), which are then escaped, so that no ID can spell the
+// name of another call's step ("X/decision:1").
+func stepID(id string) string {
+	if !strings.ContainsAny(id, "/#%") {
+		return id
+	}
+	return strings.NewReplacer("%", "%25", "/", "%2F", "#", "%23").Replace(id)
 }

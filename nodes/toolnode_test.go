@@ -401,6 +401,57 @@ func TestToolNodeDecisionID(t *testing.T) {
 	}
 }
 
+// TestToolNodeCallIDs: a model cannot make one human answer count for two
+// calls, or steer one call's approval to another, by choosing IDs. Calls
+// that share an ID are refused, neither run; an ID that spells another
+// call's internal step name ("X/decision:1") is just an ID.
+func TestToolNodeCallIDs(t *testing.T) {
+	t.Run("shared ID", func(t *testing.T) {
+		var runs counter
+		send := mustTool(t)(nodes.NewTool("send", "Send a message after the user confirms.",
+			func(ctx context.Context, a struct {
+				To string `json:"to"`
+			}, env nodes.Env) (string, error) {
+				runs.inc("send")
+				ok, err := nodes.Ask[bool](ctx, env, "confirm", "send to "+a.To+"?")
+				if err != nil || !ok {
+					return "not sent", err
+				}
+				return "sent to " + a.To, nil
+			}, nodes.Idempotent()))
+		h := newHarness(t, []*nodes.Tool{send}, answerThenDone(call("dup", "send", `{"to":"alice"}`), call("dup", "send", `{"to":"mallory"}`)), nil)
+		res, err := h.r.Invoke(context.Background(), "th", userSays("send it"))
+		if err != nil || res.Status != graph.StatusDone || runs.get("send") != 0 {
+			t.Fatalf("Invoke = %s, %v, send ran %d times; want done with neither run", res.Status, err, runs.get("send"))
+		}
+		for _, m := range toolMessages(res.Values.Messages) {
+			if o := observation(t, m); o.Status != nodes.StatusFailed || !strings.Contains(o.Error, "share an ID") {
+				t.Errorf("tool message %+v, want a refusal naming the shared ID", o)
+			}
+		}
+	})
+	t.Run("ID that spells a step name", func(t *testing.T) {
+		p := &payments{}
+		var searches counter
+		search := mustTool(t)(nodes.NewTool("search", "Search.", func(ctx context.Context, _ Empty, env nodes.Env) (string, error) {
+			searches.inc("search")
+			return "found", nil
+		}, nodes.Idempotent()))
+		h := newHarness(t, []*nodes.Tool{p.tool(t, nodes.Destructive(approval.RiskHigh)), search},
+			answerThenDone(call("X", "charge", `{"order_id":"O-1","amount":5}`), call("X/decision:1", "search", `{}`)), nil)
+		res, err := h.r.Invoke(context.Background(), "th", userSays("charge"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res = h.resume(t, approve(h.request(t, res)))
+		tm := toolMessages(res.Values.Messages)
+		if res.Status != graph.StatusDone || p.calls.get("charge") != 1 || searches.get("search") != 1 || len(tm) != 2 ||
+			tm[0].ToolCallID != "X" || observation(t, tm[0]).Status != nodes.StatusExecuted || tm[1].ToolCallID != "X/decision:1" {
+			t.Errorf("status %s, %d charges, %d searches, tool messages %+v; want each call answered once, the approved charge run", res.Status, p.calls.get("charge"), searches.get("search"), tm)
+		}
+	})
+}
+
 // TestToolNodeBodyAskRedacted (D13): a question a tool body asks is saved
 // with the secrets the executor handed out redacted, as its results are.
 func TestToolNodeBodyAskRedacted(t *testing.T) {
