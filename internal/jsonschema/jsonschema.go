@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -113,8 +114,23 @@ func fromType(t reflect.Type, seen map[reflect.Type]bool) (*Schema, error) {
 		return &Schema{Type: "boolean"}, nil
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return &Schema{Type: "integer"}, nil
-	case reflect.Float32, reflect.Float64:
+		// The type's range, so that a value the Go type cannot hold fails
+		// validation (naming the field), not decoding after a human
+		// approved it: both bounds for types of 32 bits or fewer, the
+		// minimum 0 for wider unsigned ones (64-bit bounds are beyond what
+		// a JSON number holds exactly, and would only clutter the schema).
+		s := &Schema{Type: "integer"}
+		lo, hi := intRange(t)
+		if t.Bits() <= 32 {
+			s.Minimum, s.Maximum = &lo, &hi
+		} else if lo == 0 {
+			s.Minimum = &lo
+		}
+		return s, nil
+	case reflect.Float32:
+		lo, hi := -math.MaxFloat32, math.MaxFloat32
+		return &Schema{Type: "number", Minimum: &lo, Maximum: &hi}, nil
+	case reflect.Float64:
 		return &Schema{Type: "number"}, nil
 	case reflect.Slice, reflect.Array:
 		items, err := fromType(t.Elem(), seen)
@@ -211,10 +227,16 @@ func applyTag(s *Schema, tag string) error {
 					s.Enum = append(s.Enum, e)
 				}
 			}
-		case "minimum":
-			s.Minimum, err = num()
+		case "minimum": // a tag narrows the type's range, never widens it
+			var m *float64
+			if m, err = num(); err == nil && (s.Minimum == nil || *m > *s.Minimum) {
+				s.Minimum = m
+			}
 		case "maximum":
-			s.Maximum, err = num()
+			var m *float64
+			if m, err = num(); err == nil && (s.Maximum == nil || *m < *s.Maximum) {
+				s.Maximum = m
+			}
 		case "minLength":
 			s.MinLength, err = count()
 		case "maxLength":
@@ -431,4 +453,15 @@ func article(typ string) string {
 		return "an " + typ
 	}
 	return "a " + typ
+}
+
+// intRange is the range of integer type t, as float64 (the 64-bit bounds
+// round to the nearest float64, which the checker's float comparison
+// treats alike).
+func intRange(t reflect.Type) (lo, hi float64) {
+	bits := t.Bits()
+	if t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64 {
+		return 0, math.Ldexp(1, bits) - 1
+	}
+	return -math.Ldexp(1, bits-1), math.Ldexp(1, bits-1) - 1
 }

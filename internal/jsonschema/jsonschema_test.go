@@ -135,3 +135,38 @@ func TestSchemaSurvivesJSON(t *testing.T) {
 		}
 	}
 }
+
+type sizedArgs struct {
+	Count uint8   `json:"count,omitempty"`
+	Delta int16   `json:"delta,omitempty"`
+	Items uint    `json:"items,omitempty"`
+	Ratio float32 `json:"ratio,omitempty"`
+	Wide  uint8   `json:"wide,omitempty" jsonschema:"maximum=1000"`
+	Small int     `json:"small,omitempty" jsonschema:"minimum=1,maximum=5"`
+}
+
+// TestSizedNumbers: a value the Go type cannot hold fails validation,
+// naming the field, instead of decoding; a tag narrows a type's range and
+// never widens it.
+func TestSizedNumbers(t *testing.T) {
+	s, err := For[sizedArgs]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ doc, path string }{
+		{`{"count":255,"delta":-32768,"items":0,"ratio":3.4e38,"wide":255,"small":5}`, ""},
+		{`{"count":256}`, "$.count"},
+		{`{"count":-1}`, "$.count"},
+		{`{"delta":40000}`, "$.delta"},
+		{`{"items":-1}`, "$.items"},
+		{`{"ratio":1e39}`, "$.ratio"},
+		{`{"wide":300}`, "$.wide"},
+		{`{"small":6}`, "$.small"},
+	} {
+		err := Validate(s, []byte(tc.doc))
+		var ve *ValidationError
+		if tc.path == "" && err != nil || tc.path != "" && (!errors.As(err, &ve) || ve.Path != tc.path) {
+			t.Errorf("%s: %v, want path %q", tc.doc, err, tc.path)
+		}
+	}
+}
