@@ -11,8 +11,14 @@ import (
 	"github.com/tmc/langchaingo/llms"
 )
 
-// FromLangchaingo adapts a langchaingo model (llms.Model: the OpenAI,
-// Anthropic, Ollama, ... clients) to Model. Every call binds the tools as
+// FromLangchaingo adapts a langchaingo model (llms.Model) to Model. It is
+// tested with langchaingo's OpenAI client, which also serves every
+// OpenAI-compatible endpoint. The Anthropic and Ollama clients of
+// langchaingo v0.1.14 do not carry tool calls faithfully (Anthropic's
+// sends only the first part of an assistant message and answers with one
+// choice per content block; Ollama's has no tools), so an agent that calls
+// tools through them loses calls: use an OpenAI-compatible endpoint, or
+// implement Model for the provider. Every call binds the tools as
 // langchaingo function tools (llms.WithTools) with their JSON Schemas,
 // after opts (model name, temperature, ...); maps the conversation to
 // llms.MessageContent (system, human, ai and tool messages; an assistant's
