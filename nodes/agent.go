@@ -24,10 +24,12 @@ type AgentOptions struct {
 	System string
 	// MaxTurns bounds the model calls of one run (an Invoke or a Resume;
 	// default DefaultMaxTurns): the agent's recursion limit is 2×MaxTurns
-	// supersteps, exactly what MaxTurns model calls with tool steps
-	// between them take. A run that needs more fails with a
-	// *graph.RecursionError (graph.ErrRecursionLimit); its thread goes on
-	// from there with Runnable.Continue.
+	// supersteps, what MaxTurns model calls with tool steps between them
+	// take. A Resume or Continue may make one call more: the runtime gives
+	// a run that re-enters an interrupted step one extra superstep for it.
+	// A run that needs more fails with a *graph.RecursionError
+	// (graph.ErrRecursionLimit); its thread goes on from there with
+	// Runnable.Continue.
 	MaxTurns int
 	// ToolNode configures the tool node: the approval rules requests
 	// carry (WithApprovalRules), the reviewer's context
