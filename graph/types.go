@@ -101,8 +101,11 @@ type EventKind string
 
 // Event kinds.
 const (
-	// EventValues carries the state after a checkpoint was saved (and
-	// once at the start of a run).
+	// EventValues carries the state after a checkpoint was saved, and
+	// once at the start of a run, before anything is saved: a new run's
+	// input checkpoint is saved with its first step, so that first event
+	// may name a checkpoint a crash leaves unsaved. Acknowledge saved work
+	// with EventCheckpoint.
 	EventValues EventKind = "values"
 	// EventUpdates carries one task's writes after its step. Cached is set
 	// for writes that were saved before and not computed again.
