@@ -96,7 +96,9 @@ type ArgsError struct {
 
 // Error describes the failure, naming the tool or key and never a secret.
 func (e *ArgsError) Error() string {
-	return fmt.Sprintf("nodes: tool %q: invalid argument %s: %s", e.Tool, e.Path, e.Reason)
+	// The path names keys the model chose: a long one is cut, so that the
+	// message (which the model and the logs see) stays short.
+	return fmt.Sprintf("nodes: tool %s: invalid argument %s: %s", quote(e.Tool), cutLong(e.Path), e.Reason)
 }
 
 // Unwrap returns the schema or canonicalisation error.

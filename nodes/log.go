@@ -68,18 +68,25 @@ func (v argsView) LogValue() slog.Value {
 	return slog.StringValue(string(b))
 }
 
+// cutLong cuts s to maxArgString bytes (see cutAt).
+func cutLong(s string) string { return cutAt(s, maxArgString) }
+
+// cutAt cuts s to at most n bytes, at a rune boundary, marking the cut
+// with "…".
+func cutAt(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
 func redactValue(x any, red *redactor) any {
 	switch t := x.(type) {
 	case string:
-		s := red.String(t)
-		if len(s) > maxArgString {
-			cut := maxArgString
-			for cut > 0 && !utf8.RuneStart(s[cut]) {
-				cut--
-			}
-			s = s[:cut] + "…"
-		}
-		return s
+		return cutLong(red.String(t))
 	case []any:
 		out := make([]any, len(t))
 		for i, e := range t {
@@ -90,10 +97,10 @@ func redactValue(x any, red *redactor) any {
 		out := make(map[string]any, len(t))
 		for k, e := range t {
 			if sensitiveKey(k) {
-				out[red.String(k)] = Redacted
+				out[cutLong(red.String(k))] = Redacted
 				continue
 			}
-			out[red.String(k)] = redactValue(e, red)
+			out[cutLong(red.String(k))] = redactValue(e, red)
 		}
 		return out
 	}
@@ -107,8 +114,8 @@ func (e *Executor) event(ctx context.Context, level slog.Level, st Status, c *Ca
 	}
 	base := []slog.Attr{
 		slog.String("status", string(st)),
-		slog.String("tool", e.red.String(c.Tool)),
-		slog.String("call_id", e.red.String(c.ID)),
+		slog.String("tool", cutLong(e.red.String(c.Tool))),
+		slog.String("call_id", cutLong(e.red.String(c.ID))),
 	}
 	if c.Scope != "" {
 		base = append(base, slog.String("thread", c.Scope))
@@ -122,7 +129,10 @@ func (e *Executor) event(ctx context.Context, level slog.Level, st Status, c *Ca
 	e.log.LogAttrs(ctx, level, logMessage, append(base, attrs...)...)
 }
 
-// errAttr is the redacted text of err.
+// errAttr is the redacted text of err, cut at maxErrLog bytes.
 func (e *Executor) errAttr(err error) slog.Attr {
-	return slog.String("error", e.red.String(err.Error()))
+	return slog.String("error", cutAt(e.red.String(err.Error()), maxErrLog))
 }
+
+// maxErrLog caps an error's text in a log record.
+const maxErrLog = 4096

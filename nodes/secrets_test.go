@@ -417,3 +417,25 @@ func TestTrimmedSecretRedacted(t *testing.T) {
 		t.Errorf("error %v: want the trimmed token redacted", err)
 	}
 }
+
+// TestLogCutsLongNames: a call with a 1 MiB argument key, tool name or call
+// ID does not put 1 MiB into the log: keys, names and IDs are cut as
+// string values are.
+func TestLogCutsLongNames(t *testing.T) {
+	var logs logBuffer
+	echo := mustTool(t)(nodes.NewTool("echo", "Echo.", func(ctx context.Context, _ Empty, env nodes.Env) (string, error) {
+		return "ok", nil
+	}, nodes.Idempotent()))
+	ex, _ := nodes.NewExecutor([]*nodes.Tool{echo}, nodes.WithLogger(logs.Logger()))
+	huge := strings.Repeat("k", 1<<20)
+	for _, c := range []nodes.Call{
+		{Tool: "echo", Scope: "t", Args: json.RawMessage(`{"` + huge + `":1}`)},
+		{Tool: huge, Scope: "t"},
+		{Tool: "echo", Scope: "t", ID: huge},
+	} {
+		ex.Execute(context.Background(), c)
+	}
+	if n := len(logs.String()); n > 64<<10 {
+		t.Errorf("%d bytes of log for three calls, want long names cut", n)
+	}
+}
