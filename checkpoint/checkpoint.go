@@ -267,6 +267,13 @@ func (t *Tuple) Ref() Ref { return Ref{Thread: t.Thread, NS: t.NS, ID: t.Checkpo
 type Lease struct {
 	Owner string
 	TTL   time.Duration
+	// Held makes a Claim renew only a lease this owner still holds (live
+	// or expired, as long as nobody took it since): a Claim with Held
+	// fails with a *BusyError when another owner holds the lease or has
+	// released it since (Owner is then ""), so that a runner that lost
+	// the thread is told so even when the runner that took it over has
+	// finished. The graph runtime sets it before a durable step runs.
+	Held bool
 }
 
 // PutRequest asks a saver to add a checkpoint to a thread.
@@ -468,6 +475,9 @@ type BusyError struct {
 }
 
 func (e *BusyError) Error() string {
+	if e.Owner == "" {
+		return fmt.Sprintf("checkpoint: thread %q: the lease passed to another runner, which has released it", e.Thread)
+	}
 	return fmt.Sprintf("checkpoint: thread %q is leased by runner %s until %s", e.Thread, e.Owner, e.Until.UTC().Format(time.RFC3339Nano))
 }
 

@@ -585,6 +585,9 @@ func (s *MemorySaver) Claim(ctx context.Context, ref Ref, lease Lease) error {
 	if t == nil {
 		t = s.thread(key)
 	}
+	if lease.Held && t.leaseOwner != lease.Owner {
+		return &BusyError{Thread: ref.Thread, NS: ref.NS, Owner: t.leaseOwner, Until: t.leaseUntil}
+	}
 	if err := s.checkLease(t, ref.Thread, ref.NS, lease, now); err != nil {
 		return err
 	}

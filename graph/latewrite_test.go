@@ -22,6 +22,7 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/interrupt"
 )
 
 // lateTTL is the runs' lease TTL. The saver judges it on fakeClock; the
@@ -628,5 +629,61 @@ func TestDeleteThreadWhileRunning(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestFenceAfterATakeoverThatPaused (RELIABILITY.md: a superseded owner is
+// told it lost): runner 1 runs durable step A and stalls past its lease.
+// Runner 2 takes the thread over, reuses A, runs B, pauses at a question
+// and releases the lease, so the head does not move. When runner 1 goes
+// on, its durable step B must not run: the fence finds that another
+// runner held the thread since, and runner 1's run fails as busy.
+func TestFenceAfterATakeoverThatPaused(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock()
+	saver := checkpoint.NewMemorySaver(clock.Now)
+	var a, b atomic.Int32
+	atA, goOn := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	first.Store(true)
+	r := mustCompile(t, graph.New[State]().AddNode("n", func(ctx context.Context, s State) (graph.Update[State], error) {
+		if _, err := graph.Durable(ctx, "A", func(ctx context.Context) (int, error) { return int(a.Add(1)), nil }); err != nil {
+			return graph.Update[State]{}, err
+		}
+		if first.CompareAndSwap(true, false) {
+			close(atA)
+			<-goOn // runner 1 stalls here
+		}
+		if _, err := graph.Durable(ctx, "B", func(ctx context.Context) (int, error) { return int(b.Add(1)), nil }); err != nil {
+			return graph.Update[State]{}, err
+		}
+		ok, err := interrupt.Ask[bool](ctx, "ok?")
+		if err != nil || !ok {
+			return graph.Update[State]{}, err
+		}
+		return graph.Set(State{X: "done"}, "X"), nil
+	}).AddEdge(graph.START, "n"), graph.WithSaver(saver), graph.WithLeaseTTL(time.Minute))
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Invoke(ctx, "t", graph.Update[State]{})
+		done <- err
+	}()
+	<-atA
+	clock.Advance(2 * time.Minute) // runner 1's lease lapses (its heartbeat is far off)
+	res, err := r.Continue(ctx, "t")
+	if err != nil || res.Status != graph.StatusWaiting || a.Load() != 1 || b.Load() != 1 {
+		t.Fatalf("runner 2: %+v, %v; A ran %d, B %d; want waiting with A reused and B run once", res.Status, err, a.Load(), b.Load())
+	}
+	close(goOn)
+	if err := <-done; !errors.Is(err, checkpoint.ErrThreadBusy) && !errors.Is(err, checkpoint.ErrConflict) {
+		t.Errorf("runner 1 after the takeover: %v, want it told it lost the thread", err)
+	}
+	if b.Load() != 1 {
+		t.Errorf("B ran %d times, want once", b.Load())
+	}
+	s, _ := r.GetState(ctx, "t")
+	if s.Status != graph.StatusWaiting || len(s.Interrupts) != 1 {
+		t.Errorf("the thread is %s with %d interrupts, want waiting on runner 2's question", s.Status, len(s.Interrupts))
 	}
 }

@@ -1311,7 +1311,12 @@ func (ru *run[S]) confirmOwner(ctx context.Context, head string) error {
 	}
 	ru.mu.Lock()
 	defer ru.mu.Unlock()
-	if err := ru.saver.Claim(ctx, checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: head}, ru.lease); err != nil {
+	// Held: renew only a lease nobody else took since, so that a run that
+	// lost the thread learns it even when the runner that took it over
+	// has paused or failed since, leaving the head where it was.
+	l := ru.lease
+	l.Held = true
+	if err := ru.saver.Claim(ctx, checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: head}, l); err != nil {
 		return fmt.Errorf("graph: thread %q: the run no longer owns the thread: %w", ru.thread, err)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package checkpointtest
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -21,7 +22,42 @@ func leaseCases() []testCase {
 		{name: "SupersededCannotDisplaceWrites", run: testSupersededWrites},
 		{name: "OwnershipIsPerThread", run: testOwnershipPerThread},
 		{name: "OwnerRetryIsNotARejection", run: testOwnerRetry},
+		{name: "HeldRenewsOnlyAnUntakenLease", run: testHeldRenews},
 	}
+}
+
+// testHeldRenews: a Claim with Lease.Held renews the owner's lease, live
+// or expired untaken, and fails with a *BusyError, writing nothing, once
+// another owner took the lease, whether that owner still holds it
+// (naming it) or has released it since (Owner ""): a runner that lost the
+// thread learns it even when the head did not move.
+func testHeldRenews(t *testing.T, f *fixture) {
+	held := func(owner string) checkpoint.Lease { l := owned(owner); l.Held = true; return l }
+	l := f.line("thread-1", "")
+	l.lease = owned("runner-a")
+	l.step(t, set("x", `1`))
+	f.claim(t, l.ref(l.head), held("runner-a")) // live
+	f.clock.Advance(ttl + time.Second)
+	f.claim(t, l.ref(l.head), held("runner-a")) // expired, untaken
+	renewedAt := f.clock.Now()
+	wantBusy(t, "Held Claim by an owner that never held it", f.s.Claim(t.Context(), l.ref(l.head), held("runner-b")),
+		checkpoint.BusyError{Thread: "thread-1", Owner: "runner-a", Until: renewedAt.Add(ttl)})
+	f.clock.Advance(ttl + time.Second)
+	takenAt := f.clock.Now()
+	f.claim(t, l.ref(l.head), owned("runner-b")) // b takes the expired lease over
+	wantBusy(t, "Held Claim after the lease passed on", f.s.Claim(t.Context(), l.ref(l.head), held("runner-a")),
+		checkpoint.BusyError{Thread: "thread-1", Owner: "runner-b", Until: takenAt.Add(ttl)})
+	if err := f.s.Release(t.Context(), "thread-1", "", "runner-b"); err != nil {
+		t.Fatal(err)
+	}
+	before := f.dump(t, l.thread)
+	err := f.s.Claim(t.Context(), l.ref(l.head), held("runner-a"))
+	var be *checkpoint.BusyError
+	if !errors.As(err, &be) || be.Owner != "" || !errors.Is(err, checkpoint.ErrThreadBusy) {
+		t.Errorf("Held Claim after the lease passed on and was released: %v, want a *BusyError with no owner", err)
+	}
+	f.unchanged(t, "refused Held Claims", l.thread, before)
+	f.claim(t, l.ref(l.head), owned("runner-a")) // a plain Claim takes the free lease
 }
 
 const ttl = 10 * time.Second

@@ -601,10 +601,16 @@ const claimFast = `UPDATE threads SET lease_owner = ?3, lease_until = ?4
 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND (lease_owner IS NULL OR lease_owner = ?3 OR lease_until <= ?5)
 	AND ` + headOf + ` IS ?6`
 
+// renewHeld renews the lease of owner ?3 when ?6 is the head and the
+// lease is still ?3's, live or expired (Lease.Held).
+const renewHeld = `UPDATE threads SET lease_owner = ?3, lease_until = ?4
+WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND lease_owner = ?3
+	AND ` + headOf + ` IS ?6`
+
 // Claim implements checkpoint.Saver: it takes or renews (to now + TTL) the
 // lease on a thread whose head is ref.ID ("" for a thread with no
-// checkpoint, which creates the thread's row). It is what a runner's
-// heartbeat calls. It returns a *checkpoint.ConflictError when ref.ID is
+// checkpoint, which creates the thread's row); with l.Held it only renews
+// a lease l.Owner still holds. It is what a runner's heartbeat calls. It returns a *checkpoint.ConflictError when ref.ID is
 // not the head, an error wrapping checkpoint.ErrInvalid for an empty
 // owner, a *checkpoint.BusyError when another runner holds the lease, and
 // a *StoreError when SQLite fails.
@@ -616,7 +622,11 @@ func (s *Saver) Claim(ctx context.Context, ref checkpoint.Ref, l checkpoint.Leas
 	op := opInfo{op: "claim", thread: ref.Thread, ns: ref.NS, checkpoint: ref.ID}
 	return s.write(ctx, op, "", func(t *wtx) error {
 		if l.Owner != "" {
-			n, err := t.exec(claimFast, ref.Thread, ref.NS, l.Owner, now.Add(l.TTL).UnixNano(), now.UnixNano(), nullable(ref.ID))
+			q := claimFast
+			if l.Held {
+				q = renewHeld
+			}
+			n, err := t.exec(q, ref.Thread, ref.NS, l.Owner, now.Add(l.TTL).UnixNano(), now.UnixNano(), nullable(ref.ID))
 			if err != nil || n == 1 {
 				return err
 			}
@@ -634,6 +644,10 @@ func (s *Saver) Claim(ctx context.Context, ref checkpoint.Ref, l checkpoint.Leas
 		}
 		if l.Owner == "" {
 			return errRollback{fmt.Errorf("%w: empty lease owner", checkpoint.ErrInvalid)}
+		}
+		if l.Held && th.owner != l.Owner {
+			// Someone else took the lease since (and may have released it).
+			return errRollback{&checkpoint.BusyError{Thread: ref.Thread, NS: ref.NS, Owner: th.owner, Until: time.Unix(0, th.until).UTC()}}
 		}
 		if err := leaseBusy(ref.Thread, ref.NS, th.owner, th.until, l.Owner, now); err != nil {
 			return errRollback{err}
