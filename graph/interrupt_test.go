@@ -1011,3 +1011,46 @@ func TestAskInALoop(t *testing.T) {
 		t.Errorf("fourth resume: %v, want ErrNothingToResume", err)
 	}
 }
+
+// TestDurableRefusesWhatItCannotKeep: a durable step's result is saved
+// only if it reads back as what it was: a value that does not decode back
+// into its type (an error encodes as {}), one with invalid UTF-8, and one
+// over WithMaxValueBytes are typed errors and not saved, so a later run
+// does not fail on them for good.
+func TestDurableRefusesWhatItCannotKeep(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		step func(ctx context.Context) error
+		want error
+	}{
+		{"an error value", func(ctx context.Context) error {
+			_, err := graph.Durable(ctx, "e", func(ctx context.Context) (error, error) { return errors.New("x"), nil })
+			return err
+		}, graph.ErrNotSerializable},
+		{"invalid UTF-8", func(ctx context.Context) error {
+			_, err := graph.Durable(ctx, "u", func(ctx context.Context) (string, error) { return "a\xffb", nil })
+			return err
+		}, graph.ErrNotSerializable},
+		{"over the cap", func(ctx context.Context) error {
+			_, err := graph.Durable(ctx, "big", func(ctx context.Context) (string, error) { return strings.Repeat("x", 4096), nil })
+			return err
+		}, graph.ErrStateTooLarge},
+	} {
+		saver := checkpoint.NewMemorySaver(nil)
+		r := mustCompile(t, graph.New[State]().AddNode("n", func(ctx context.Context, s State) (graph.Update[State], error) {
+			return graph.Update[State]{}, tc.step(ctx)
+		}).AddEdge(graph.START, "n"), graph.WithSaver(saver), graph.WithMaxValueBytes(1024))
+		if _, err := r.Invoke(ctx, "t", graph.Update[State]{}); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+		tps, _ := saver.List(ctx, "t", checkpoint.ListOptions{})
+		for _, tp := range tps {
+			for _, w := range tp.Pending {
+				if strings.HasPrefix(w.Channel, checkpoint.ChannelStepPrefix) {
+					t.Errorf("%s: a step result was saved: %s", tc.name, w.Value)
+				}
+			}
+		}
+	}
+}

@@ -1327,7 +1327,7 @@ func (ru *run[S]) confirmOwner(ctx context.Context, head string) error {
 func (ru *run[S]) scratchFor(t *task[S]) *scratch {
 	sp := &scratch{
 		info:    TaskInfo{Thread: ru.thread, CheckpointID: ru.fr.id, Step: ru.step, Node: t.name, TaskID: t.id},
-		answers: t.answers, steps: maps.Clone(t.steps), slots: t.stepSlots,
+		answers: t.answers, steps: maps.Clone(t.steps), slots: t.stepSlots, maxBytes: ru.r.cfg.maxValueBytes,
 	}
 	if ru.saver != nil {
 		head := ru.fr.id

@@ -193,6 +193,7 @@ type scratch struct {
 	slots    int
 	persist  func(ctx context.Context, slot int, sr checkpoint.StepResult) error
 	fence    func(ctx context.Context) error // confirms the run still owns the thread
+	maxBytes int                             // the cap on a result (WithMaxValueBytes)
 }
 
 // Answer implements interrupt.Resumer.
@@ -259,7 +260,10 @@ func TaskFrom(ctx context.Context) (TaskInfo, bool) {
 // failure or a crash) a call with the same name returns the saved result
 // without running fn. Names identify steps within a task, so calls may come
 // in any order and from several goroutines; concurrent calls with the same
-// name run fn once.
+// name run fn once (a call nested in fn under the same name waits for
+// itself: use another name). A new task runs its steps again: after Replay
+// or a fork, and after UpdateState and Continue, which plan a new step;
+// resume with Command.Update to keep them.
 //
 // Before running fn, Durable confirms with a write that the run still owns
 // the thread (it renews the run's lease). A run that has lost the thread,
@@ -270,7 +274,10 @@ func TaskFrom(ctx context.Context) (TaskInfo, bool) {
 // runner made: a pause between the check and the effect still lets it
 // through.
 //
-// The result must encode as JSON (an *EncodeError otherwise). An error from
+// The result must encode as JSON and read back into T (an *EncodeError
+// otherwise: an error value, which encodes as {}, or invalid UTF-8), and
+// fit WithMaxValueBytes (a *SizeError); such a result is not saved, and fn
+// runs again next time. An error from
 // fn is returned as is and not saved, so the next run tries again. Saving
 // can fail after fn succeeded (the saver is unreachable, the lease was
 // lost); Durable then returns the save error, and fn will run again on the
@@ -329,9 +336,24 @@ func Durable[T any](ctx context.Context, name string, fn func(ctx context.Contex
 	if err != nil {
 		return zero, err
 	}
+	what := "durable step " + strconv.Quote(name)
 	b, err := safeMarshal(v)
+	if err == nil && hasReplacedUTF8(b) {
+		err = errInvalidUTF8
+	}
+	if err == nil {
+		// A result that encodes but does not read back (an error value
+		// encodes as {}) would fail every later run of the node.
+		var back T
+		if uerr := json.Unmarshal(b, &back); uerr != nil {
+			err = fmt.Errorf("its JSON does not decode back into %T: %w", v, uerr)
+		}
+	}
 	if err != nil {
-		return zero, &EncodeError{What: "durable step " + strconv.Quote(name), Err: err}
+		return zero, &EncodeError{What: what, Err: err}
+	}
+	if sp.maxBytes > 0 && len(b) > sp.maxBytes {
+		return zero, &SizeError{What: what, Size: len(b), Limit: sp.maxBytes}
 	}
 	sr := checkpoint.StepResult{Name: name, Result: b}
 	if sp.persist != nil {
