@@ -687,3 +687,37 @@ func TestFenceAfterATakeoverThatPaused(t *testing.T) {
 		t.Errorf("the thread is %s with %d interrupts, want waiting on runner 2's question", s.Status, len(s.Interrupts))
 	}
 }
+
+// TestDurableAfterTheRunEnded: a goroutine a node started calls Durable
+// after its run has ended (the thread waits, the lease is released). fn
+// does not run, the call is told the run lost the thread, and it takes no
+// lease, so the next Resume is not kept waiting.
+func TestDurableAfterTheRunEnded(t *testing.T) {
+	ctx := context.Background()
+	var ran atomic.Int32
+	late, result := make(chan struct{}), make(chan error, 1)
+	var once sync.Once
+	r := mustCompile(t, graph.New[State]().AddNode("n", func(ctx context.Context, s State) (graph.Update[State], error) {
+		once.Do(func() {
+			go func() {
+				<-late
+				_, err := graph.Durable(ctx, "late", func(ctx context.Context) (int, error) { return int(ran.Add(1)), nil })
+				result <- err
+			}()
+		})
+		if _, err := interrupt.Ask[bool](ctx, "ok?"); err != nil {
+			return graph.Update[State]{}, err
+		}
+		return graph.Set(State{X: "done"}, "X"), nil
+	}).AddEdge(graph.START, "n"), graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+	if res, err := r.Invoke(ctx, "t", graph.Update[State]{}); err != nil || res.Status != graph.StatusWaiting {
+		t.Fatalf("Invoke = %+v, %v", res.Status, err)
+	}
+	close(late)
+	if err := <-result; !errors.Is(err, checkpoint.ErrThreadBusy) || ran.Load() != 0 {
+		t.Errorf("Durable after the run ended: %v, fn ran %d times; want ErrThreadBusy and no run", err, ran.Load())
+	}
+	if res, err := r.Resume(ctx, "t", graph.Command[State]{Resume: true}); err != nil || res.Status != graph.StatusDone {
+		t.Errorf("Resume after it: %+v, %v", res.Status, err)
+	}
+}
