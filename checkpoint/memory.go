@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // MemorySaver keeps checkpoints in memory. It implements Saver,
@@ -220,7 +221,14 @@ func (s *MemorySaver) List(ctx context.Context, thread string, opts ListOptions)
 			items = append(items, item{k, c})
 		}
 	}
-	sort.Slice(items, func(i, j int) bool { return items[i].c.cp.ID > items[j].c.cp.ID })
+	// Newest first; the same ID in several namespaces by namespace, as the
+	// SQLite saver orders them.
+	sort.Slice(items, func(i, j int) bool {
+		if a, b := items[i].c.cp.ID, items[j].c.cp.ID; a != b {
+			return a > b
+		}
+		return items[i].key.ns < items[j].key.ns
+	})
 	if opts.Limit > 0 && len(items) > opts.Limit {
 		items = items[:opts.Limit]
 	}
@@ -303,6 +311,14 @@ func validatePut(req *PutRequest) error {
 	if cp.ID == "" {
 		return fmt.Errorf("%w: empty checkpoint ID", ErrInvalid)
 	}
+	// Stored as text (and passed through JSON by a saver's queries), an ID
+	// that is not UTF-8 would not come back as itself.
+	if !utf8.ValidString(cp.ID) || !utf8.ValidString(cp.ParentID) {
+		return fmt.Errorf("%w: checkpoint ID %q or its parent's is not valid UTF-8", ErrInvalid, cp.ID)
+	}
+	if y := cp.CreatedAt.Year(); y < 0 || y > 9999 {
+		return fmt.Errorf("%w: checkpoint %s: creation time %v is outside years 0 to 9999 (RFC 3339)", ErrInvalid, quoteID(cp.ID), cp.CreatedAt)
+	}
 	if cp.ParentID != "" && cp.ParentID >= cp.ID {
 		return fmt.Errorf("%w: checkpoint ID %s does not sort after its parent %s", ErrInvalid, cp.ID, cp.ParentID)
 	}
@@ -382,6 +398,9 @@ func ValidateWrites(req *WritesRequest) error {
 	if req.Ref.ID == "" {
 		return fmt.Errorf("%w: pending writes need a checkpoint ID", ErrInvalid)
 	}
+	if !utf8.ValidString(req.Ref.ID) {
+		return fmt.Errorf("%w: checkpoint ID %q is not valid UTF-8", ErrInvalid, req.Ref.ID)
+	}
 	if req.Lease.Owner == "" {
 		return fmt.Errorf("%w: empty lease owner", ErrInvalid)
 	}
@@ -393,9 +412,15 @@ func validateTaskWrites(tasks []TaskWrites) error {
 		if tw.TaskID == "" {
 			return fmt.Errorf("%w: pending write with empty task ID", ErrInvalid)
 		}
+		if !utf8.ValidString(tw.TaskID) || !utf8.ValidString(tw.Node) || !utf8.ValidString(tw.Path) {
+			return fmt.Errorf("%w: task %q: its ID, node or path is not valid UTF-8", ErrInvalid, tw.TaskID)
+		}
 		for _, w := range tw.Writes {
 			if w.Channel == "" {
 				return fmt.Errorf("%w: task %s: write with empty channel", ErrInvalid, tw.TaskID)
+			}
+			if !utf8.ValidString(w.Channel) {
+				return fmt.Errorf("%w: task %s: channel %q is not valid UTF-8", ErrInvalid, tw.TaskID, w.Channel)
 			}
 			if !json.Valid(w.Value) {
 				return fmt.Errorf("%w: task %s channel %q: value is not valid JSON", ErrInvalid, tw.TaskID, w.Channel)
@@ -567,6 +592,9 @@ func (s *MemorySaver) Claim(ctx context.Context, ref Ref, lease Lease) error {
 	if err := validThread(ref.Thread); err != nil {
 		return err
 	}
+	if lease.Held && lease.Owner == "" {
+		return fmt.Errorf("%w: empty lease owner", ErrInvalid) // as the SQLite saver
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -597,6 +625,9 @@ func (s *MemorySaver) Claim(ctx context.Context, ref Ref, lease Lease) error {
 
 // Release implements Saver.
 func (s *MemorySaver) Release(ctx context.Context, thread, ns, owner string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.threads[threadKey{thread, ns}]
@@ -615,6 +646,9 @@ func (s *MemorySaver) DeleteThread(ctx context.Context, thread string) error {
 	if err := validThread(thread); err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k := range s.threads {
@@ -627,6 +661,9 @@ func (s *MemorySaver) DeleteThread(ctx context.Context, thread string) error {
 
 // Threads implements ThreadLister.
 func (s *MemorySaver) Threads(ctx context.Context, offset, limit int) ([]ThreadInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out []ThreadInfo
@@ -660,6 +697,9 @@ func page[T any](xs []T, offset, limit int) []T {
 // PendingInterrupts implements InterruptLister. The cursor is the position
 // key (save time, thread, interrupt ID) of the last item returned.
 func (s *MemorySaver) PendingInterrupts(ctx context.Context, q InterruptQuery) ([]PendingInterrupt, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
 	if !interruptCursorValid(q.After) {
 		return nil, "", fmt.Errorf("%w: malformed interrupt cursor %q", ErrInvalid, q.After)
 	}
@@ -716,6 +756,9 @@ func (s *MemorySaver) PendingInterrupts(ctx context.Context, q InterruptQuery) (
 // Prune implements Pruner.
 func (s *MemorySaver) Prune(ctx context.Context, thread, ns string, keep int) (int, error) {
 	if err := validThread(thread); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	if keep < 1 {
@@ -786,3 +829,6 @@ func interruptCursorValid(c string) bool {
 	_, err := strconv.ParseInt(n, 10, 64)
 	return err == nil
 }
+
+// quoteID quotes a checkpoint ID for a message.
+func quoteID(id string) string { return strconv.Quote(id) }

@@ -32,6 +32,22 @@ func testCancelled(t *testing.T, f *fixture) {
 	n := f.line("thread-2", "")
 	n.lease = owned("runner-b")
 	n.step(t, set("x", `1`))
+	// The other methods that write or list fail the same way.
+	wantIs(t, "Release with a cancelled context", f.s.Release(ctx, "thread-1", "", l.lease.Owner), context.Canceled)
+	wantIs(t, "DeleteThread with a cancelled context", f.s.DeleteThread(ctx, "thread-1"), context.Canceled)
+	f.unchanged(t, "cancelled Release and DeleteThread", "thread-1", before)
+	if p, ok := f.s.(checkpoint.Pruner); ok {
+		_, err := p.Prune(ctx, "thread-1", "", 1)
+		wantIs(t, "Prune with a cancelled context", err, context.Canceled)
+	}
+	if tl, ok := f.s.(checkpoint.ThreadLister); ok {
+		_, err := tl.Threads(ctx, 0, 10)
+		wantIs(t, "Threads with a cancelled context", err, context.Canceled)
+	}
+	if il, ok := f.s.(checkpoint.InterruptLister); ok {
+		_, _, err := il.PendingInterrupts(ctx, checkpoint.InterruptQuery{Limit: 10})
+		wantIs(t, "PendingInterrupts with a cancelled context", err, context.Canceled)
+	}
 }
 
 func aliasingCases() []testCase {

@@ -3,6 +3,7 @@ package checkpointtest
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
 )
@@ -74,6 +75,20 @@ func testValidatePut(t *testing.T, f *fixture) {
 		{"empty task ID", func() checkpoint.PutRequest { r := valid(""); r.ParentWrites[0].TaskID = ""; return r }},
 		{"empty write channel", func() checkpoint.PutRequest { r := valid(""); r.Writes[0].Writes[0].Channel = ""; return r }},
 		{"empty lease owner", func() checkpoint.PutRequest { r := valid(""); r.Lease.Owner = ""; return r }},
+		// Text that would not come back as itself.
+		{"checkpoint ID not UTF-8", func() checkpoint.PutRequest { return valid(f.id() + "\xff") }},
+		{"task ID not UTF-8", func() checkpoint.PutRequest { r := valid(""); r.ParentWrites[0].TaskID = "task\xff"; return r }},
+		{"write channel not UTF-8", func() checkpoint.PutRequest { r := valid(""); r.Writes[0].Writes[0].Channel = "c\xff"; return r }},
+		{"creation time after year 9999", func() checkpoint.PutRequest {
+			r := valid("")
+			r.Checkpoint.CreatedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+			return r
+		}},
+		{"creation time before year 0", func() checkpoint.PutRequest {
+			r := valid("")
+			r.Checkpoint.CreatedAt = time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)
+			return r
+		}},
 	}
 	before := f.dump(t, "thread-1")
 	for _, tc := range tests {
@@ -117,6 +132,8 @@ func testValidateWrites(t *testing.T, f *fixture) {
 		{"empty thread", func(r *checkpoint.WritesRequest) { r.Ref.Thread = "" }},
 		{"empty checkpoint ID", func(r *checkpoint.WritesRequest) { r.Ref.ID = "" }},
 		{"empty lease owner", func(r *checkpoint.WritesRequest) { r.Lease.Owner = "" }},
+		{"task ID not UTF-8", func(r *checkpoint.WritesRequest) { r.Tasks[0].TaskID = "task\xff" }},
+		{"channel not UTF-8", func(r *checkpoint.WritesRequest) { r.Tasks[0].Writes[0].Channel = "a\xff" }},
 		{"invalid JSON", func(r *checkpoint.WritesRequest) { r.Tasks[1].Writes[1].Value = json.RawMessage(`{"message"`) }},
 		{"empty value", func(r *checkpoint.WritesRequest) { r.Tasks[1].Writes[0].Value = nil }},
 		{"empty task ID", func(r *checkpoint.WritesRequest) { r.Tasks[1].TaskID = "" }},
