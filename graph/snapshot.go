@@ -354,15 +354,9 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 		if !u.IsZero() {
 			return zero, fmt.Errorf("%w: AsNode END takes a zero update", ErrInvalidInput)
 		}
-		tasks := r.plan(f, "", f.meta.Step+1)
-		if err := r.attach(thread, f.id, tasks, tp.Pending); err != nil {
+		tasks, finished, err := r.nextTasks(thread, f, tp.Pending)
+		if err != nil {
 			return zero, err
-		}
-		var finished []*task[S]
-		for _, t := range tasks {
-			if t.done {
-				finished = append(finished, t)
-			}
 		}
 		r.consume(n, tasks)
 		if n, err = r.applyWrites(n, finished, ru.step, true, false); err != nil {
@@ -388,15 +382,9 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 			if n, err = r.applyCommands(thread, n, tp.Pending, true); err != nil {
 				return zero, err
 			}
-			tasks := r.plan(f, "", f.meta.Step+1)
-			if err := r.attach(thread, f.id, tasks, tp.Pending); err != nil {
+			_, finished, err := r.nextTasks(thread, f, tp.Pending)
+			if err != nil {
 				return zero, err
-			}
-			var finished []*task[S]
-			for _, t := range tasks {
-				if t.done {
-					finished = append(finished, t)
-				}
 			}
 			if len(finished) > 0 {
 				r.consume(n, finished)
@@ -431,6 +419,21 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 		return zero, err
 	}
 	return ru.config(), nil
+}
+
+// nextTasks plans the step after f with its saved pending writes attached,
+// and returns the tasks and those of them that finished.
+func (r *Runnable[S]) nextTasks(thread string, f *frame[S], pending []checkpoint.PendingWrite) (tasks, finished []*task[S], err error) {
+	tasks = r.plan(f, "", f.meta.Step+1)
+	if err := r.attach(thread, f.id, tasks, pending); err != nil {
+		return nil, nil, err
+	}
+	for _, t := range tasks {
+		if t.done {
+			finished = append(finished, t)
+		}
+	}
+	return tasks, finished, nil
 }
 
 func isTrigger(ch string) bool {
