@@ -156,11 +156,11 @@
 // Model is lockstep's own one-method interface to a chat model:
 // Generate(ctx, messages, tools) returns the next assistant message (text
 // and tool calls). FromLangchaingo adapts a langchaingo llms.Model (tested
-// with the OpenAI client and OpenAI-compatible endpoints; langchaingo
-// v0.1.14's Anthropic and Ollama clients lose tool calls, see its doc): it
-// binds the tools as
-// langchaingo function tools from their JSON Schemas and maps messages
-// both ways (assistant tool calls as llms.ToolCall parts, tool results as
+// with the OpenAI client, OpenAI-compatible endpoints and the Anthropic
+// client, whose message shapes it works around; langchaingo v0.1.14's
+// Ollama client has no tools, see its doc): it binds the tools as langchaingo
+// function tools from their JSON Schemas and maps messages both ways
+// (assistant tool calls as llms.ToolCall parts, tool results as
 // llms.ToolCallResponse parts); this package is the only one of lockstep
 // that imports langchaingo, in that one file. Package nodes/scripted is a
 // Model that answers from a script, for offline runs, examples and tests.

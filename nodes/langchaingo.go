@@ -7,38 +7,75 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/tmc/langchaingo/llms"
+	"github.com/tmc/langchaingo/llms/anthropic"
 )
 
-// FromLangchaingo adapts a langchaingo model (llms.Model) to Model. It is
-// tested with langchaingo's OpenAI client, which also serves every
-// OpenAI-compatible endpoint. The Anthropic and Ollama clients of
-// langchaingo v0.1.14 do not carry tool calls faithfully (Anthropic's
-// sends only the first part of an assistant message and answers with one
-// choice per content block; Ollama's has no tools), so an agent that calls
-// tools through them loses calls: use an OpenAI-compatible endpoint, or
-// implement Model for the provider. Every call binds the tools as
-// langchaingo function tools (llms.WithTools) with their JSON Schemas,
-// after opts (model name, temperature, ...); maps the conversation to
-// llms.MessageContent (system, human, ai and tool messages; an assistant's
-// tool calls as llms.ToolCall parts, tool results as llms.ToolCallResponse
-// parts; Message.Meta is never sent); and maps the first choice of the
-// response back to an assistant message: its text and its tool calls (or
-// the legacy function call).
+// FromLangchaingo adapts a langchaingo model (llms.Model) to Model. Every
+// call binds the tools as langchaingo function tools (llms.WithTools) with
+// their JSON Schemas, after opts (model name, temperature, ...); maps the
+// conversation to llms.MessageContent (system, human, ai and tool
+// messages; an assistant's tool calls as llms.ToolCall parts after its
+// text, each tool result as its own tool message with one
+// llms.ToolCallResponse part; Message.Meta is never sent); and maps the
+// response back to one assistant message: its text and its tool calls (or
+// the legacy function call). What reaches the provider depends on the
+// client, as of langchaingo v0.1.14:
 //
-// Generate returns the client's error as is, an error matching
-// ErrBadMessage for a message it cannot map, one matching ErrEmptyAnswer
-// for a response without a choice, one matching ErrMalformedAnswer for a tool
-// call without a function, and one matching ErrInvalidConfig when m is
-// nil. The adapter is as safe for concurrent use as m.
+//   - OpenAI (llms/openai), which also serves every OpenAI-compatible
+//     endpoint: the conversation and the tools as they are; the answer is
+//     the first choice, which holds the text and every tool call.
+//   - Anthropic (a *anthropic.LLM from llms/anthropic, on the Messages
+//     API): the client sends only the first part of a message, so the
+//     adapter sends an assistant message as consecutive assistant
+//     messages of one part each (its text, then each tool call in order),
+//     and each tool result as its own user message; the Messages API
+//     combines consecutive turns of one role into one turn, so every
+//     tool_use reaches it in one assistant turn and every tool_result in
+//     the user turn after it. The client answers with one choice per
+//     content block, so the adapter merges all choices of the response
+//     into one message (text concatenated in order, every tool call in
+//     order). The client is recognised by its type: an llms.Model that
+//     wraps a *anthropic.LLM is not, and loses all but the first block of
+//     an answer. The client's legacy text-completions mode
+//     (anthropic.WithLegacyTextCompletionsAPI) sends only the first
+//     message and cannot be detected: do not use it. Tool-call arguments
+//     go through the client as a JSON object (a map), so a number beyond
+//     float64 precision does not survive the trip either way.
+//   - Ollama (llms/ollama): the client has no tools; an agent that calls
+//     tools through it loses them.
+//   - Any other client: as OpenAI; the answer is the first choice.
+//
+// Generate returns the client's error as is; an error matching
+// ErrBadMessage for a message it cannot map (for Anthropic, also a tool
+// call whose arguments are not a JSON object); one matching
+// ErrEmptyAnswer for a response without a choice; one matching
+// ErrMalformedAnswer for a tool call without a function; and one matching
+// ErrInvalidConfig when m is nil. The adapter is as safe for concurrent
+// use as m.
 func FromLangchaingo(m llms.Model, opts ...llms.CallOption) Model {
-	return &langchaingoModel{m: m, opts: slices.Clone(opts)}
+	l := &langchaingoModel{m: m, opts: slices.Clone(opts)}
+	switch m.(type) {
+	case *anthropic.LLM:
+		l.client = clientAnthropic
+	}
+	return l
 }
 
+// clientKind is what the adapter knows of a langchaingo client's limits.
+type clientKind int
+
+const (
+	clientOpenAILike clientKind = iota // carries messages and tools as they are
+	clientAnthropic                    // one part per message, one choice per content block
+)
+
 type langchaingoModel struct {
-	m    llms.Model
-	opts []llms.CallOption
+	m      llms.Model
+	opts   []llms.CallOption
+	client clientKind
 }
 
 func (l *langchaingoModel) Generate(ctx context.Context, messages []Message, tools []Definition) (Message, error) {
@@ -49,6 +86,11 @@ func (l *langchaingoModel) Generate(ctx context.Context, messages []Message, too
 	if err != nil {
 		return Message{}, err
 	}
+	if l.client == clientAnthropic {
+		if mc, err = forAnthropic(mc); err != nil {
+			return Message{}, err
+		}
+	}
 	opts := slices.Clone(l.opts)
 	if len(tools) > 0 {
 		opts = append(opts, llms.WithTools(toLangchaingoTools(tools)))
@@ -57,7 +99,41 @@ func (l *langchaingoModel) Generate(ctx context.Context, messages []Message, too
 	if err != nil {
 		return Message{}, err
 	}
-	return fromContentResponse(resp)
+	return fromContentResponse(resp, l.client == clientAnthropic)
+}
+
+// forAnthropic reshapes mc for langchaingo's Anthropic client, which sends
+// only the first part of each message: an assistant message of several
+// parts becomes consecutive assistant messages of one part each, which
+// the Messages API combines into one turn. Tool results are already one
+// per message. A tool call's arguments must be a JSON object (the client
+// decodes them into a map); empty arguments are sent as {}.
+func forAnthropic(mc []llms.MessageContent) ([]llms.MessageContent, error) {
+	out := make([]llms.MessageContent, 0, len(mc))
+	for i, m := range mc {
+		if m.Role != llms.ChatMessageTypeAI {
+			out = append(out, m)
+			continue
+		}
+		for _, p := range m.Parts {
+			if tc, ok := p.(llms.ToolCall); ok {
+				args := strings.TrimSpace(tc.FunctionCall.Arguments)
+				if args == "" {
+					args = "{}"
+				}
+				var obj map[string]json.RawMessage
+				if err := json.Unmarshal([]byte(args), &obj); err != nil || obj == nil {
+					return nil, fmt.Errorf("%w: message %d: the arguments of tool call %s (%s) are not a JSON object, which the anthropic client cannot send", ErrBadMessage, i, quote(tc.ID), quote(tc.FunctionCall.Name))
+				}
+				fc := *tc.FunctionCall
+				fc.Arguments = args
+				tc.FunctionCall = &fc
+				p = tc
+			}
+			out = append(out, llms.MessageContent{Role: llms.ChatMessageTypeAI, Parts: []llms.ContentPart{p}})
+		}
+	}
+	return out, nil
 }
 
 // toLangchaingoTools binds tools as langchaingo function tools.
@@ -104,22 +180,34 @@ func toMessageContents(msgs []Message) ([]llms.MessageContent, error) {
 	return out, nil
 }
 
-// fromContentResponse maps the first choice of a response to an assistant
-// message.
-func fromContentResponse(resp *llms.ContentResponse) (Message, error) {
+// fromContentResponse maps a response to an assistant message: its first
+// choice, or, when merge is set (the client answers with one choice per
+// content block), all its choices in order.
+func fromContentResponse(resp *llms.ContentResponse, merge bool) (Message, error) {
 	if resp == nil || len(resp.Choices) == 0 || resp.Choices[0] == nil {
 		return Message{}, fmt.Errorf("%w: the response has no choice", ErrEmptyAnswer)
 	}
-	c := resp.Choices[0]
-	msg := Message{Role: RoleAssistant, Content: c.Content}
-	for i, tc := range c.ToolCalls {
-		if tc.FunctionCall == nil {
-			return Message{}, fmt.Errorf("%w: tool call %d (ID %s) has no function", ErrMalformedAnswer, i, quote(tc.ID))
+	choices := resp.Choices[:1]
+	if merge {
+		choices = resp.Choices
+	}
+	msg := Message{Role: RoleAssistant}
+	var text strings.Builder
+	for _, c := range choices {
+		if c == nil {
+			continue
 		}
-		msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: tc.ID, Name: tc.FunctionCall.Name, Arguments: tc.FunctionCall.Arguments})
+		text.WriteString(c.Content)
+		for _, tc := range c.ToolCalls {
+			if tc.FunctionCall == nil {
+				return Message{}, fmt.Errorf("%w: tool call %d (ID %s) has no function", ErrMalformedAnswer, len(msg.ToolCalls), quote(tc.ID))
+			}
+			msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: tc.ID, Name: tc.FunctionCall.Name, Arguments: tc.FunctionCall.Arguments})
+		}
+		if len(c.ToolCalls) == 0 && c.FuncCall != nil {
+			msg.ToolCalls = append(msg.ToolCalls, ToolCall{Name: c.FuncCall.Name, Arguments: c.FuncCall.Arguments})
+		}
 	}
-	if len(msg.ToolCalls) == 0 && c.FuncCall != nil {
-		msg.ToolCalls = []ToolCall{{Name: c.FuncCall.Name, Arguments: c.FuncCall.Arguments}}
-	}
+	msg.Content = text.String()
 	return msg, nil
 }

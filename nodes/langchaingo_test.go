@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/tmc/langchaingo/llms"
+	"github.com/tmc/langchaingo/llms/anthropic"
 	"github.com/tmc/langchaingo/llms/openai"
 
 	"github.com/lockstepgo/lockstep/approval"
@@ -418,4 +419,356 @@ func observationOf(t *testing.T, content string) nodes.Observation {
 		t.Fatalf("tool result %q: %v", content, err)
 	}
 	return o
+}
+
+// anthropicRequest is what the fake reads from POST /messages.
+type anthropicRequest struct {
+	Model    string             `json:"model"`
+	System   string             `json:"system"`
+	Messages []anthropicMessage `json:"messages"`
+	Tools    []anthropicTool    `json:"tools"`
+}
+
+type anthropicTool struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	InputSchema any    `json:"input_schema"`
+}
+
+type anthropicMessage struct {
+	Role    string           `json:"role"`
+	Content []anthropicBlock `json:"content"`
+}
+
+// anthropicBlock is a content block of a request; Input is decoded so
+// that spacing and key order do not matter.
+type anthropicBlock struct {
+	Type      string `json:"type"`
+	Text      string `json:"text,omitempty"`
+	ID        string `json:"id,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Input     any    `json:"input,omitempty"`
+	ToolUseID string `json:"tool_use_id,omitempty"`
+	Content   string `json:"content,omitempty"`
+}
+
+// anthropicServer is a fake of Anthropic's Messages API. Its answer to the
+// k-th request is the content blocks answers[k]. Like the API, it combines
+// consecutive messages of one role into one turn, and refuses (400) a
+// request in which a user turn's tool_result blocks do not come first or
+// do not answer the tool_use blocks of the assistant turn just before, or
+// a tool_use is left without its tool_result in the next turn.
+type anthropicServer struct {
+	t       *testing.T
+	answers [][]map[string]any
+	mu      sync.Mutex
+	reqs    []anthropicRequest
+}
+
+func (s *anthropicServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/messages" {
+		s.t.Errorf("%s %s, want POST /messages", r.Method, r.URL.Path)
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	if got := r.Header.Get("x-api-key"); got != "test" {
+		s.t.Errorf("x-api-key %q", got)
+	}
+	body, err := io.ReadAll(r.Body)
+	var req anthropicRequest
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil {
+		s.t.Errorf("request body %s: %v", body, err)
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	k := len(s.reqs)
+	s.reqs = append(s.reqs, req)
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if err := checkToolTurns(req.Messages); err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		_ = json.NewEncoder(w).Encode(map[string]any{"type": "error", "error": map[string]any{"type": "invalid_request_error", "message": err.Error()}})
+		return
+	}
+	if k >= len(s.answers) {
+		w.WriteHeader(http.StatusInternalServerError)
+		_ = json.NewEncoder(w).Encode(map[string]any{"type": "error", "error": map[string]any{"type": "api_error", "message": "no more answers"}})
+		return
+	}
+	stop := "end_turn"
+	for _, b := range s.answers[k] {
+		if b["type"] == "tool_use" {
+			stop = "tool_use"
+		}
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"id": fmt.Sprint("msg_", k), "type": "message", "role": "assistant", "model": req.Model,
+		"content": s.answers[k], "stop_reason": stop, "stop_sequence": nil,
+		"usage": map[string]int{"input_tokens": 10, "output_tokens": 5},
+	})
+}
+
+func (s *anthropicServer) requests() []anthropicRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]anthropicRequest(nil), s.reqs...)
+}
+
+// anthropicTurns combines consecutive messages of one role, as the
+// Messages API does.
+func anthropicTurns(msgs []anthropicMessage) []anthropicMessage {
+	var turns []anthropicMessage
+	for _, m := range msgs {
+		if n := len(turns); n > 0 && turns[n-1].Role == m.Role {
+			turns[n-1].Content = append(turns[n-1].Content, m.Content...)
+			continue
+		}
+		turns = append(turns, anthropicMessage{Role: m.Role, Content: append([]anthropicBlock(nil), m.Content...)})
+	}
+	return turns
+}
+
+// checkToolTurns applies the Messages API's tool_use/tool_result rules to
+// the combined turns.
+func checkToolTurns(msgs []anthropicMessage) error {
+	turns := anthropicTurns(msgs)
+	for i, t := range turns {
+		if t.Role != "user" {
+			continue
+		}
+		asked := map[string]bool{}
+		if i > 0 {
+			for _, b := range turns[i-1].Content {
+				if b.Type == "tool_use" {
+					asked[b.ID] = true
+				}
+			}
+		}
+		results := true
+		for _, b := range t.Content {
+			if b.Type != "tool_result" {
+				results = false
+				continue
+			}
+			if !results {
+				return fmt.Errorf("turn %d: tool_result %s after other content", i, b.ToolUseID)
+			}
+			if !asked[b.ToolUseID] {
+				return fmt.Errorf("turn %d: tool_result %s answers no tool_use of the previous turn", i, b.ToolUseID)
+			}
+			delete(asked, b.ToolUseID)
+		}
+		for id := range asked {
+			return fmt.Errorf("turn %d: tool_use %s has no tool_result", i, id)
+		}
+	}
+	return nil
+}
+
+func textBlock(s string) map[string]any { return map[string]any{"type": "text", "text": s} }
+
+func toolUseBlock(id, name string, input map[string]any) map[string]any {
+	return map[string]any{"type": "tool_use", "id": id, "name": name, "input": input}
+}
+
+func newAnthropicLLM(t *testing.T, srv *anthropicServer) *anthropic.LLM {
+	t.Helper()
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	llm, err := anthropic.New(anthropic.WithToken("test"), anthropic.WithBaseURL(hs.URL), anthropic.WithModel("claude-test"), anthropic.WithHTTPClient(hs.Client()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return llm
+}
+
+// TestFromLangchaingoAnthropic: what langchaingo's Anthropic client sends
+// for a conversation through the adapter, and the message the adapter
+// makes of the content blocks it answers with.
+func TestFromLangchaingoAnthropic(t *testing.T) {
+	user := nodes.Message{Role: nodes.RoleUser, Content: "find the login ticket"}
+	userSent := anthropicMessage{Role: "user", Content: []anthropicBlock{{Type: "text", Text: "find the login ticket"}}}
+	login := map[string]any{"query": "login"}
+	tests := []struct {
+		name   string
+		msgs   []nodes.Message
+		answer []map[string]any
+		sent   []anthropicMessage // the request's messages
+		want   nodes.Message
+	}{{
+		name:   "text only",
+		msgs:   []nodes.Message{user},
+		answer: []map[string]any{textBlock("Which login ticket?")},
+		sent:   []anthropicMessage{userSent},
+		want:   nodes.Message{Role: nodes.RoleAssistant, Content: "Which login ticket?"},
+	}, {
+		name:   "one tool call",
+		msgs:   []nodes.Message{user},
+		answer: []map[string]any{toolUseBlock("toolu_1", "search_tickets", login)},
+		sent:   []anthropicMessage{userSent},
+		want:   nodes.Message{Role: nodes.RoleAssistant, ToolCalls: []nodes.ToolCall{call("toolu_1", "search_tickets", `{"query":"login"}`)}},
+	}, {
+		name:   "text and two tool calls",
+		msgs:   []nodes.Message{user},
+		answer: []map[string]any{textBlock("Looking."), toolUseBlock("toolu_1", "search_tickets", login), toolUseBlock("toolu_2", "ping", map[string]any{})},
+		sent:   []anthropicMessage{userSent},
+		want: nodes.Message{Role: nodes.RoleAssistant, Content: "Looking.", ToolCalls: []nodes.ToolCall{
+			call("toolu_1", "search_tickets", `{"query":"login"}`), call("toolu_2", "ping", `{}`),
+		}},
+	}, {
+		name:   "thinking, two text blocks and a tool call",
+		msgs:   []nodes.Message{user},
+		answer: []map[string]any{{"type": "thinking", "thinking": "search first", "signature": "sig"}, textBlock("Looking "), textBlock("now."), toolUseBlock("toolu_1", "search_tickets", login)},
+		sent:   []anthropicMessage{userSent},
+		want:   nodes.Message{Role: nodes.RoleAssistant, Content: "Looking now.", ToolCalls: []nodes.ToolCall{call("toolu_1", "search_tickets", `{"query":"login"}`)}},
+	}, {
+		name: "tool results round trip",
+		msgs: []nodes.Message{
+			{Role: nodes.RoleSystem, Content: "Be brief."},
+			user,
+			{Role: nodes.RoleAssistant, Content: "Looking.", ToolCalls: []nodes.ToolCall{call("toolu_1", "search_tickets", `{"query":"login"}`), call("toolu_2", "ping", "")}},
+			{Role: nodes.RoleTool, ToolCallID: "toolu_1", Name: "search_tickets", Content: `["TKT-3"]`},
+			{Role: nodes.RoleTool, ToolCallID: "toolu_2", Name: "ping", Content: `"pong"`},
+			{Role: nodes.RoleAssistant, ToolCalls: []nodes.ToolCall{call("toolu_3", "search_tickets", `{"query":"password"}`), call("toolu_4", "ping", `{}`)}},
+			{Role: nodes.RoleTool, ToolCallID: "toolu_3", Name: "search_tickets", Content: `[]`},
+			{Role: nodes.RoleTool, ToolCallID: "toolu_4", Name: "ping", Content: `"pong"`},
+			{Role: nodes.RoleUser, Content: "and?"},
+		},
+		answer: []map[string]any{textBlock("TKT-3 is the login ticket.")},
+		sent: []anthropicMessage{
+			userSent,
+			{Role: "assistant", Content: []anthropicBlock{{Type: "text", Text: "Looking."}}},
+			{Role: "assistant", Content: []anthropicBlock{{Type: "tool_use", ID: "toolu_1", Name: "search_tickets", Input: map[string]any{"query": "login"}}}},
+			{Role: "assistant", Content: []anthropicBlock{{Type: "tool_use", ID: "toolu_2", Name: "ping", Input: map[string]any{}}}},
+			{Role: "user", Content: []anthropicBlock{{Type: "tool_result", ToolUseID: "toolu_1", Content: `["TKT-3"]`}}},
+			{Role: "user", Content: []anthropicBlock{{Type: "tool_result", ToolUseID: "toolu_2", Content: `"pong"`}}},
+			{Role: "assistant", Content: []anthropicBlock{{Type: "tool_use", ID: "toolu_3", Name: "search_tickets", Input: map[string]any{"query": "password"}}}},
+			{Role: "assistant", Content: []anthropicBlock{{Type: "tool_use", ID: "toolu_4", Name: "ping", Input: map[string]any{}}}},
+			{Role: "user", Content: []anthropicBlock{{Type: "tool_result", ToolUseID: "toolu_3", Content: `[]`}}},
+			{Role: "user", Content: []anthropicBlock{{Type: "tool_result", ToolUseID: "toolu_4", Content: `"pong"`}}},
+			{Role: "user", Content: []anthropicBlock{{Type: "text", Text: "and?"}}},
+		},
+		want: nodes.Message{Role: nodes.RoleAssistant, Content: "TKT-3 is the login ticket."},
+	}}
+	schema := json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`)
+	tools := []nodes.Definition{{Name: "search_tickets", Description: "Search tickets.", Parameters: schema}, {Name: "ping", Description: "Ping."}}
+	wantTools := []anthropicTool{
+		{Name: "search_tickets", Description: "Search tickets.", InputSchema: map[string]any{"type": "object", "properties": map[string]any{"query": map[string]any{"type": "string"}}, "required": []any{"query"}}},
+		{Name: "ping", Description: "Ping.", InputSchema: map[string]any{"type": "object", "properties": map[string]any{}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := &anthropicServer{t: t, answers: [][]map[string]any{tc.answer}}
+			got, err := nodes.FromLangchaingo(newAnthropicLLM(t, srv)).Generate(context.Background(), tc.msgs, tools)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("message (-want +got):\n%s", d)
+			}
+			reqs := srv.requests()
+			if len(reqs) != 1 {
+				t.Fatalf("%d requests, want 1", len(reqs))
+			}
+			if d := cmp.Diff(tc.sent, reqs[0].Messages); d != "" {
+				t.Errorf("messages sent (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(wantTools, reqs[0].Tools); d != "" {
+				t.Errorf("tools sent (-want +got):\n%s", d)
+			}
+			if wantSystem := ""; len(tc.msgs) > 0 && tc.msgs[0].Role == nodes.RoleSystem {
+				wantSystem = tc.msgs[0].Content
+				if reqs[0].System != wantSystem {
+					t.Errorf("system %q, want %q", reqs[0].System, wantSystem)
+				}
+			}
+		})
+	}
+}
+
+// TestFromLangchaingoAnthropicBadArguments: a tool call whose arguments
+// the Anthropic client cannot send (it decodes them into a JSON object) is
+// refused with ErrBadMessage before any request.
+func TestFromLangchaingoAnthropicBadArguments(t *testing.T) {
+	for _, args := range []string{`{"query":`, `["login"]`, `null`, `"login"`} {
+		t.Run(args, func(t *testing.T) {
+			srv := &anthropicServer{t: t, answers: [][]map[string]any{{textBlock("unused")}}}
+			msgs := []nodes.Message{
+				{Role: nodes.RoleUser, Content: "find it"},
+				{Role: nodes.RoleAssistant, ToolCalls: []nodes.ToolCall{call("toolu_1", "search_tickets", args)}},
+				{Role: nodes.RoleTool, ToolCallID: "toolu_1", Content: `{"status":"invalid_args"}`},
+			}
+			_, err := nodes.FromLangchaingo(newAnthropicLLM(t, srv)).Generate(context.Background(), msgs, nil)
+			if !errors.Is(err, nodes.ErrBadMessage) {
+				t.Fatalf("Generate: %v, want ErrBadMessage", err)
+			}
+			if !strings.Contains(err.Error(), `"toolu_1"`) {
+				t.Errorf("the error does not name the call: %v", err)
+			}
+			if n := len(srv.requests()); n != 0 {
+				t.Errorf("%d requests were made", n)
+			}
+		})
+	}
+}
+
+// TestAnthropicRoundTrip: the agent on langchaingo's Anthropic client. The
+// model answers with text and two tool_use blocks; both run, both results
+// go back in the user turn after the assistant turn holding both calls,
+// and the model answers.
+func TestAnthropicRoundTrip(t *testing.T) {
+	srv := &anthropicServer{t: t, answers: [][]map[string]any{
+		{textBlock("Searching both."), toolUseBlock("toolu_1", "search_tickets", map[string]any{"query": "login"}), toolUseBlock("toolu_2", "search_tickets", map[string]any{"query": "password"})},
+		{textBlock("TKT-3 matches both.")},
+	}}
+	d := &desk{}
+	clk := newFakeClock()
+	ex, err := nodes.NewExecutor([]*nodes.Tool{d.searchTool(t)}, nodes.WithLedger(newMemLedger(t, clk.Now)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := nodes.NewAgent(nodes.FromLangchaingo(newAnthropicLLM(t, srv)), ex, nodes.AgentOptions{System: "You are a support agent."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := agent.Compile(graph.WithSaver(checkpoint.NewMemorySaver(clk.Now)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Invoke(context.Background(), "th", userSays("find the login and password tickets"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != graph.StatusDone || d.calls.get("search_tickets") != 2 {
+		t.Fatalf("status %s, %d searches, want done after 2", res.Status, d.calls.get("search_tickets"))
+	}
+	reqs := srv.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want 2", len(reqs))
+	}
+	type block struct{ Type, Text, ID, ToolUseID string }
+	var got [][]block
+	for _, turn := range anthropicTurns(reqs[1].Messages) {
+		var bs []block
+		for _, b := range turn.Content {
+			bs = append(bs, block{b.Type, b.Text, b.ID, b.ToolUseID})
+		}
+		got = append(got, bs)
+	}
+	want := [][]block{
+		{{Type: "text", Text: "find the login and password tickets"}},
+		{{Type: "text", Text: "Searching both."}, {Type: "tool_use", ID: "toolu_1"}, {Type: "tool_use", ID: "toolu_2"}},
+		{{Type: "tool_result", ToolUseID: "toolu_1"}, {Type: "tool_result", ToolUseID: "toolu_2"}},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("turns of the second request (-want +got):\n%s", d)
+	}
+	last := res.Values.Messages[len(res.Values.Messages)-1]
+	if last.Role != nodes.RoleAssistant || last.Content != "TKT-3 matches both." {
+		t.Errorf("last message %+v", last)
+	}
 }
