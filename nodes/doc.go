@@ -158,7 +158,8 @@
 // and tool calls). FromLangchaingo adapts a langchaingo llms.Model (tested
 // with the OpenAI client, OpenAI-compatible endpoints and the Anthropic
 // client, whose message shapes it works around; langchaingo v0.1.14's
-// Ollama client has no tools, see its doc): it binds the tools as langchaingo
+// Ollama client has no tools, so a call with tools through it fails with
+// a *ClientLimitError; see its doc): it binds the tools as langchaingo
 // function tools from their JSON Schemas and maps messages both ways
 // (assistant tool calls as llms.ToolCall parts, tool results as
 // llms.ToolCallResponse parts); this package is the only one of lockstep

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/llms/anthropic"
+	"github.com/tmc/langchaingo/llms/ollama"
 )
 
 // FromLangchaingo adapts a langchaingo model (llms.Model) to Model. Every
@@ -44,13 +45,16 @@ import (
 //     message and cannot be detected: do not use it. Tool-call arguments
 //     go through the client as a JSON object (a map), so a number beyond
 //     float64 precision does not survive the trip either way.
-//   - Ollama (llms/ollama): the client has no tools; an agent that calls
-//     tools through it loses them.
+//   - Ollama (a *ollama.LLM from llms/ollama): the client has no tools,
+//     tool calls or tool results; the adapter refuses such a call rather
+//     than let the model answer without its tools.
 //   - Any other client: as OpenAI; the answer is the first choice.
 //
 // Generate returns the client's error as is; an error matching
 // ErrBadMessage for a message it cannot map (for Anthropic, also a tool
-// call whose arguments are not a JSON object); one matching
+// call whose arguments are not a JSON object); a *ClientLimitError
+// (matching ErrClientLimit) naming the provider when the client cannot
+// carry the tools or a message, before calling it; one matching
 // ErrEmptyAnswer for a response without a choice; one matching
 // ErrMalformedAnswer for a tool call without a function; and one matching
 // ErrInvalidConfig when m is nil. The adapter is as safe for concurrent
@@ -60,7 +64,16 @@ func FromLangchaingo(m llms.Model, opts ...llms.CallOption) Model {
 	switch m.(type) {
 	case *anthropic.LLM:
 		l.client = clientAnthropic
+	case *ollama.LLM:
+		l.client = clientOllama
 	}
+	var co llms.CallOptions
+	for _, o := range l.opts {
+		if o != nil {
+			o(&co)
+		}
+	}
+	l.model = co.Model
 	return l
 }
 
@@ -70,17 +83,24 @@ type clientKind int
 const (
 	clientOpenAILike clientKind = iota // carries messages and tools as they are
 	clientAnthropic                    // one part per message, one choice per content block
+	clientOllama                       // no tools
 )
 
 type langchaingoModel struct {
 	m      llms.Model
 	opts   []llms.CallOption
 	client clientKind
+	model  string // the model named by opts, for errors
 }
 
 func (l *langchaingoModel) Generate(ctx context.Context, messages []Message, tools []Definition) (Message, error) {
 	if l.m == nil {
 		return Message{}, fmt.Errorf("%w: FromLangchaingo was given a nil llms.Model", ErrInvalidConfig)
+	}
+	if l.client == clientOllama {
+		if err := l.checkOllama(messages, tools); err != nil {
+			return Message{}, err
+		}
 	}
 	mc, err := toMessageContents(messages)
 	if err != nil {
@@ -100,6 +120,23 @@ func (l *langchaingoModel) Generate(ctx context.Context, messages []Message, too
 		return Message{}, err
 	}
 	return fromContentResponse(resp, l.client == clientAnthropic)
+}
+
+// checkOllama refuses what langchaingo's Ollama client would drop (tools)
+// or fail on with an untyped error (tool calls and tool results).
+func (l *langchaingoModel) checkOllama(messages []Message, tools []Definition) error {
+	if len(tools) > 0 {
+		return &ClientLimitError{Provider: "ollama", Model: l.model, What: fmt.Sprintf("tools (%d bound, first %s)", len(tools), quote(tools[0].Name))}
+	}
+	for i, m := range messages {
+		switch {
+		case m.Role == RoleAssistant && len(m.ToolCalls) > 0:
+			return &ClientLimitError{Provider: "ollama", Model: l.model, What: fmt.Sprintf("the tool calls of message %d", i)}
+		case m.Role == RoleTool:
+			return &ClientLimitError{Provider: "ollama", Model: l.model, What: fmt.Sprintf("the tool result of message %d (call %s)", i, quote(m.ToolCallID))}
+		}
+	}
+	return nil
 }
 
 // forAnthropic reshapes mc for langchaingo's Anthropic client, which sends

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/llms/anthropic"
+	"github.com/tmc/langchaingo/llms/ollama"
 	"github.com/tmc/langchaingo/llms/openai"
 
 	"github.com/lockstepgo/lockstep/approval"
@@ -770,5 +771,78 @@ func TestAnthropicRoundTrip(t *testing.T) {
 	last := res.Values.Messages[len(res.Values.Messages)-1]
 	if last.Role != nodes.RoleAssistant || last.Content != "TKT-3 matches both." {
 		t.Errorf("last message %+v", last)
+	}
+}
+
+// ollamaServer is a fake of Ollama's chat API that counts requests.
+type ollamaServer struct {
+	mu   sync.Mutex
+	reqs int
+}
+
+func (s *ollamaServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.reqs++
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"model": "llama-test", "created_at": "2026-01-01T00:00:00Z", "message": map[string]any{"role": "assistant", "content": "Hi."}, "done": true})
+}
+
+func (s *ollamaServer) requests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reqs
+}
+
+// TestFromLangchaingoOllama: langchaingo's Ollama client has no tools, so
+// the adapter refuses a call with tools, tool calls or tool results with a
+// *ClientLimitError naming the provider and model, before any request,
+// and passes a conversation without them.
+func TestFromLangchaingoOllama(t *testing.T) {
+	ping := []nodes.Definition{{Name: "ping", Description: "Ping."}}
+	user := nodes.Message{Role: nodes.RoleUser, Content: "hi"}
+	tests := []struct {
+		name  string
+		msgs  []nodes.Message
+		tools []nodes.Definition
+		want  *nodes.ClientLimitError // nil: the call goes through
+	}{
+		{"no tools", []nodes.Message{user}, nil, nil},
+		{"tools bound", []nodes.Message{user}, ping, &nodes.ClientLimitError{Provider: "ollama", Model: "llama-test", What: `tools (1 bound, first "ping")`}},
+		{"tool calls", []nodes.Message{user, {Role: nodes.RoleAssistant, ToolCalls: []nodes.ToolCall{call("c1", "ping", "{}")}}}, nil,
+			&nodes.ClientLimitError{Provider: "ollama", Model: "llama-test", What: "the tool calls of message 1"}},
+		{"tool result", []nodes.Message{user, {Role: nodes.RoleTool, ToolCallID: "c1", Content: "pong"}}, nil,
+			&nodes.ClientLimitError{Provider: "ollama", Model: "llama-test", What: `the tool result of message 1 (call "c1")`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := &ollamaServer{}
+			hs := httptest.NewServer(srv)
+			defer hs.Close()
+			llm, err := ollama.New(ollama.WithServerURL(hs.URL), ollama.WithModel("llama-test"), ollama.WithHTTPClient(hs.Client()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := nodes.FromLangchaingo(llm, llms.WithModel("llama-test")).Generate(context.Background(), tc.msgs, tc.tools)
+			if tc.want == nil {
+				if err != nil || got.Content != "Hi." || srv.requests() != 1 {
+					t.Fatalf("Generate: %+v, %v after %d requests", got, err, srv.requests())
+				}
+				return
+			}
+			var le *nodes.ClientLimitError
+			if !errors.Is(err, nodes.ErrClientLimit) || !errors.As(err, &le) {
+				t.Fatalf("Generate: %+v, %v, want a *ClientLimitError", got, err)
+			}
+			if d := cmp.Diff(tc.want, le); d != "" {
+				t.Errorf("error (-want +got):\n%s", d)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "ollama") || !strings.Contains(msg, `"llama-test"`) {
+				t.Errorf("the error names neither the provider nor the model: %v", err)
+			}
+			if n := srv.requests(); n != 0 {
+				t.Errorf("%d requests were made", n)
+			}
+		})
 	}
 }

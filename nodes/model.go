@@ -188,7 +188,35 @@ var (
 	// model (an unknown role, or a tool message that answers no call).
 	// Model adapters return it, wrapped.
 	ErrBadMessage = errors.New("nodes: message cannot be sent to the model")
+	// ErrClientLimit: the model's client library cannot carry the call
+	// (its tools, a tool call or a tool result) without losing part of it,
+	// so the adapter refused it before calling the client. Matches
+	// *ClientLimitError.
+	ErrClientLimit = errors.New("nodes: the model client cannot carry the call")
 )
+
+// ClientLimitError reports a call that a model's client library cannot
+// carry faithfully, refused before the client was called: for example
+// tools bound to langchaingo's Ollama client, which would answer without
+// them. It names the provider and matches ErrClientLimit.
+type ClientLimitError struct {
+	Provider string // the client's provider, for example "ollama"
+	Model    string // the model named in the adapter's call options ("" if none)
+	What     string // what the client cannot carry, for example "the tool calls of message 3"
+}
+
+// Error names the provider, the model if known, and what cannot be
+// carried.
+func (e *ClientLimitError) Error() string {
+	model := ""
+	if e.Model != "" {
+		model = " (model " + quote(e.Model) + ")"
+	}
+	return fmt.Sprintf("nodes: the %s client%s cannot carry %s; use a client that can, or implement Model for the provider", e.Provider, model, e.What)
+}
+
+// Is makes errors.Is(err, ErrClientLimit) true.
+func (e *ClientLimitError) Is(target error) bool { return target == ErrClientLimit }
 
 // ModelError reports a model node that got no usable answer: the model's
 // error (a provider failure, a cancelled context, a scripted model's
