@@ -58,8 +58,11 @@ type branch struct {
 // branches[status], where status is the Status of the conversation's last
 // tool result (see LastToolStatus). So an offline script stays true to
 // what happened: a booking that a reviewer rejected is not reported as
-// made. A status without a branch fails with an error matching
-// ErrNoScript. Like a scripted.Model, it answers from the conversation
+// made. A result the ledger replayed (nodes.StatusReplayed: the call had
+// run before, in a run that stopped before its step was saved) takes the
+// branch of StatusExecuted unless there is one for StatusReplayed, since
+// the effect did happen. A status without a branch fails with an error
+// matching ErrNoScript. Like a scripted.Model, it answers from the conversation
 // alone, so a resumed or restarted run answers as the first would have.
 func Branch(prefix []scripted.Turn, branches map[nodes.Status][]scripted.Turn) nodes.Model {
 	b := &branch{prefix: len(prefix), head: scripted.New(prefix...), tails: map[nodes.Status]*scripted.Model{}}
@@ -82,6 +85,9 @@ func (b *branch) Generate(ctx context.Context, msgs []nodes.Message, tools []nod
 	}
 	st, _ := LastToolStatus(msgs)
 	m, ok := b.tails[st]
+	if !ok && st == nodes.StatusReplayed {
+		m, ok = b.tails[nodes.StatusExecuted]
+	}
 	if !ok {
 		return nodes.Message{}, fmt.Errorf("%w: no turn follows a tool result with status %q", ErrNoScript, st)
 	}

@@ -28,7 +28,8 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestBranch: the prefix first, then the branch of the last tool
-// result's status; an uncovered status fails loudly.
+// result's status (a replayed result takes the executed branch); an
+// uncovered status fails loudly.
 func TestBranch(t *testing.T) {
 	m := demo.Branch([]scripted.Turn{scripted.Say("first")}, map[nodes.Status][]scripted.Turn{
 		nodes.StatusExecuted: {scripted.Say("done")},
@@ -45,14 +46,21 @@ func TestBranch(t *testing.T) {
 		return nodes.Message{Role: nodes.RoleTool, ToolCallID: "c", Content: `{"status":"` + string(st) + `"}`}
 	}
 	var got []string
-	for _, msgs := range [][]nodes.Message{{user}, {user, asst, tool(nodes.StatusExecuted)}, {user, asst, tool(nodes.StatusRejected)}} {
+	for _, msgs := range [][]nodes.Message{
+		{user},
+		{user, asst, tool(nodes.StatusExecuted)},
+		{user, asst, tool(nodes.StatusRejected)},
+		// The ledger answered a call that had run in a run that stopped
+		// before saving its step: it happened, so the executed branch.
+		{user, asst, tool(nodes.StatusReplayed)},
+	} {
 		s, err := ask(msgs...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got = append(got, s)
 	}
-	if d := cmp.Diff([]string{"first", "done", "not done"}, got); d != "" {
+	if d := cmp.Diff([]string{"first", "done", "not done", "done"}, got); d != "" {
 		t.Errorf("answers (-want +got):\n%s", d)
 	}
 	if _, err := ask(user, asst, tool(nodes.StatusExpired)); !errors.Is(err, demo.ErrNoScript) {
