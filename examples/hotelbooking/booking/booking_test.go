@@ -156,7 +156,7 @@ func TestHotelBooking(t *testing.T) {
 		"quote_hotel: executed",
 		"book_hotel: executed",
 		"Status done. Agent: Booked: Robert Tables at the Hotel Ritz, Lisbon, 2 nights from 2026-05-04, for 440 EUR.",
-		"Booked once: confirmation HB-0001.",
+		"Booked once: confirmation HB-0001, the only row in hotel_bookings for this stay.",
 		"Thread hotel-porto-ana:",
 		"book_hotel: blocked",
 		"so book_hotel needs a human (rule price_over_1000_eur); it did not run.",

@@ -46,6 +46,10 @@ type Config struct {
 	// Now is the clock of approval requests, decisions and bookings (nil:
 	// time.Now).
 	Now func() time.Time
+
+	// hook is passed to graph.WithHook: tests stop a run at its points,
+	// as a Ctrl-C would.
+	hook func(point string)
 }
 
 // Counts is what a run did. Bookings is read from the hotel_bookings
@@ -99,7 +103,7 @@ func scripts() demo.Scripts {
 				scripted.Call("book-1", "book_hotel", `{"guest":"Robert Tables","hotel":"Hotel Ritz","city":"Lisbon","check_in":"2026-05-04","nights":2,"total_eur":440}`)).
 				Expecting(scripted.ExpectToolResult("quote-1", `"total_eur":440`)),
 			scripted.Say("Booked: Robert Tables at the Hotel Ritz, Lisbon, 2 nights from 2026-05-04, for 440 EUR.").
-				Expecting(scripted.ExpectToolResult("book-1", `"status":"executed"`)),
+				Expecting(scripted.ExpectToolResult("book-1", `"confirmation":"HB-`)), // executed, or replayed by the ledger after a stopped run
 		),
 		ThreadApproval: demo.Branch([]scripted.Turn{
 			scripted.CallTools("Quoting Palácio Suites first.",
@@ -168,7 +172,11 @@ func open(ctx context.Context, cfg Config) (_ *app, err error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := g.Compile(graph.WithSaver(saver), graph.WithRecursionLimit(recursionLimit))
+	opts := []graph.Option{graph.WithSaver(saver), graph.WithRecursionLimit(recursionLimit)}
+	if cfg.hook != nil {
+		opts = append(opts, graph.WithHook(cfg.hook))
+	}
+	r, err := g.Compile(opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -250,27 +258,42 @@ func (a *app) holdStory(ctx context.Context, p *demo.Printer, c *Counts) error {
 	req := heldRequest()
 	p.Printf("\nThread %s: book %s.\n", thread, req)
 	snap, err := a.r.GetState(ctx, thread)
+	continued := false
 	switch {
 	case errors.Is(err, graph.ErrThreadNotFound):
-		res, err := a.r.Invoke(ctx, thread, graph.Set(State{Request: req}, "Request"))
-		if err != nil {
+		if _, err := a.r.Invoke(ctx, thread, graph.Set(State{Request: req}, "Request")); err != nil {
 			return err
-		}
-		if res.Status == graph.StatusWaiting {
-			c.Holds++
-			p.Printf("  The compliance node held the request before the agent saw it.\n")
 		}
 		if snap, err = a.r.GetState(ctx, thread); err != nil {
 			return err
 		}
+		if heldAtCompliance(snap) {
+			c.Holds++
+			p.Printf("  The compliance node held the request before the agent saw it.\n")
+		}
 	case err != nil:
 		return err
+	case demo.Stopped(snap.Status):
+		// An earlier run stopped mid-way (Ctrl-C): before the hold, or
+		// after the correction. Take it on from where it stopped.
+		if snap, err = demo.Continue(ctx, a.r, p, thread, snap); err != nil {
+			return err
+		}
+		continued = true
+		if heldAtCompliance(snap) {
+			c.Holds++
+			p.Printf("  The compliance node held the request before the agent saw it.\n")
+		}
 	}
 	if snap.Status == graph.StatusDone {
+		if continued {
+			p.Printf("  Status done. Agent: %s\n", demo.LastAnswer(snap.Values.Messages))
+			return a.bookedOnce(ctx, p, thread, snap.Values.Messages)
+		}
 		p.Printf("  Already finished (status done): nothing runs again, nothing is booked twice.\n  Agent: %s\n", demo.LastAnswer(snap.Values.Messages))
 		return nil
 	}
-	if snap.Status != graph.StatusWaiting || !slices.Equal(snap.Next, []string{ComplianceNode}) || len(snap.Interrupts) != 1 {
+	if !heldAtCompliance(snap) {
 		return fmt.Errorf("booking: thread %s is %s with next %v; want it waiting at %s (inspect it with lockstep state %s)", thread, snap.Status, snap.Next, ComplianceNode, thread)
 	}
 	var hold Hold
@@ -299,9 +322,41 @@ func (a *app) holdStory(ctx context.Context, p *demo.Printer, c *Counts) error {
 		p.Printf("    %s: %s\n", e.Tool, e.Status)
 	}
 	p.Printf("  Status %s. Agent: %s\n", res.Status, demo.LastAnswer(res.Values.Messages))
-	if b, ok := bookingOf(res.Values.Messages); ok {
-		p.Printf("  Booked once: confirmation %s.\n", b.Confirmation)
+	if res.Status != graph.StatusDone {
+		return nil
 	}
+	return a.bookedOnce(ctx, p, thread, res.Values.Messages)
+}
+
+// heldAtCompliance reports whether the thread waits on the compliance
+// node's hold, and on nothing else.
+func heldAtCompliance(snap graph.Snapshot[State]) bool {
+	return snap.Status == graph.StatusWaiting && slices.Equal(snap.Next, []string{ComplianceNode}) && len(snap.Interrupts) == 1
+}
+
+// bookedOnce checks the booking that the conversation msgs reports against
+// hotel_bookings, and says it was booked once only when the table holds
+// exactly one row for that stay. It returns an error naming the thread
+// when the conversation reports no booking or the table disagrees.
+func (a *app) bookedOnce(ctx context.Context, p *demo.Printer, thread string, msgs []nodes.Message) error {
+	b, ok := bookingOf(msgs)
+	if !ok {
+		return fmt.Errorf("booking: thread %s finished without a booking result (inspect it with lockstep state %s)", thread, thread)
+	}
+	all, err := a.api.Bookings(ctx)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, row := range all {
+		if row.Guest == b.Guest && row.Hotel == b.Hotel && row.City == b.City && row.CheckIn == b.CheckIn {
+			n++
+		}
+	}
+	if n != 1 {
+		return fmt.Errorf("booking: thread %s: hotel_bookings holds %d rows for %s at %s from %s, want 1", thread, n, b.Guest, b.Hotel, b.CheckIn)
+	}
+	p.Printf("  Booked once: confirmation %s, the only row in hotel_bookings for this stay.\n", b.Confirmation)
 	return nil
 }
 
@@ -344,6 +399,13 @@ func (a *app) report(ctx context.Context, p *demo.Printer, thread string, fresh 
 	if err != nil {
 		return err
 	}
+	if demo.Stopped(snap.Status) {
+		// An earlier run stopped mid-way (Ctrl-C): take it on from there.
+		if snap, err = demo.Continue(ctx, a.r, p, thread, snap); err != nil {
+			return err
+		}
+		fresh = true
+	}
 	switch snap.Status {
 	case graph.StatusDone:
 		if fresh {
@@ -365,7 +427,7 @@ func (a *app) report(ctx context.Context, p *demo.Printer, thread string, fresh 
 	for _, in := range snap.Interrupts {
 		req, ok, err := approval.ParseRequest(in.Value)
 		if err != nil || !ok {
-			p.Printf("  It waits on interrupt %s.\n", in.ID)
+			p.Printf("  It waits on interrupt %s, which is not an approval: run the program without --resume to review it.\n", in.ID)
 			continue
 		}
 		p.Printf("  Approval %s: %s %s for %s (rule %s), expires %s.\n", in.ID, req.Tool, req.Args, req.Owner, req.Rule, req.ExpiresAt.UTC().Format(time.RFC3339))

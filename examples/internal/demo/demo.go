@@ -304,3 +304,26 @@ func Inspect(ctx context.Context, s checkpoint.Saver, thread string) (*checkpoin
 	}
 	return checkpoint.Inspect(tp, true)
 }
+
+// Stopped reports whether a thread with status st was left mid-run by an
+// earlier run: pending (it stopped between steps: Ctrl-C, a crash) or
+// failed (a task's error). Continue takes such a thread on.
+func Stopped(st graph.Status) bool { return st == graph.StatusPending || st == graph.StatusFailed }
+
+// Continue takes on a thread that an earlier run left stopped (see
+// Stopped) from where it stopped, with graph.Runnable.Continue: the steps
+// it saved do not run again, and a side effect whose step was not saved is
+// answered by the ledger. It says so on p and returns the thread's
+// snapshot after the run. A thread that is not stopped is returned as
+// snap, and nothing runs. It returns the error of Continue or GetState
+// (which name the thread), for instance when the failed task fails again.
+func Continue[S any](ctx context.Context, r *graph.Runnable[S], p *Printer, thread string, snap graph.Snapshot[S]) (graph.Snapshot[S], error) {
+	if !Stopped(snap.Status) {
+		return snap, nil
+	}
+	p.Printf("  Found it %s (next %v) after an interrupted earlier run: continuing it from there.\n", snap.Status, snap.Next)
+	if _, err := r.Continue(ctx, thread); err != nil {
+		return snap, err
+	}
+	return r.GetState(ctx, thread)
+}
