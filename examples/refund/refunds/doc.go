@@ -12,11 +12,12 @@
 //     decision is recorded and the other reviewer gets an
 //     *approval.AlreadyDecidedError naming the winner; the refund is paid
 //     once;
-//   - a crash after the decision: the process that recorded it dies before
-//     any worker resumed the thread; a new process opens the file and its
-//     approval.Worker resumes the thread with the recorded decision, once
-//     (the tests also SIGKILL a worker right after the payment, before its
-//     checkpoint, and pay once after the restart);
+//   - a crash after the decision, simulated: the program drops the App
+//     that recorded it before any worker resumed the thread and opens a new
+//     one on the file, whose approval.Worker resumes the thread with the
+//     recorded decision, once (the tests also SIGKILL a real worker
+//     process right after the payment, before its checkpoint, and pay once
+//     after the restart);
 //   - expiry: a request nobody decides expires (an injected clock moves
 //     past it), the sweeper (approval.Inbox.Sweep) records it as a
 //     rejection, and the agent explains to the customer that the refund was

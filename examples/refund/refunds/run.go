@@ -40,10 +40,11 @@ type Counts struct {
 //     waits for the payments team, with the customer, the order and her
 //     history for context. ReviewerA and ReviewerB approve it at the same
 //     moment (two goroutines): one decision is recorded, the other
-//     reviewer is told who won. The process then dies before any worker
-//     resumed the thread; a new process opens the file, and its worker
-//     resumes the thread with the recorded decision: paid once. A second
-//     worker pass finds nothing to do.
+//     reviewer is told who won. The process then "dies" before any worker
+//     resumed the thread (simulated: Run closes its App and opens a new
+//     one on the file, as a restarted process would), and the new App's
+//     worker resumes the thread with the recorded decision: paid once. A
+//     second worker pass finds nothing to do.
 //  2. Thread ThreadExpired: Leo Park's request waits and nobody decides.
 //     The clock moves past the request's expiry, the sweeper rejects it
 //     as expired, the worker resumes the thread, and the agent tells Leo
@@ -99,18 +100,25 @@ func Run(ctx context.Context, cfg Config) (_ Counts, err error) {
 }
 
 // begin prints a story's opening and starts its thread if it has not
-// started yet. It returns the thread's snapshot.
+// started yet, or continues it from where an interrupted earlier run left
+// it (demo.Continue). It returns the thread's snapshot.
 func begin(ctx context.Context, a *App, s story, p *demo.Printer) (graph.Snapshot[nodes.AgentState], error) {
 	p.Printf("\nThread %s: %q\n", s.thread, s.ask)
-	_, err := a.Runnable.GetState(ctx, s.thread)
-	if errors.Is(err, graph.ErrThreadNotFound) {
+	snap, err := a.Runnable.GetState(ctx, s.thread)
+	switch {
+	case errors.Is(err, graph.ErrThreadNotFound):
 		mark := len(a.log.Events())
 		if _, err := a.Start(ctx, s.thread); err != nil {
 			return graph.Snapshot[nodes.AgentState]{}, err
 		}
 		printEvents(p, a, mark)
-	} else if err != nil {
+	case err != nil:
 		return graph.Snapshot[nodes.AgentState]{}, err
+	case demo.Stopped(snap.Status):
+		mark := len(a.log.Events())
+		snap, err = demo.Continue(ctx, a.Runnable, p, s.thread, snap)
+		printEvents(p, a, mark)
+		return snap, err
 	}
 	return a.Runnable.GetState(ctx, s.thread)
 }
@@ -176,7 +184,7 @@ func paidStory(ctx context.Context, a *App, cfg Config, p *demo.Printer, c *Coun
 	}
 
 	// The crash: this process stops before a worker resumed the thread.
-	p.Printf("  The process dies now, after the decision and before any worker resumed the thread.\n")
+	p.Printf("  The process \"dies\" now, after the decision and before any worker resumed the thread (simulated: the program drops everything it holds and closes the file).\n")
 	if err := a.Close(); err != nil {
 		return nil, err
 	}
@@ -191,7 +199,7 @@ func paidStory(ctx context.Context, a *App, cfg Config, p *demo.Printer, c *Coun
 	if err != nil {
 		return a, err
 	}
-	p.Printf("  Restarted: a new process opens %s. The thread is %s; %d decision(s) wait to be resumed.\n", cfg.DB, snap.Status, len(unresumed))
+	p.Printf("  Restarted: the program opens %s again, as a new process would. The thread is %s; %d decision(s) wait to be resumed.\n", cfg.DB, snap.Status, len(unresumed))
 	mark := len(a.log.Events())
 	rep, err := a.Worker.RunOnce(ctx)
 	if err != nil {
