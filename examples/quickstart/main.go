@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
-	"log"
 	"os"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
@@ -29,6 +30,9 @@ func run(ctx context.Context, saver checkpoint.Saver, out io.Writer, counts *Cou
 	if err != nil {
 		return err
 	}
+	if res.Status != graph.StatusWaiting || len(res.Interrupts) != 1 {
+		return fmt.Errorf("quickstart: thread %s is %s with %d interrupt(s); want it waiting on one question", thread, res.Status, len(res.Interrupts))
+	}
 	var question string
 	if err := res.Interrupts[0].Decode(&question); err != nil {
 		return err
@@ -49,9 +53,31 @@ func run(ctx context.Context, saver checkpoint.Saver, out io.Writer, counts *Cou
 	return nil
 }
 
-func main() {
-	var counts Counts
-	if err := run(context.Background(), checkpoint.NewMemorySaver(nil), os.Stdout, &counts); err != nil {
-		log.Fatal(err)
+// command is main without the exit: it takes no arguments but -h, runs
+// the demo on an in-memory saver and returns the exit code: 0 done, 1 the
+// run failed, 2 usage.
+func command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("quickstart", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: quickstart\n\nRuns a three-node graph in memory that pauses for a human, then resumes it. It takes no flags.")
 	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "quickstart: unexpected argument %q (see -h)\n", fs.Arg(0))
+		return 2
+	}
+	var counts Counts
+	if err := run(ctx, checkpoint.NewMemorySaver(nil), stdout, &counts); err != nil {
+		fmt.Fprintln(stderr, "quickstart:", err)
+		return 1
+	}
+	return 0
 }
+
+func main() { os.Exit(command(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) }
