@@ -12,7 +12,8 @@ import (
 
 // Command is the command line the example programs share: a -db flag
 // naming the SQLite file, the example's own flags, and exit codes 0 (done),
-// 1 (the run failed) and 2 (usage), every error line starting with the
+// 1 (the run failed), 2 (usage) and 130 (interrupted: the context was
+// cancelled, by Ctrl-C under Exec), every error line starting with the
 // program's name.
 type Command struct {
 	Name      string
@@ -48,7 +49,9 @@ func (c Command) Parse(args []string, stderr io.Writer) (string, error) {
 }
 
 // Main is main without the exit: it parses args, runs the example and
-// returns the exit code.
+// returns the exit code. When ctx is cancelled during the run, it says
+// that running the program again continues where this run stopped, and
+// returns 130.
 func (c Command) Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	db, err := c.Parse(args, stderr)
 	if err != nil {
@@ -59,6 +62,10 @@ func (c Command) Main(ctx context.Context, args []string, stdout, stderr io.Writ
 		return 2
 	}
 	if err := c.Run(ctx, db, stdout); err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(stderr, "%s: interrupted (%v); run it again to continue where it stopped\n", c.Name, err)
+			return 130
+		}
 		fmt.Fprintln(stderr, c.Name+":", err)
 		return 1
 	}
@@ -67,9 +74,11 @@ func (c Command) Main(ctx context.Context, args []string, stdout, stderr io.Writ
 
 // Exec calls run with the process's arguments and standard streams and a
 // context that an interrupt (Ctrl-C) cancels, and returns its exit code
-// for os.Exit.
+// for os.Exit. A second Ctrl-C, while the run winds down, kills the
+// process as usual.
 func Exec(run func(ctx context.Context, args []string, stdout, stderr io.Writer) int) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	context.AfterFunc(ctx, stop) // the first Ctrl-C cancels ctx; restore the default for the next
 	return run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 }

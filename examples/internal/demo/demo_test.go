@@ -211,3 +211,31 @@ func TestCommandLine(t *testing.T) {
 		t.Errorf("-h: exit %d, stderr %q, ran %v", code, stderr.String(), ran)
 	}
 }
+
+// TestCommandInterrupted: a run whose context is cancelled (Ctrl-C under
+// Exec) exits 130 and says to run it again, not 1 as a failure.
+func TestCommandInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := demo.Command{Name: "ex", DefaultDB: "x.db", Run: func(ctx context.Context, db string, out io.Writer) error {
+		cancel()
+		return ctx.Err()
+	}}
+	failing := demo.Command{Name: "ex", DefaultDB: "x.db", Run: func(ctx context.Context, db string, out io.Writer) error {
+		return errors.New("boom")
+	}}
+	for _, tc := range []struct {
+		name    string
+		ctx     context.Context
+		cmd     demo.Command
+		code    int
+		wantErr string
+	}{
+		{"cancelled", ctx, cmd, 130, "ex: interrupted (context canceled); run it again to continue where it stopped\n"},
+		{"failed", context.Background(), failing, 1, "ex: boom\n"},
+	} {
+		var errb bytes.Buffer
+		if code := tc.cmd.Main(tc.ctx, nil, io.Discard, &errb); code != tc.code || errb.String() != tc.wantErr {
+			t.Errorf("%s: exit %d, stderr %q; want %d, %q", tc.name, code, errb.String(), tc.code, tc.wantErr)
+		}
+	}
+}
