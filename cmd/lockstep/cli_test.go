@@ -491,4 +491,15 @@ WHERE thread_id = ? AND json_extract(channels, '$.Source') IS NOT NULL`, threadF
 	if got.code != exitInternal || !strings.Contains(got.stderr, "the stored data does not verify") || got.stdout != "" {
 		t.Errorf("state of the corrupt thread: %v", got)
 	}
+	// history prints nothing of a thread it cannot read whole: no table
+	// rows before the error, and with --json only the error document.
+	got = cli(db, cliNow(), "history", threadFailed, "--values")
+	if got.code != exitInternal || !strings.Contains(got.stderr, "the stored data does not verify") || got.stdout != "" {
+		t.Errorf("history of the corrupt thread: %v", got)
+	}
+	got = cli(db, cliNow(), "history", threadFailed, "--values", "--json")
+	if got.code != exitInternal || strings.Contains(got.stdout, `"checkpoints"`) {
+		t.Errorf("history --json of the corrupt thread: %v", got)
+	}
+	checkOneJSON(t, got.stdout)
 }

@@ -1,26 +1,19 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
 )
-
-// historyJSON is the output of history --json.
-type historyJSON struct {
-	Thread      string           `json:"thread"`
-	Checkpoints []checkpointJSON `json:"checkpoints"`
-	// More says that older checkpoints exist than --limit showed; list
-	// them with --before NextBefore.
-	More       bool   `json:"more"`
-	NextBefore string `json:"next_before"`
-}
 
 // checkpointJSON is one checkpoint of a thread's history.
 type checkpointJSON struct {
@@ -73,66 +66,200 @@ func historyCommand(fs *flag.FlagSet) runner {
 		if err != nil {
 			return fmt.Errorf("list the checkpoints of thread %s: %w", quote(thread), err)
 		}
-		out := historyJSON{Thread: thread, Checkpoints: []checkpointJSON{}}
+		h := &history{thread: thread, head: head.Checkpoint.ID, values: *values, tps: tps}
 		if *limit > 0 && len(tps) > *limit {
-			tps, out.More = tps[:*limit], true
-		}
-		for _, tp := range tps {
-			cp := tp.Checkpoint
-			latest := cp.ID == head.Checkpoint.ID
-			in, err := checkpoint.Inspect(tp, latest)
-			if err != nil {
-				return err
-			}
-			c := checkpointJSON{Checkpoint: cp.ID, Parent: cp.ParentID, Head: latest, Step: cp.Metadata.Step,
-				Source: string(cp.Metadata.Source), Next: nonNil(in.Next), CreatedAt: cp.CreatedAt.UTC()}
-			if *values {
-				v, err := compactJSON(in.Values)
-				if err != nil {
-					return err
-				}
-				c.Values = json.RawMessage(v)
-			}
-			out.Checkpoints = append(out.Checkpoints, c)
-		}
-		if out.More {
-			out.NextBefore = out.Checkpoints[len(out.Checkpoints)-1].Checkpoint
+			h.tps, h.more = tps[:*limit], true
 		}
 		if e.opts.json {
-			return e.writeJSON(out)
+			return e.writeHistoryJSON(h)
 		}
-		return e.printHistory(out, *values)
+		return e.printHistory(h)
 	}
 }
 
-func (e *env) printHistory(out historyJSON, values bool) error {
-	if len(out.Checkpoints) == 0 {
-		_, err := fmt.Fprintf(e.stdout, "no checkpoints of thread %s before the one given\n", quote(out.Thread))
+// history is a thread's checkpoints as read, printed one at a time: the
+// tuples share the rows the saver read, and each checkpoint's values are
+// built from them only when it is printed, so that history --values holds
+// one checkpoint's values at a time and not the whole output.
+type history struct {
+	thread string
+	head   string // the thread's head checkpoint
+	values bool   // --values
+	tps    []*checkpoint.Tuple
+	more   bool // older checkpoints exist than --limit showed
+}
+
+// entry returns what history prints of the i-th checkpoint, with its
+// values when they were asked for. It fails when a stored checkpoint does
+// not decode.
+func (h *history) entry(i int) (checkpointJSON, error) {
+	tp := h.tps[i]
+	cp := tp.Checkpoint
+	latest := cp.ID == h.head
+	in, err := checkpoint.Inspect(tp, latest)
+	if err != nil {
+		return checkpointJSON{}, err
+	}
+	c := checkpointJSON{Checkpoint: cp.ID, Parent: cp.ParentID, Head: latest, Step: cp.Metadata.Step,
+		Source: string(cp.Metadata.Source), Next: nonNil(in.Next), CreatedAt: cp.CreatedAt.UTC()}
+	if h.values {
+		v, err := compactJSON(in.Values)
+		if err != nil {
+			return checkpointJSON{}, fmt.Errorf("encode the values of thread %s at %s: %w", quote(h.thread), quote(cp.ID), err)
+		}
+		c.Values = json.RawMessage(v)
+	}
+	return c, nil
+}
+
+// entries returns every checkpoint's entry without its values: a first
+// pass that finds a checkpoint that does not decode before anything is
+// printed (so a failure prints no partial output) and that gives the
+// table its column widths.
+func (h *history) entries() ([]checkpointJSON, error) {
+	out := make([]checkpointJSON, len(h.tps))
+	for i := range h.tps {
+		c, err := h.entry(i)
+		if err != nil {
+			return nil, err
+		}
+		c.Values = nil
+		out[i] = c
+	}
+	return out, nil
+}
+
+// each calls fn with every checkpoint's entry, its values built just
+// before and dropped after (fn must not keep them), and lets go of each
+// tuple once it is printed.
+func (h *history) each(cs []checkpointJSON, fn func(c checkpointJSON) error) error {
+	for i, c := range cs {
+		if h.values {
+			full, err := h.entry(i)
+			if err != nil {
+				return err
+			}
+			c.Values = full.Values
+		}
+		h.tps[i] = nil
+		if err := fn(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeHistoryJSON prints history --json as one indented JSON document,
+// one checkpoint at a time:
+//
+//	{"thread": "…", "checkpoints": [checkpointJSON, …], "more": bool, "next_before": "…"}
+//
+// more says that older checkpoints exist than --limit showed; the next
+// page is --before next_before ("" when more is false).
+func (e *env) writeHistoryJSON(h *history) error {
+	cs, err := h.entries()
+	if err != nil {
 		return err
 	}
-	t := newTable(e.stdout)
+	w := bufio.NewWriter(e.stdout)
+	// Each piece is encoded as writeJSON would encode the document: two
+	// spaces an indent, a checkpoint at depth 2, HTML not escaped.
+	encode := func(prefix string, v any) error {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent(prefix, "  ")
+		if err := enc.Encode(v); err != nil {
+			return fmt.Errorf("encode output: %w", err)
+		}
+		_, err := w.Write(escapeJSON(bytes.TrimSuffix(b.Bytes(), []byte("\n"))))
+		return err
+	}
+	io.WriteString(w, "{\n  \"thread\": ")
+	if err := encode("", h.thread); err != nil {
+		return err
+	}
+	io.WriteString(w, ",\n  \"checkpoints\": [")
+	sep := "\n    "
+	err = h.each(cs, func(c checkpointJSON) error {
+		io.WriteString(w, sep)
+		sep = ",\n    "
+		return encode("    ", c)
+	})
+	if err != nil {
+		return err
+	}
+	if len(cs) > 0 {
+		io.WriteString(w, "\n  ")
+	}
+	next := ""
+	if h.more {
+		next = cs[len(cs)-1].Checkpoint
+	}
+	fmt.Fprintf(w, "],\n  \"more\": %t,\n  \"next_before\": ", h.more)
+	if err := encode("", next); err != nil {
+		return err
+	}
+	io.WriteString(w, "\n}\n")
+	return w.Flush()
+}
+
+// printHistory prints history as a table. The columns before VALUES are
+// aligned over all rows first; each row's values are then built, printed
+// after its aligned cells and dropped.
+func (e *env) printHistory(h *history) error {
+	cs, err := h.entries()
+	if err != nil {
+		return err
+	}
+	if len(cs) == 0 {
+		_, err := fmt.Fprintf(e.stdout, "no checkpoints of thread %s before the one given\n", quote(h.thread))
+		return err
+	}
+	// The aligned columns of every row, each line ending where its
+	// VALUES cell (the last, which does not take part in the alignment)
+	// goes.
+	var cells bytes.Buffer
+	t := newTable(&cells)
 	head := []string{"CHECKPOINT", "STEP", "SOURCE", "NEXT", "CREATED"}
-	if values {
+	if h.values {
 		head = append(head, "VALUES")
 	}
 	t.row(head...)
-	for _, c := range out.Checkpoints {
+	for _, c := range cs {
 		id := c.Checkpoint
 		if c.Head {
 			id += " (head)"
 		}
 		row := []string{id, strconv.Itoa(c.Step), c.Source, list(c.Next, previewNext), formatTime(c.CreatedAt)}
-		if values {
-			row = append(row, unescapeHTML(string(c.Values)))
+		if h.values {
+			row = append(row, "")
 		}
 		t.row(row...)
 	}
 	if err := t.flush(); err != nil {
 		return err
 	}
-	if out.More {
-		_, err := fmt.Fprintf(e.stdout, "older checkpoints: lockstep history %s --before %s\n", clean(shellArg(out.Thread)), out.NextBefore)
+	w := bufio.NewWriter(e.stdout)
+	line := func() []byte {
+		l, _ := cells.ReadBytes('\n')
+		return bytes.TrimSuffix(l, []byte("\n"))
+	}
+	w.Write(line())
+	w.WriteString("\n")
+	err = h.each(cs, func(c checkpointJSON) error {
+		w.Write(line())
+		if h.values {
+			w.WriteString(clean(unescapeHTML(string(c.Values))))
+		}
+		_, err := w.WriteString("\n")
+		return err
+	})
+	if err != nil {
 		return err
 	}
-	return nil
+	if h.more {
+		fmt.Fprintf(w, "older checkpoints: lockstep history %s --before %s\n", clean(shellArg(h.thread)), cs[len(cs)-1].Checkpoint)
+	}
+	return w.Flush()
 }

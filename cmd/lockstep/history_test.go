@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/graph"
 )
@@ -71,6 +74,16 @@ func buildFeed(t *testing.T, n, size int) string {
 func TestHistoryGolden(t *testing.T) {
 	db := buildFeed(t, 11, 8)
 	now := cliNow()
+	s, err := sqlite.OpenExisting(db, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.List(context.Background(), threadFeed, checkpoint.ListOptions{})
+	s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldest, mid := all[len(all)-1].Checkpoint.ID, all[4].Checkpoint.ID
 	cases := []struct {
 		name string
 		args []string
@@ -79,6 +92,10 @@ func TestHistoryGolden(t *testing.T) {
 		{"history-feed-values", []string{"history", threadFeed, "--values", "--limit", "0"}},
 		{"history-feed-values-json", []string{"history", threadFeed, "--values", "--json", "--limit", "3"}},
 		{"history-feed-values-page", []string{"history", threadFeed, "--values", "--limit", "4"}},
+		{"history-feed-values-before", []string{"history", threadFeed, "--values", "--limit", "3", "--before", mid}},
+		{"history-feed-values-before-json", []string{"history", threadFeed, "--values", "--before", mid, "--json"}},
+		{"history-feed-oldest", []string{"history", threadFeed, "--values", "--before", oldest}},
+		{"history-feed-oldest-json", []string{"history", threadFeed, "--before", oldest, "--json"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -87,6 +104,77 @@ func TestHistoryGolden(t *testing.T) {
 				t.Errorf("exit %d, want 0; stderr: %s", got.code, got.stderr)
 			}
 			checkGolden(t, tc.name, got, goldenData{db: db})
+		})
+	}
+}
+
+// heapWriter discards what is written to it and, at the first write and
+// every tenth after it, records the live heap (after a collection): what
+// the writer's caller holds while it prints. (What a printer holds for
+// the whole output it holds at every write; a collection at each write
+// would make the test slow.)
+type heapWriter struct {
+	n      int64  // bytes written
+	writes int    // calls of Write
+	peak   uint64 // largest live heap seen at a write
+}
+
+func (w *heapWriter) Write(p []byte) (int, error) {
+	w.n += int64(len(p))
+	if w.writes%10 == 0 {
+		w.peak = max(w.peak, liveHeap())
+	}
+	w.writes++
+	return len(p), nil
+}
+
+// liveHeap returns the bytes of the heap that are in use, after a
+// collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// TestHistoryValuesStreams checks that history --values holds about one
+// checkpoint's values at a time, not the whole output: on a thread whose
+// values add up to many times what the database holds, the live heap
+// while it prints stays a small fraction of what it prints.
+func TestHistoryValuesStreams(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a thread of 80 steps")
+	}
+	const steps, size = 80, 1024
+	db := buildFeed(t, steps, size)
+	for _, format := range []string{"table", "json"} {
+		t.Run(format, func(t *testing.T) {
+			args := []string{"--db", db, "history", threadFeed, "--values", "--limit", "0"}
+			if format == "json" {
+				args = append(args, "--json")
+			}
+			var stdout heapWriter
+			var stderr strings.Builder
+			base := liveHeap()
+			code := run(context.Background(), args, &stdout, &stderr, func() time.Time { return cliNow() })
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, stderr.String())
+			}
+			// The values alone are steps*steps/2 items of size bytes.
+			if min := int64(steps * steps / 2 * size); stdout.n < min {
+				t.Fatalf("printed %d bytes, want at least %d", stdout.n, min)
+			}
+			held := int64(stdout.peak) - int64(base)
+			t.Logf("printed %d bytes in %d writes, holding at most %d", stdout.n, stdout.writes, held)
+			// What it may hold: the thread's rows (about 2*steps*size
+			// bytes, raw and decoded), a few copies of one checkpoint's
+			// values (steps*size bytes) and the table's other columns:
+			// about a fifth of the output here. Half the output is
+			// generous; building every row before printing holds more
+			// than twice the output.
+			if held > stdout.n/2 {
+				t.Errorf("history --values held %d bytes while printing %d (more than half): it does not stream", held, stdout.n)
+			}
 		})
 	}
 }
