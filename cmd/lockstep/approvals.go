@@ -85,7 +85,7 @@ func approvalsCommand(fs *flag.FlagSet) runner {
 			return usageError(fmt.Sprintf("approvals: --limit %d: want 1 to %d", f.Limit, approval.MaxPageSize), "")
 		}
 		f.MinAge, f.ExpiringWithin = time.Duration(older), time.Duration(expiring)
-		s, err := e.openSaver()
+		s, err := e.openSaver(false)
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/checkpoint"
@@ -16,11 +17,13 @@ import (
 // sqliteMagic starts every SQLite database file.
 const sqliteMagic = "SQLite format 3\x00"
 
-// openSaver opens the database named by --db. It never creates, migrates
-// or otherwise changes a file to open it: a missing, empty, non-SQLite or
-// non-lockstep file, or one an older lockstep wrote, is a failure that
-// says what to do. The caller closes the saver.
-func (e *env) openSaver() (*sqlite.Saver, error) {
+// openSaver opens the database named by --db, for a command that writes
+// to it when write is set. It never creates, migrates or otherwise changes
+// a file to open it: a missing, empty, non-SQLite or non-lockstep file, or
+// one an older lockstep wrote, is a failure that says what to do, and so is
+// a database the user may only read when write is set or when reading it
+// would create files (see readOnly). The caller closes the saver.
+func (e *env) openSaver(write bool) (*sqlite.Saver, error) {
 	path := e.opts.db
 	if path == "" {
 		return nil, usageError("--db needs a file path", "pass --db PATH, or leave it out for ./lockstep.db")
@@ -45,6 +48,13 @@ func (e *env) openSaver() (*sqlite.Saver, error) {
 	} else if !ok {
 		return nil, noDB(path+" is not a SQLite database", nil)
 	}
+	// Opening for writing creates and changes nothing (no O_CREATE, no
+	// O_TRUNC): it only asks whether this user may write the file.
+	if f, err := os.OpenFile(path, os.O_RDWR, 0); err == nil {
+		f.Close()
+	} else if err := readOnly(path, write, err); err != nil {
+		return nil, err
+	}
 	// OpenExisting neither creates, migrates nor otherwise changes the
 	// file: --db may name some other program's database by mistake.
 	s, err := sqlite.OpenExisting(path, sqlite.Config{})
@@ -59,6 +69,49 @@ func (e *env) openSaver() (*sqlite.Saver, error) {
 			hint: "check that --db names a lockstep database, that you may write to it and its directory (SQLite keeps -wal and -shm files beside it), and that this lockstep is as new as the program that wrote it", err: err}
 	}
 	return s, nil
+}
+
+// readOnly decides whether a database the user may not write (cause says
+// why) can be opened. A command that writes cannot run. A reading command
+// can when the database's -wal and -shm files exist and are readable:
+// SQLite (3.22 and later) then reads a WAL database without writing
+// anything, through a read-only -shm, and sees the writer's latest commit
+// as usual, whether a program has the database open or left the files
+// after a crash. Without them SQLite would have to create them, which
+// fails in a directory the user may not write and, in one they may,
+// leaves files that the program writing the database cannot open for
+// writing (they take the database file's permissions and the reader's
+// owner), so that its writes fail. Opening the database as immutable
+// would read it without them, but would read torn pages if a program
+// started writing meanwhile: that is not offered.
+func readOnly(path string, write bool, cause error) error {
+	fail := func(msg, hint string, err error) error {
+		return &failure{code: exitInternal, kind: kindReadOnly, msg: msg, hint: hint, err: err}
+	}
+	if write {
+		return fail(path+" is read-only to you: this command records a decision in it, and nothing was recorded",
+			"run it as a user who may write the database file, its -wal and -shm files and its directory", cause)
+	}
+	var missing []string
+	for _, sfx := range []string{"-wal", "-shm"} {
+		f, err := os.Open(path + sfx)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			missing = append(missing, path+sfx)
+		case err != nil:
+			return fail(fmt.Sprintf("%s is read-only to you, and you cannot read %s%s: %v", path, path, sfx, err),
+				"ask for read access to the database's -wal and -shm files (SQLite creates them with the database file's permissions)", err)
+		default:
+			f.Close()
+		}
+	}
+	if len(missing) > 0 {
+		return fail(fmt.Sprintf("%s is read-only to you, and there is no %s (no program has the database open)", path, strings.Join(missing, " or ")),
+			"reading a WAL database needs its -wal and -shm files, and lockstep does not create them for a user who may not write the database "+
+				"(the program that writes it could not use them): run this while that program has the database open, "+
+				"as a user who may write it, or on a copy of the file made while nothing writes it", cause)
+	}
+	return nil
 }
 
 // isSQLite reports whether the file at path starts with SQLite's header.

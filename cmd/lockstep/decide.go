@@ -62,7 +62,7 @@ func decideCommand(fs *flag.FlagSet, outcome approval.Outcome) runner {
 			}
 			v.Outcome, v.Args = approval.Edited, json.RawMessage(args)
 		}
-		s, err := e.openSaver()
+		s, err := e.openSaver(true)
 		if err != nil {
 			return err
 		}

@@ -104,7 +104,7 @@
 // A failure prints one line on stderr, "lockstep: what went wrong: what to
 // do". With --json it also prints a JSON document on stdout:
 // {"error": {"exit_code", "kind", "message", "hint", "winner"}}, where kind
-// is usage, no_database, not_found, already_decided, expired,
+// is usage, no_database, read_only, not_found, already_decided, expired,
 // invalid_decision, invalid_args, invalid_request or internal, and winner
 // is the decision that won when kind is already_decided.
 //
@@ -118,4 +118,17 @@
 // stores secrets. Tables escape control characters and invisible
 // direction marks in stored text, so that text a model wrote cannot drive
 // the terminal; JSON output escapes them too.
+//
+// # Read-only access
+//
+// A user who may read but not write the database file can run the reading
+// commands while its -wal and -shm files exist and are readable (whenever
+// the program that writes it has it open, or after that program crashed):
+// SQLite reads a WAL database through them without writing anything and
+// sees the latest commit. When they do not exist, SQLite would have to
+// create them, which a read-only directory forbids and which, in a
+// writable one, leaves files that the writing program cannot use; lockstep
+// refuses instead (kind read_only) and says so. approve and reject need
+// write access and are refused (kind read_only) before anything is
+// recorded.
 package main

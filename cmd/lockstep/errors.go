@@ -29,6 +29,7 @@ const (
 	kindInvalidDecision = "invalid_decision"
 	kindInvalidArgs     = "invalid_args"
 	kindInvalidRequest  = "invalid_request"
+	kindReadOnly        = "read_only"
 	kindInternal        = "internal"
 )
 

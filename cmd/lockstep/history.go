@@ -37,7 +37,7 @@ func historyCommand(fs *flag.FlagSet) runner {
 		if *limit < 0 {
 			return usageError("history: --limit must be 0 (all) or more", "")
 		}
-		s, err := e.openSaver()
+		s, err := e.openSaver(false)
 		if err != nil {
 			return err
 		}

@@ -72,7 +72,7 @@ func stateCommand(fs *flag.FlagSet) runner {
 	at := fs.String("checkpoint", "", "show checkpoint `ID` instead of the thread's head")
 	return func(ctx context.Context, e *env, args []string) error {
 		thread := args[0]
-		s, err := e.openSaver()
+		s, err := e.openSaver(false)
 		if err != nil {
 			return err
 		}

@@ -40,7 +40,7 @@ func threadsCommand(fs *flag.FlagSet) runner {
 		if *limit < 0 {
 			return usageError("threads: --limit must be 0 (all) or more", "")
 		}
-		s, err := e.openSaver()
+		s, err := e.openSaver(false)
 		if err != nil {
 			return err
 		}
