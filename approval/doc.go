@@ -157,7 +157,8 @@
 // Refusals are [*Error] values matching one sentinel each: [ErrNotFound],
 // [ErrExpired], [ErrInvalidDecision], [ErrInvalidArgs], [ErrInvalidRequest],
 // [ErrInvalidExpiry], [ErrInvalidFilter], [ErrNotApproved],
-// [ErrArgsMismatch], [ErrOutcomeRecorded]. A lost race is an
+// [ErrArgsMismatch], [ErrOutcomeRecorded], and [ErrClosed] for any call on
+// a closed store (or a SQLStore whose database was closed). A lost race is an
 // [*AlreadyDecidedError] (matching [ErrAlreadyDecided], and [ErrExpired]
 // when the sweeper won). A failed confirmation channel is a [*ChannelError]
 // (matching [ErrChannel]; a closed [MemoryChannel] says

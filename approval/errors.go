@@ -52,6 +52,10 @@ var (
 	// ErrSchemaVersion: the database holds approval tables of a newer
 	// schema than this build knows.
 	ErrSchemaVersion = errors.New("approval: unsupported schema version")
+	// ErrClosed: the store was closed (MemoryStore.Close, SQLStore.Close),
+	// or the database under a SQLStore was closed by its owner (the
+	// checkpoint saver's Close). Nothing was read or written.
+	ErrClosed = errors.New("approval: store is closed")
 )
 
 // Error is a refused operation on one approval. It matches its Kind (one of

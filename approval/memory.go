@@ -12,11 +12,13 @@ import (
 // MemoryStore is a Store that keeps decisions in memory, for tests and
 // single-process programs whose threads do not outlive the process. It is
 // safe for concurrent use. The zero value is not usable; call
-// NewMemoryStore.
+// NewMemoryStore. After Close every method fails with an *Error matching
+// ErrClosed, as a SQLStore's do.
 type MemoryStore struct {
-	now  func() time.Time
-	mu   sync.Mutex
-	recs map[string]*memRecord
+	now    func() time.Time
+	mu     sync.Mutex
+	recs   map[string]*memRecord
+	closed bool
 }
 
 type memRecord struct {
@@ -32,8 +34,34 @@ func NewMemoryStore(now func() time.Time) *MemoryStore {
 	return &MemoryStore{now: clockOrNow(now), recs: map[string]*memRecord{}}
 }
 
-// Decide implements Store.
+// Close closes the store and drops its decisions: every later call of a
+// method fails with an *Error matching ErrClosed. Closing a closed store
+// does nothing and returns nil; Close always returns nil.
+func (s *MemoryStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed, s.recs = true, nil
+	return nil
+}
+
+// closedError returns the error of a call on approval id ("" for none)
+// after Close, or nil while the store is open. s.mu must be held.
+func (s *MemoryStore) closedError(id string) error {
+	if s.closed {
+		return newError(id, ErrClosed, "")
+	}
+	return nil
+}
+
+// Decide implements Store. After Close it fails with an *Error matching
+// ErrClosed.
 func (s *MemoryStore) Decide(ctx context.Context, item Item, v Verdict) (Decision, error) {
+	s.mu.Lock()
+	err := s.closedError(item.ID)
+	s.mu.Unlock()
+	if err != nil {
+		return Decision{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return Decision{}, err
 	}
@@ -45,6 +73,9 @@ func (s *MemoryStore) Decide(ctx context.Context, item Item, v Verdict) (Decisio
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.closedError(item.ID); err != nil {
+		return Decision{}, err // closed while the verdict was checked
+	}
 	if r, ok := s.recs[item.ID]; ok {
 		return Decision{}, &AlreadyDecidedError{ID: item.ID, Winner: cloneDecision(r.rec.Decision)}
 	}
@@ -59,19 +90,24 @@ func (s *MemoryStore) Decide(ctx context.Context, item Item, v Verdict) (Decisio
 	return d, nil
 }
 
-// Get implements Store.
+// Get implements Store. After Close it fails with an *Error matching
+// ErrClosed.
 func (s *MemoryStore) Get(ctx context.Context, id string) (Record, error) {
 	t, err := s.Audit(ctx, id)
 	return t.Record, err
 }
 
-// Decided implements Store.
+// Decided implements Store. After Close it fails with an *Error matching
+// ErrClosed.
 func (s *MemoryStore) Decided(ctx context.Context, ids []string) (map[string]bool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.closedError(""); err != nil {
+		return nil, err
+	}
 	out := map[string]bool{}
 	for _, id := range ids {
 		if _, ok := s.recs[id]; ok {
@@ -81,13 +117,18 @@ func (s *MemoryStore) Decided(ctx context.Context, ids []string) (map[string]boo
 	return out, nil
 }
 
-// Unresumed implements Store.
+// Unresumed implements Store. After Close it fails with an *Error matching
+// ErrClosed.
 func (s *MemoryStore) Unresumed(ctx context.Context, limit int) ([]Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	now := s.now()
 	s.mu.Lock()
+	if err := s.closedError(""); err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
 	var out []Record
 	for _, r := range s.recs {
 		if r.rec.Resume.At.IsZero() && !r.rec.Resume.NotBefore.After(now) {
@@ -107,7 +148,8 @@ func (s *MemoryStore) Unresumed(ctx context.Context, limit int) ([]Record, error
 	return out, nil
 }
 
-// ClaimResume implements Store.
+// ClaimResume implements Store. After Close it fails with an *Error matching
+// ErrClosed.
 func (s *MemoryStore) ClaimResume(ctx context.Context, id string, until time.Time) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
@@ -115,6 +157,9 @@ func (s *MemoryStore) ClaimResume(ctx context.Context, id string, until time.Tim
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.closedError(id); err != nil {
+		return false, err
+	}
 	r, ok := s.recs[id]
 	if !ok {
 		return false, newError(id, ErrNotFound, "no decision")
@@ -126,7 +171,8 @@ func (s *MemoryStore) ClaimResume(ctx context.Context, id string, until time.Tim
 	return true, nil
 }
 
-// FinishResume implements Store.
+// FinishResume implements Store. After Close it fails with an *Error matching
+// ErrClosed.
 func (s *MemoryStore) FinishResume(ctx context.Context, id, note string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -134,6 +180,9 @@ func (s *MemoryStore) FinishResume(ctx context.Context, id, note string) error {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.closedError(id); err != nil {
+		return err
+	}
 	r, ok := s.recs[id]
 	if !ok {
 		return newError(id, ErrNotFound, "no decision")
@@ -144,13 +193,17 @@ func (s *MemoryStore) FinishResume(ctx context.Context, id, note string) error {
 	return nil
 }
 
-// RetryResume implements Store.
+// RetryResume implements Store. After Close it fails with an *Error matching
+// ErrClosed.
 func (s *MemoryStore) RetryResume(ctx context.Context, id, reason string, at time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.closedError(id); err != nil {
+		return err
+	}
 	r, ok := s.recs[id]
 	if !ok {
 		return newError(id, ErrNotFound, "no decision")
@@ -162,7 +215,8 @@ func (s *MemoryStore) RetryResume(ctx context.Context, id, reason string, at tim
 	return nil
 }
 
-// RecordOutcome implements OutcomeRecorder.
+// RecordOutcome implements OutcomeRecorder. After Close it fails with an
+// *Error matching ErrClosed.
 func (s *MemoryStore) RecordOutcome(ctx context.Context, id string, e Execution) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -170,6 +224,9 @@ func (s *MemoryStore) RecordOutcome(ctx context.Context, id string, e Execution)
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.closedError(id); err != nil {
+		return err
+	}
 	r, ok := s.recs[id]
 	if !ok {
 		return newError(id, ErrNotFound, "no decision")
@@ -188,13 +245,17 @@ func (s *MemoryStore) RecordOutcome(ctx context.Context, id string, e Execution)
 	return nil
 }
 
-// Audit implements Store.
+// Audit implements Store. After Close it fails with an *Error matching
+// ErrClosed.
 func (s *MemoryStore) Audit(ctx context.Context, id string) (Trail, error) {
 	if err := ctx.Err(); err != nil {
 		return Trail{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.closedError(id); err != nil {
+		return Trail{}, err
+	}
 	r, ok := s.recs[id]
 	if !ok {
 		return Trail{}, newError(id, ErrNotFound, "no decision")

@@ -3,10 +3,12 @@ package approval
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -63,9 +65,16 @@ func parseSQLTime(s string) (time.Time, error) { return time.Parse(sqlTimeLayout
 // the paused threads. It writes with single statements, each of which is
 // atomic on its own: first-wins is the primary key of approval_decisions.
 // It is safe for concurrent use by several goroutines and processes.
+//
+// After Close, or once its database was closed by its owner (the saver's
+// Close), every method fails with an *Error matching ErrClosed.
 type SQLStore struct {
-	db  *sql.DB
-	now func() time.Time
+	db     *sql.DB
+	now    func() time.Time
+	closed atomic.Bool
+	// dbClosed is database/sql's error for a closed pool (see
+	// dbClosedError), matched by identity.
+	dbClosed error
 }
 
 var _ Store = (*SQLStore)(nil)
@@ -82,7 +91,7 @@ func OpenSQLStore(ctx context.Context, db *sql.DB, now func() time.Time) (*SQLSt
 	// for a writer. Any error here (no table yet) goes the long way.
 	var cur sql.NullInt64
 	if err := db.QueryRowContext(ctx, `SELECT max(version) FROM approval_schema`).Scan(&cur); err == nil && cur.Int64 == SchemaVersion {
-		return &SQLStore{db: db, now: clockOrNow(now)}, nil
+		return newSQLStore(db, now), nil
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -110,7 +119,58 @@ func OpenSQLStore(ctx context.Context, db *sql.DB, now func() time.Time) (*SQLSt
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("approval: open store: %w", err)
 	}
-	return &SQLStore{db: db, now: clockOrNow(now)}, nil
+	return newSQLStore(db, now), nil
+}
+
+func newSQLStore(db *sql.DB, now func() time.Time) *SQLStore {
+	return &SQLStore{db: db, now: clockOrNow(now), dbClosed: dbClosedError()}
+}
+
+// dbClosedError returns the error database/sql gives for every use of a
+// closed *sql.DB. The package does not export it and messages are never
+// matched, so it is taken from a pool that is closed before it ever
+// connects, and matched with errors.Is.
+func dbClosedError() error {
+	probe := sql.OpenDB(noConnector{})
+	probe.Close()
+	return probe.PingContext(context.Background())
+}
+
+// noConnector is the connector of dbClosedError's pool, which never
+// connects.
+type noConnector struct{}
+
+func (noConnector) Connect(context.Context) (driver.Conn, error) {
+	return nil, errors.New("approval: the probe pool does not connect")
+}
+
+func (noConnector) Driver() driver.Driver { return nil }
+
+// Close closes the store: every later call of a method fails with an
+// *Error matching ErrClosed, and calls already running finish. It does not
+// close the database, which stays the caller's; once the caller closes it,
+// the methods fail with ErrClosed as well. Closing a closed store does
+// nothing; Close always returns nil.
+func (s *SQLStore) Close() error {
+	s.closed.Store(true)
+	return nil
+}
+
+// live returns the error of a call on approval id ("" for none) after
+// Close, or nil while the store is open.
+func (s *SQLStore) live(id string) error {
+	if s.closed.Load() {
+		return newError(id, ErrClosed, "")
+	}
+	return nil
+}
+
+// closedDB replaces *err by an *Error matching ErrClosed when it says that
+// the database was closed under the store.
+func (s *SQLStore) closedDB(id string, err *error) {
+	if *err != nil && s.dbClosed != nil && errors.Is(*err, s.dbClosed) {
+		*err = newError(id, ErrClosed, "the database is closed")
+	}
 }
 
 // decisionColumns and recordColumns are read by decisionRow and scanRecord.
@@ -185,7 +245,14 @@ func scanRecord(row rowScanner) (Record, error) {
 
 // Decide implements Store. The decision is one INSERT ... ON CONFLICT DO
 // NOTHING: the row that lands wins, and a loser reads the winner back.
-func (s *SQLStore) Decide(ctx context.Context, item Item, v Verdict) (Decision, error) {
+//
+// After Close, or once the database was closed, it fails with an *Error
+// matching ErrClosed.
+func (s *SQLStore) Decide(ctx context.Context, item Item, v Verdict) (_ Decision, err error) {
+	if err := s.live(item.ID); err != nil {
+		return Decision{}, err
+	}
+	defer s.closedDB(item.ID, &err)
 	if err := checkVerdict(item.ID, v); err != nil {
 		return Decision{}, err
 	}
@@ -253,7 +320,14 @@ func (s *SQLStore) winner(ctx context.Context, id string) (Decision, bool, error
 }
 
 // Get implements Store.
-func (s *SQLStore) Get(ctx context.Context, id string) (Record, error) {
+//
+// After Close, or once the database was closed, it fails with an *Error
+// matching ErrClosed.
+func (s *SQLStore) Get(ctx context.Context, id string) (_ Record, err error) {
+	if err := s.live(id); err != nil {
+		return Record{}, err
+	}
+	defer s.closedDB(id, &err)
 	row := s.db.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM approval_decisions WHERE id = ?`, id)
 	r, err := scanRecord(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -266,7 +340,14 @@ func (s *SQLStore) Get(ctx context.Context, id string) (Record, error) {
 }
 
 // Decided implements Store.
-func (s *SQLStore) Decided(ctx context.Context, ids []string) (map[string]bool, error) {
+//
+// After Close, or once the database was closed, it fails with an *Error
+// matching ErrClosed.
+func (s *SQLStore) Decided(ctx context.Context, ids []string) (_ map[string]bool, err error) {
+	if err := s.live(""); err != nil {
+		return nil, err
+	}
+	defer s.closedDB("", &err)
 	out := map[string]bool{}
 	const chunk = 500
 	for len(ids) > 0 {
@@ -299,7 +380,14 @@ func (s *SQLStore) Decided(ctx context.Context, ids []string) (map[string]bool, 
 }
 
 // Unresumed implements Store.
-func (s *SQLStore) Unresumed(ctx context.Context, limit int) ([]Record, error) {
+//
+// After Close, or once the database was closed, it fails with an *Error
+// matching ErrClosed.
+func (s *SQLStore) Unresumed(ctx context.Context, limit int) (_ []Record, err error) {
+	if err := s.live(""); err != nil {
+		return nil, err
+	}
+	defer s.closedDB("", &err)
 	if limit <= 0 {
 		limit = -1
 	}
@@ -350,28 +438,56 @@ func (s *SQLStore) update(ctx context.Context, id, what, query string, args ...a
 }
 
 // ClaimResume implements Store.
-func (s *SQLStore) ClaimResume(ctx context.Context, id string, until time.Time) (bool, error) {
+//
+// After Close, or once the database was closed, it fails with an *Error
+// matching ErrClosed.
+func (s *SQLStore) ClaimResume(ctx context.Context, id string, until time.Time) (_ bool, err error) {
+	if err := s.live(id); err != nil {
+		return false, err
+	}
+	defer s.closedDB(id, &err)
 	return s.update(ctx, id, "claim", `UPDATE approval_decisions SET resume_not_before = ?
 		WHERE id = ? AND resumed_at IS NULL AND resume_not_before <= ?`, sqlTime(until), id, sqlTime(s.now()))
 }
 
 // FinishResume implements Store.
-func (s *SQLStore) FinishResume(ctx context.Context, id, note string) error {
-	_, err := s.update(ctx, id, "finish resuming", `UPDATE approval_decisions SET resumed_at = ?, resume_note = ?, resume_not_before = ''
+//
+// After Close, or once the database was closed, it fails with an *Error
+// matching ErrClosed.
+func (s *SQLStore) FinishResume(ctx context.Context, id, note string) (err error) {
+	if err := s.live(id); err != nil {
+		return err
+	}
+	defer s.closedDB(id, &err)
+	_, err = s.update(ctx, id, "finish resuming", `UPDATE approval_decisions SET resumed_at = ?, resume_note = ?, resume_not_before = ''
 		WHERE id = ? AND resumed_at IS NULL`, sqlTime(s.now()), truncate(note, maxErrorBytes), id)
 	return err
 }
 
 // RetryResume implements Store.
-func (s *SQLStore) RetryResume(ctx context.Context, id, reason string, at time.Time) error {
-	_, err := s.update(ctx, id, "defer resuming", `UPDATE approval_decisions
+//
+// After Close, or once the database was closed, it fails with an *Error
+// matching ErrClosed.
+func (s *SQLStore) RetryResume(ctx context.Context, id, reason string, at time.Time) (err error) {
+	if err := s.live(id); err != nil {
+		return err
+	}
+	defer s.closedDB(id, &err)
+	_, err = s.update(ctx, id, "defer resuming", `UPDATE approval_decisions
 		SET resume_attempts = resume_attempts + 1, resume_error = ?, resume_not_before = ?
 		WHERE id = ? AND resumed_at IS NULL`, truncate(reason, maxErrorBytes), sqlTime(at), id)
 	return err
 }
 
 // RecordOutcome implements OutcomeRecorder.
-func (s *SQLStore) RecordOutcome(ctx context.Context, id string, e Execution) error {
+//
+// After Close, or once the database was closed, it fails with an *Error
+// matching ErrClosed.
+func (s *SQLStore) RecordOutcome(ctx context.Context, id string, e Execution) (err error) {
+	if err := s.live(id); err != nil {
+		return err
+	}
+	defer s.closedDB(id, &err)
 	rec, err := s.Get(ctx, id)
 	if err != nil {
 		return err
@@ -429,7 +545,14 @@ func (s *SQLStore) execution(ctx context.Context, id string) (*Execution, error)
 }
 
 // Audit implements Store.
-func (s *SQLStore) Audit(ctx context.Context, id string) (Trail, error) {
+//
+// After Close, or once the database was closed, it fails with an *Error
+// matching ErrClosed.
+func (s *SQLStore) Audit(ctx context.Context, id string) (_ Trail, err error) {
+	if err := s.live(id); err != nil {
+		return Trail{}, err
+	}
+	defer s.closedDB(id, &err)
 	rec, err := s.Get(ctx, id)
 	if err != nil {
 		return Trail{}, err

@@ -26,7 +26,9 @@ import (
 //     store's clock: a refused verdict changes nothing.
 //   - Recorded decisions, outcomes and completed resumes never change.
 //
-// MemoryStore and SQLStore implement it.
+// MemoryStore and SQLStore implement it. Both have a Close method: after
+// it (and, for a SQLStore, once its database was closed), every method
+// fails with an *Error matching ErrClosed and changes nothing.
 type Store interface {
 	OutcomeRecorder
 
