@@ -56,9 +56,10 @@ func (r *Runnable[S]) Invoke(ctx context.Context, thread string, input Update[S]
 //
 // A NodeInterrupt takes no answer: the node raises it again until the
 // state changes, so resume it with cmd.Update alone (or UpdateState and
-// Continue). An answer the node cannot decode into Ask's type is taken
-// back: the resume fails with a *NodeError around the
-// *interrupt.AnswerError, and the interrupt waits for another answer.
+// Continue). An answer the node cannot decode into Ask's type, or refuses
+// with an *interrupt.AnswerError of its own, is taken back: the resume
+// fails with a *NodeError around the *interrupt.AnswerError, and the
+// interrupt waits for another answer.
 //
 // Resume fails closed: ErrNothingToResume when the thread does not wait,
 // a *ResumeError (ErrAmbiguousResume, ErrUnknownInterrupt,

@@ -100,15 +100,19 @@ func (e *ValueError) Unwrap() error { return e.Err }
 // Is makes errors.Is(err, ErrNotSerializable) true.
 func (e *ValueError) Is(target error) bool { return target == ErrNotSerializable }
 
-// AnswerError reports a saved answer that does not decode into the type the
-// Ask call asked for.
+// AnswerError reports a saved answer the node cannot use: Ask returns one
+// when the answer does not decode into the type it asked for, and a node
+// may return one (wrapped or not) for an answer it decoded and refuses,
+// Err saying why. The runtime takes the answer back, and interrupt ID waits
+// for another.
 type AnswerError struct {
 	ID  string
 	Err error
 }
 
+// Error names the interrupt and why its answer was refused.
 func (e *AnswerError) Error() string {
-	return fmt.Sprintf("interrupt %s: answer does not decode: %v", e.ID, e.Err)
+	return fmt.Sprintf("interrupt %s: answer refused: %v", e.ID, e.Err)
 }
 
 // Unwrap returns the decoding error.
