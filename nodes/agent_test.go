@@ -228,7 +228,7 @@ func TestAgentSupportScenario(t *testing.T) {
 	if req.Owner != "support-leads" || string(req.Context) != `{"customer":"C-7"}` || req.Rationale != "Closing TKT-3." || req.Kind != approval.KindGate {
 		t.Errorf("request %+v", req)
 	}
-	res, err = r.Resume(ctx, "th", graph.Command[nodes.AgentState]{Resume: approve(req)})
+	res, err = r.Resume(ctx, "th", graph.Command[nodes.AgentState]{Resume: approve(res.Interrupts[0].ID, req)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,8 +283,7 @@ func TestAgentTwoGatedCalls(t *testing.T) {
 	pending := res.Interrupts
 	for i, in := range pending {
 		req, _, _ := approval.ParseRequest(in.Value)
-		dec := approve(req)
-		dec.ID = in.ID
+		dec := approve(in.ID, req)
 		res, err = r.Resume(ctx, "th", graph.Command[nodes.AgentState]{ResumeByID: map[string]any{in.ID: dec}})
 		if err != nil {
 			t.Fatal(err)

@@ -136,7 +136,14 @@
 // approval ID). The request's Kind says what is asked: approval.KindGate
 // (the model's call), approval.KindFallback (a gated fallback after its
 // tool failed; FallbackFor names the tool) or approval.KindOutcomeUnknown
-// (run a write again whose earlier outcome is unknown). On resume an
+// (run a write again whose earlier outcome is unknown). The resume answer
+// must be a decision an approval.Store recorded: one that lacks the
+// approval ID, the reviewer or the decision time was built by hand and is
+// refused (*UnrecordedDecisionError, matching ErrUnrecordedDecision,
+// inside an *interrupt.AnswerError): the resume fails, nothing runs, and
+// the request keeps waiting for a recorded decision. This checks the
+// shape of the answer, not where it came from: resume through
+// approval.Worker, so that the answer is the one recorded. On resume an
 // approval runs exactly the approved arguments once; a decision recorded
 // for another request (its ID differs) is refused (*DecisionIDError). A
 // decision is bound to its thread, task and call by where it arrives,

@@ -3,6 +3,7 @@ package nodes
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lockstepgo/lockstep/approval"
@@ -34,6 +35,12 @@ var (
 	// ID is not the interrupt ID of the call's request). Matches
 	// *DecisionIDError.
 	ErrWrongDecision = errors.New("nodes: decision answers another approval request")
+	// ErrUnrecordedDecision: the answer to an approval request lacks the
+	// approval ID, the reviewer or the decision time that every decision
+	// recorded by an approval.Store carries, so it was built by hand, not
+	// recorded. The tool node refuses it and the request keeps waiting.
+	// Matches *UnrecordedDecisionError.
+	ErrUnrecordedDecision = errors.New("nodes: decision was not recorded by an approval store")
 	// ErrDuplicateCallID: two tool calls of one model message share an ID;
 	// the tool node runs neither (their answers, approvals and results
 	// could not be told apart).
@@ -205,6 +212,30 @@ func (e *DecisionIDError) Is(target error) bool {
 
 // RetryClass implements Classifier: ClassPermanent.
 func (e *DecisionIDError) RetryClass() Class { return ClassPermanent }
+
+// UnrecordedDecisionError reports an answer to an approval request that
+// lacks what every recorded decision carries (Missing: "approval ID",
+// "reviewer", "decision time"). The tool node fails with it, inside an
+// *interrupt.AnswerError, so that the runtime takes the answer back: the
+// call is not run, nothing of it is recorded, and the request (interrupt
+// InterruptID) waits for a decision recorded by an approval.Store. It
+// matches ErrUnrecordedDecision.
+type UnrecordedDecisionError struct {
+	Tool        string
+	CallID      string   // the model's tool-call ID
+	InterruptID string   // the interrupt ID (= approval ID) of the call's request
+	Missing     []string // what the decision lacks, in the order above
+}
+
+// Error names the tool, the call, the waiting request and what the
+// decision lacks.
+func (e *UnrecordedDecisionError) Error() string {
+	return fmt.Sprintf("nodes: tool %q: call %s: the decision has no %s, so no approval store recorded it; not run, and approval %s still waits",
+		e.Tool, quote(e.CallID), strings.Join(e.Missing, ", "), quote(e.InterruptID))
+}
+
+// Is makes errors.Is(err, ErrUnrecordedDecision) true.
+func (e *UnrecordedDecisionError) Is(target error) bool { return target == ErrUnrecordedDecision }
 
 // DecisionError reports a call a human rejected, or whose request expired.
 // It matches ErrRejected or ErrExpired.

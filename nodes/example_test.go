@@ -130,7 +130,16 @@ func ExampleToolNode() {
 	req, _, _ := approval.ParseRequest(res.Interrupts[0].Value)
 	fmt.Println(res.Status, res.Next, req.Tool, string(req.Args), req.Rationale)
 
-	res, _ = r.Resume(ctx, "t1", graph.Command[nodes.AgentState]{Resume: approval.Decision{Outcome: approval.Approved, Reviewer: "alice", ArgsHash: req.ArgsHash}})
+	// A reviewer's verdict is recorded by an approval store (a SQLStore
+	// next to the checkpoints in production); the thread resumes with the
+	// recorded decision, which the tool node requires.
+	store := approval.NewMemoryStore(nil)
+	dec, err := store.Decide(ctx, approval.Item{ID: res.Interrupts[0].ID, Thread: "t1", Request: req}, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	res, _ = r.Resume(ctx, "t1", graph.Command[nodes.AgentState]{Resume: dec})
 	for _, m := range res.Values.Messages[2:] {
 		fmt.Println(m.Role, m.Content)
 	}
@@ -189,9 +198,13 @@ func ExampleNewAgent() {
 	req, _, _ := approval.ParseRequest(res.Interrupts[0].Value)
 	fmt.Println(res.Status, res.Next, req.Kind, req.Tool, string(req.Args))
 
-	res, _ = r.Resume(ctx, "t1", graph.Command[nodes.AgentState]{ResumeByID: map[string]any{
-		res.Interrupts[0].ID: approval.Decision{Outcome: approval.Approved, Reviewer: "alice", ArgsHash: req.ArgsHash},
-	}})
+	store := approval.NewMemoryStore(nil) // a SQLStore in production
+	dec, err := store.Decide(ctx, approval.Item{ID: res.Interrupts[0].ID, Thread: "t1", Request: req}, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	res, _ = r.Resume(ctx, "t1", graph.Command[nodes.AgentState]{ResumeByID: map[string]any{dec.ID: dec}})
 	for _, m := range res.Values.Messages {
 		fmt.Println(m.Role, m.Content)
 	}

@@ -117,7 +117,7 @@ func TestFallbackGated(t *testing.T) {
 	if req.Tool != "page_oncall" || req.Kind != approval.KindFallback || req.FallbackFor != "create_issue" || len(req.Context) != 0 || runs.get("page") != 0 {
 		t.Fatalf("request %+v", req)
 	}
-	res = h.resume(t, approve(req))
+	res = h.resume(t, approve(res.Interrupts[0].ID, req))
 	o := observation(t, toolMessages(res.Values.Messages)[0])
 	if runs.get("page") != 1 || runs.get("create") != 2 || res.Status != graph.StatusDone || string(o.Result) != `"paged"` ||
 		o.Status != nodes.StatusFallback || o.Fallback != "page_oncall" {

@@ -194,8 +194,18 @@ func (d *desk) closeTool(t testing.TB, opts ...nodes.ToolOption) *nodes.Tool {
 		}, append([]nodes.ToolOption{nodes.Destructive(approval.RiskHigh), nodes.Idempotent()}, opts...)...))
 }
 
-func approve(req approval.Request) approval.Decision {
-	return approval.Decision{Outcome: approval.Approved, Reviewer: "alice", ArgsHash: req.ArgsHash}
+// approve is alice's approval of req, waiting at interrupt id, as an
+// approval store records it.
+func approve(id string, req approval.Request) approval.Decision {
+	return recorded(id, req, approval.Decision{Outcome: approval.Approved, Reviewer: "alice", ArgsHash: req.ArgsHash})
+}
+
+// recorded completes d as an approval store records it: the approval ID
+// (the interrupt ID of req) and a decision time, the moment req was made
+// (so never late). The tool node refuses a decision without them.
+func recorded(id string, req approval.Request, d approval.Decision) approval.Decision {
+	d.ID, d.DecidedAt = id, req.CreatedAt
+	return d
 }
 
 func argsHash(t testing.TB, tool, args string) string {

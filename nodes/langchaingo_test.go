@@ -305,7 +305,7 @@ func TestOpenAIRoundTrip(t *testing.T) {
 	if err != nil || req.CallID != "call_2" || string(req.Args) != `{"ticket_id":"TKT-3"}` {
 		t.Fatalf("request %+v, %v", req, err)
 	}
-	res, err = r.Resume(ctx, "th", graph.Command[nodes.AgentState]{ResumeByID: map[string]any{res.Interrupts[0].ID: approve(req)}})
+	res, err = r.Resume(ctx, "th", graph.Command[nodes.AgentState]{ResumeByID: map[string]any{res.Interrupts[0].ID: approve(res.Interrupts[0].ID, req)}})
 	if err != nil {
 		t.Fatal(err)
 	}

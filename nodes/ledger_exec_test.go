@@ -352,7 +352,7 @@ func TestToolNodeOutcomeUnknownAsksAgain(t *testing.T) {
 		if req.Rule != nodes.RuleOutcomeUnknown || req.Kind != approval.KindOutcomeUnknown || req.FallbackFor != "" || req.Risk != approval.RiskHigh || p.calls.get("charge") != 0 {
 			t.Fatalf("request %+v after %d runs", req, p.calls.get("charge"))
 		}
-		d := approve(req)
+		d := approve(res.Interrupts[0].ID, req)
 		if !ok {
 			d.Outcome = approval.Rejected
 		}
@@ -565,7 +565,7 @@ func TestApprovedCallInProgressIsRetried(t *testing.T) {
 	}
 	req := h.request(t, res)
 	abandon(t, l, charge("O-1", 5, "th")) // the process that ran it died
-	_, err = h.r.Resume(ctx, "th", graph.Command[nodes.AgentState]{Resume: approve(req)})
+	_, err = h.r.Resume(ctx, "th", graph.Command[nodes.AgentState]{Resume: approve(res.Interrupts[0].ID, req)})
 	var ne *graph.NodeError
 	if !errors.Is(err, ledger.ErrInProgress) || !errors.As(err, &ne) || ne.Node != "tools" {
 		t.Fatalf("resume within the holder's lease: %v, want the tool node failed with ErrInProgress", err)

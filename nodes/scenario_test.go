@@ -150,7 +150,8 @@ func TestSeedsScenario(t *testing.T) {
 		t.Errorf("snapshot: status %s, next %v, %d interrupts", snap.Status, snap.Next, len(snap.Interrupts))
 	}
 
-	res, err = r.Resume(ctx, "support-1", graph.Command[nodes.AgentState]{Resume: approve(req)})
+	dec := approve(res.Interrupts[0].ID, req)
+	res, err = r.Resume(ctx, "support-1", graph.Command[nodes.AgentState]{Resume: dec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func TestSeedsScenario(t *testing.T) {
 		t.Errorf("the blocked event does not show the arguments:\n%s", logs.String())
 	}
 	// The run is done: a second resume is refused, nothing runs again.
-	if _, err := r.Resume(ctx, "support-1", graph.Command[nodes.AgentState]{Resume: approve(req)}); err == nil {
+	if _, err := r.Resume(ctx, "support-1", graph.Command[nodes.AgentState]{Resume: dec}); err == nil {
 		t.Error("second resume succeeded")
 	}
 	if d.calls.get("close_ticket") != 1 {

@@ -326,7 +326,7 @@ func TestSecretCanary(t *testing.T) {
 	}
 	req, _, _ := approval.ParseRequest(res.Interrupts[0].Value)
 	reqJSON, _ := json.Marshal(req)
-	res, err = r.Resume(ctx, "th", graph.Command[nodes.AgentState]{Resume: approve(req)})
+	res, err = r.Resume(ctx, "th", graph.Command[nodes.AgentState]{Resume: approve(res.Interrupts[0].ID, req)})
 	if err != nil {
 		t.Fatal(err)
 	}

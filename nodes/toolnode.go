@@ -142,10 +142,15 @@ type toolNode struct {
 // ID (graph.Command.ResumeByID; the approval package's Worker does this),
 // in any order and at any time. An answered call is decided and run on the
 // next run of the node, while the thread keeps waiting on the others; the
-// node completes when all are answered. A decision is bound to the exact
-// call: one whose ID is set and is not its request's interrupt ID is
-// refused (*DecisionIDError), as is one for other arguments
-// (*ApprovalMismatchError). An approval runs exactly the approved
+// node completes when all are answered. The answer must be a decision an
+// approval.Store recorded (the Worker resumes with those): one without an
+// approval ID, a reviewer or a decision time was built by hand, and the
+// node fails with an *UnrecordedDecisionError inside an
+// *interrupt.AnswerError, so that the runtime takes the answer back: the
+// call does not run and its request waits for a recorded decision. A
+// decision is bound to the exact call: one whose ID is not its request's
+// interrupt ID is refused (*DecisionIDError), as is one for other
+// arguments (*ApprovalMismatchError). An approval runs exactly the approved
 // arguments once (through the ledger); an edit is validated and gated
 // again (asked again, with a new interrupt, when a different rule gates
 // it); a rejection or an expiry becomes a tool result the model can act
@@ -381,9 +386,12 @@ func (n *toolNode) run(ctx context.Context, msgs []Message, saved map[string]Mem
 				}
 				return nil, nil, fmt.Errorf("nodes: tool node: approval answer for call %s of %q: %w", quote(r.call.ID), pc.Tool, err)
 			}
+			want := interrupt.KeyID(task, key)
+			if err := n.unrecorded(ctx, thread, r.call, pc, dec, want); err != nil {
+				return nil, nil, err
+			}
 			r.asked++
 			r.last = dec.Outcome
-			want := interrupt.KeyID(task, key)
 			out, err := graph.Durable(ctx, r.step+"/decision:"+strconv.Itoa(round), func(ctx context.Context) (outcome, error) {
 				return n.decide(ctx, thread, r.call, pc, dec, want, memo)
 			})
@@ -525,6 +533,31 @@ func (n *toolNode) execute(ctx context.Context, tc ToolCall, c Call, memo *Memo,
 	}
 	o.Done = n.errorMessage(tc, c, err)
 	return o, nil
+}
+
+// unrecorded refuses a decision that no approval store recorded: one
+// without an approval ID, a reviewer or a decision time, built by hand
+// (a zero time would also pass the deadline check of decide). It returns
+// nil for a decision that has all three; otherwise an error around an
+// *interrupt.AnswerError for id, the request's interrupt, so that the
+// runtime takes the answer back and the request waits for another one.
+func (n *toolNode) unrecorded(ctx context.Context, thread string, tc ToolCall, pc *pendingCall, dec approval.Decision, id string) error {
+	var missing []string
+	if dec.ID == "" {
+		missing = append(missing, "approval ID")
+	}
+	if strings.TrimSpace(dec.Reviewer) == "" {
+		missing = append(missing, "reviewer")
+	}
+	if dec.DecidedAt.IsZero() {
+		missing = append(missing, "decision time")
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	err := &UnrecordedDecisionError{Tool: pc.Tool, CallID: tc.ID, InterruptID: id, Missing: missing}
+	n.ex.event(ctx, slog.LevelWarn, StatusBlocked, &Call{ID: tc.ID, Tool: pc.Tool, Scope: thread}, pc.Args, slog.String("reason", "unrecorded decision"), n.ex.errAttr(err))
+	return fmt.Errorf("nodes: tool node: approval answer for call %s of %q: %w", quote(tc.ID), pc.Tool, &interrupt.AnswerError{ID: id, Err: err})
 }
 
 // approvalKey is the interrupt.AskKey key of round (from 1) of the

@@ -122,7 +122,7 @@ func TestToolNodeRejectAndExpire(t *testing.T) {
 			}
 			req := h.request(t, res)
 			tc.decision.ArgsHash = req.ArgsHash
-			res = h.resume(t, tc.decision)
+			res = h.resume(t, recorded(res.Interrupts[0].ID, req, tc.decision))
 			if res.Status != graph.StatusDone || rf.calls.get("refund") != 0 {
 				t.Fatalf("status %s, %d refunds; want done and none", res.Status, rf.calls.get("refund"))
 			}
@@ -152,7 +152,7 @@ func TestToolNodeApprovalLate(t *testing.T) {
 	if !req.ExpiresAt.Equal(req.CreatedAt.Add(time.Hour)) {
 		t.Fatalf("ExpiresAt %v, CreatedAt %v", req.ExpiresAt, req.CreatedAt)
 	}
-	d := approve(req)
+	d := approve(res.Interrupts[0].ID, req)
 	d.DecidedAt = req.ExpiresAt
 	res = h.resume(t, d)
 	if rf.calls.get("refund") != 0 || observation(t, toolMessages(res.Values.Messages)[0]).Status != nodes.StatusExpired {
@@ -169,8 +169,8 @@ func TestToolNodeApprovalBoundToArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.request(t, res)
-	res = h.resume(t, approval.Decision{Outcome: approval.Approved, Reviewer: "alice", ArgsHash: argsHash(t, "refund", `{"order_id":"O-1","amount":3000}`)})
+	req := h.request(t, res)
+	res = h.resume(t, recorded(res.Interrupts[0].ID, req, approval.Decision{Outcome: approval.Approved, Reviewer: "alice", ArgsHash: argsHash(t, "refund", `{"order_id":"O-1","amount":3000}`)}))
 	if rf.calls.get("refund") != 0 {
 		t.Fatalf("refund ran with a mismatched approval")
 	}
@@ -191,9 +191,9 @@ func TestToolNodeEdit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.request(t, res)
+		req := h.request(t, res)
 		edited := `{"amount":20,"order_id":"O-1"}`
-		res = h.resume(t, approval.Decision{Outcome: approval.Edited, Reviewer: "alice", Args: json.RawMessage(edited), ArgsHash: argsHash(t, "refund", edited)})
+		res = h.resume(t, recorded(res.Interrupts[0].ID, req, approval.Decision{Outcome: approval.Edited, Reviewer: "alice", Args: json.RawMessage(edited), ArgsHash: argsHash(t, "refund", edited)}))
 		if res.Status != graph.StatusDone || rf.calls.get("O-1") != 1 {
 			t.Fatalf("status %s, %d refunds", res.Status, rf.calls.get("O-1"))
 		}
@@ -214,12 +214,12 @@ func TestToolNodeEdit(t *testing.T) {
 			t.Fatalf("first rule %q", first.Rule)
 		}
 		edited := `{"order_id":"O-1","amount":500}`
-		res = h.resume(t, approval.Decision{Outcome: approval.Edited, Reviewer: "alice", Args: json.RawMessage(edited), ArgsHash: argsHash(t, "refund", edited)})
+		res = h.resume(t, recorded(res.Interrupts[0].ID, first, approval.Decision{Outcome: approval.Edited, Reviewer: "alice", Args: json.RawMessage(edited), ArgsHash: argsHash(t, "refund", edited)}))
 		second := h.request(t, res)
 		if second.Rule != "refund_over_100" || string(second.Args) != `{"amount":500,"order_id":"O-1"}` || rf.calls.get("refund") != 0 {
 			t.Fatalf("second request %+v; %d refunds", second, rf.calls.get("refund"))
 		}
-		res = h.resume(t, approve(second))
+		res = h.resume(t, approve(res.Interrupts[0].ID, second))
 		if res.Status != graph.StatusDone || rf.calls.get("O-1") != 1 {
 			t.Fatalf("status %s, %d refunds", res.Status, rf.calls.get("O-1"))
 		}
@@ -234,9 +234,9 @@ func TestToolNodeEdit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.request(t, res)
+		req := h.request(t, res)
 		edited := `{"order_id":"O-1","amount":-5}`
-		res = h.resume(t, approval.Decision{Outcome: approval.Edited, Reviewer: "alice", Args: json.RawMessage(edited), ArgsHash: argsHash(t, "refund", edited)})
+		res = h.resume(t, recorded(res.Interrupts[0].ID, req, approval.Decision{Outcome: approval.Edited, Reviewer: "alice", Args: json.RawMessage(edited), ArgsHash: argsHash(t, "refund", edited)}))
 		o := observation(t, toolMessages(res.Values.Messages)[0])
 		if rf.calls.get("refund") != 0 || o.Status != nodes.StatusFailed || o.Error == "" {
 			t.Errorf("invalid edit: %d refunds, observation %+v", rf.calls.get("refund"), o)
@@ -311,12 +311,12 @@ func TestToolNodeAsksAllAtOnce(t *testing.T) {
 				t.Fatalf("IDs %v; %d searches, %d refunds; want distinct IDs, 1, 0", ids, d.calls.get("search_tickets"), rf.calls.get("refund"))
 			}
 			// A single plain answer is refused while two requests wait.
-			if _, err := h.r.Resume(ctx, "th", graph.Command[nodes.AgentState]{Resume: approve(reqs["a"])}); !errors.Is(err, graph.ErrAmbiguousResume) {
+			if _, err := h.r.Resume(ctx, "th", graph.Command[nodes.AgentState]{Resume: approve(ids["a"], reqs["a"])}); !errors.Is(err, graph.ErrAmbiguousResume) {
 				t.Errorf("plain Resume with two pending: %v, want ErrAmbiguousResume", err)
 			}
 
 			first, second := order[0], order[1]
-			res = h.resumeByID(t, map[string]any{ids[first]: approve(reqs[first])})
+			res = h.resumeByID(t, map[string]any{ids[first]: approve(ids[first], reqs[first])})
 			if res.Status != graph.StatusWaiting || len(res.Interrupts) != 1 || res.Interrupts[0].ID != ids[second] {
 				t.Fatalf("after approving %s: status %s, interrupts %+v; want waiting on %s only", first, res.Status, res.Interrupts, ids[second])
 			}
@@ -334,11 +334,11 @@ func TestToolNodeAsksAllAtOnce(t *testing.T) {
 				t.Fatalf("after approving %s: refunds O-1 %d, O-2 %d", first, rf.calls.get("O-1"), rf.calls.get("O-2"))
 			}
 			// Answering the decided request again is refused before any node runs.
-			if _, err := h.r.Resume(ctx, "th", graph.Command[nodes.AgentState]{ResumeByID: map[string]any{ids[first]: approve(reqs[first])}}); !errors.Is(err, graph.ErrAlreadyAnswered) {
+			if _, err := h.r.Resume(ctx, "th", graph.Command[nodes.AgentState]{ResumeByID: map[string]any{ids[first]: approve(ids[first], reqs[first])}}); !errors.Is(err, graph.ErrAlreadyAnswered) {
 				t.Errorf("second answer to %s: %v, want ErrAlreadyAnswered", first, err)
 			}
 
-			res = h.resumeByID(t, map[string]any{ids[second]: approve(reqs[second])})
+			res = h.resumeByID(t, map[string]any{ids[second]: approve(ids[second], reqs[second])})
 			if res.Status != graph.StatusDone {
 				t.Fatalf("status %s", res.Status)
 			}
@@ -359,7 +359,8 @@ func TestToolNodeAsksAllAtOnce(t *testing.T) {
 // TestToolNodeDecisionID: a decision recorded for another request (its ID
 // is set and is not the interrupt ID of the call's request) is refused:
 // the tool does not run and the model gets a blocked result; the sibling
-// answered with its own ID runs; a decision without an ID is accepted.
+// answered with its own ID runs. (A decision without an ID is refused and
+// taken back: TestToolNodeUnrecordedDecision.)
 func TestToolNodeDecisionID(t *testing.T) {
 	rf := &refunds{}
 	h := newHarness(t, []*nodes.Tool{rf.tool(t)}, answerThenDone(
@@ -371,10 +372,8 @@ func TestToolNodeDecisionID(t *testing.T) {
 		t.Fatal(err)
 	}
 	reqs, ids := h.requests(t, res)
-	right := approve(reqs["a"])
-	right.ID = ids["a"]
-	wrong := approve(reqs["c"]) // the right arguments, but recorded for a's request
-	wrong.ID = ids["a"]
+	right := approve(ids["a"], reqs["a"])
+	wrong := approve(ids["a"], reqs["c"]) // the right arguments, but recorded for a's request
 	res = h.resumeByID(t, map[string]any{ids["a"]: right, ids["c"]: wrong})
 	if res.Status != graph.StatusDone {
 		t.Fatalf("status %s", res.Status)
@@ -443,7 +442,7 @@ func TestToolNodeCallIDs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res = h.resume(t, approve(h.request(t, res)))
+		res = h.resume(t, approve(res.Interrupts[0].ID, h.request(t, res)))
 		tm := toolMessages(res.Values.Messages)
 		if res.Status != graph.StatusDone || p.calls.get("charge") != 1 || searches.get("search") != 1 || len(tm) != 2 ||
 			tm[0].ToolCallID != "X" || observation(t, tm[0]).Status != nodes.StatusExecuted || tm[1].ToolCallID != "X/decision:1" {
@@ -503,7 +502,7 @@ func TestToolNodeBodiesAskByKey(t *testing.T) {
 	answers := map[string]any{}
 	for _, in := range res.Interrupts {
 		if req, ok, _ := approval.ParseRequest(in.Value); ok {
-			answers[in.ID] = approve(req)
+			answers[in.ID] = approve(in.ID, req)
 			continue
 		}
 		var q string
@@ -547,7 +546,7 @@ func TestToolNodeAskLimit(t *testing.T) {
 	}
 	for range 2 {
 		req := h.request(t, res)
-		res = h.resume(t, approval.Decision{Outcome: approval.Rejected, Reviewer: "bob", ArgsHash: req.ArgsHash})
+		res = h.resume(t, recorded(res.Interrupts[0].ID, req, approval.Decision{Outcome: approval.Rejected, Reviewer: "bob", ArgsHash: req.ArgsHash}))
 	}
 	if res.Status != graph.StatusDone {
 		t.Fatalf("third ask was not refused: status %s", res.Status)
