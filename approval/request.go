@@ -146,7 +146,10 @@ func (o Outcome) Valid() bool {
 }
 
 // Decision is the answer to a request. It is the resume value the tool node
-// receives.
+// receives, and it comes from a Store (Decide, or the Inbox in front of
+// one) or from Wait, which set ID, Reviewer and DecidedAt. Do not build one
+// by hand: package nodes' tool node refuses a decision that lacks any of
+// the three, and the request keeps waiting.
 type Decision struct {
 	ID        string          `json:"id,omitempty"` // the approval (= interrupt) ID it answers
 	Outcome   Outcome         `json:"outcome"`
