@@ -272,7 +272,9 @@ func notWaiting(err error) bool {
 
 // Run sweeps (when WorkerOptions.Sweeper is set) and resumes due decisions
 // every interval (default 1s) until ctx is done, and returns ctx's error.
-// Failures of a pass are logged and retried at the next one.
+// Failures of a pass are logged and retried at the next one, except that
+// of a closed store: Run then returns that error (matching ErrClosed),
+// since no later pass can succeed.
 func (w *Worker) Run(ctx context.Context, every time.Duration) error {
 	if every <= 0 {
 		every = time.Second
@@ -286,6 +288,9 @@ func (w *Worker) Run(ctx context.Context, every time.Duration) error {
 			}
 		}
 		if _, err := w.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			if errors.Is(err, ErrClosed) {
+				return err
+			}
 			w.o.Logger.LogAttrs(ctx, slog.LevelWarn, "approval worker pass failed", slog.String("error", err.Error()))
 		}
 		select {

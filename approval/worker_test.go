@@ -585,6 +585,29 @@ func TestWorkerRun(t *testing.T) {
 	})
 }
 
+// TestWorkerRunStopsOnAClosedStore: a worker whose store is closed stops
+// with ErrClosed instead of logging a failed pass every interval forever.
+func TestWorkerRunStopsOnAClosedStore(t *testing.T) {
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) {
+			s, _ := k.open(t, nil)
+			if err := s.(interface{ Close() error }).Close(); err != nil {
+				t.Fatal(err)
+			}
+			resumed := 0
+			w := approval.NewWorker(s, func(context.Context, approval.Record) error { resumed++; return nil }, approval.WorkerOptions{})
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := w.Run(ctx, time.Millisecond); !errors.Is(err, approval.ErrClosed) {
+				t.Fatalf("Run on a closed store: %v, want ErrClosed", err)
+			}
+			if resumed != 0 {
+				t.Errorf("%d resumes", resumed)
+			}
+		})
+	}
+}
+
 // TestResumeErrorTruncated: a long resume error is kept short.
 func TestResumeErrorTruncated(t *testing.T) {
 	for _, k := range storeKinds {
