@@ -2,6 +2,8 @@ package checkpoint
 
 import (
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"time"
@@ -11,7 +13,9 @@ import (
 // characters, lowercase hex): a millisecond timestamp followed by random
 // bits. Lexicographic order is creation order: each ID is greater than every
 // ID the generator returned before and greater than the after argument, even
-// when the clock stands still or steps back. It is safe for concurrent use.
+// when the clock stands still or steps back. Past the largest ID the format
+// holds it does not wrap around: NextID fails with ErrIDsExhausted. It is
+// safe for concurrent use.
 type IDGenerator struct {
 	mu   sync.Mutex
 	now  Clock
@@ -32,9 +36,18 @@ func NewIDGenerator(now Clock, rand io.Reader) *IDGenerator {
 	return &IDGenerator{now: now, rand: rand}
 }
 
-// Next returns a new ID greater than after (which may be "") and than every
-// ID returned before. A malformed after is ignored.
-func (g *IDGenerator) Next(after string) string {
+// ErrIDsExhausted is returned by NextID when no ID of the format sorts
+// after the floor: the previous ID (or after) is the largest ID of the
+// last millisecond the format holds (year 10889), or a malformed ID beyond
+// it. It is never returned for a clock that stands still or steps back.
+var ErrIDsExhausted = errors.New("checkpoint: no checkpoint ID sorts after the last one")
+
+// NextID returns a new ID greater than after (which may be "") and than
+// every ID returned before. A malformed after is ignored; an after that is
+// well-formed hex but not a UUIDv7 is still sorted after. When no
+// UUIDv7-shaped ID sorts after both, it returns "" and an error wrapping
+// ErrIDsExhausted that names the floor, and the generator is unchanged.
+func (g *IDGenerator) NextID(after string) (string, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var id [16]byte
@@ -53,10 +66,23 @@ func (g *IDGenerator) Next(after string) string {
 		floor = a
 	}
 	if compareID(id, floor) <= 0 {
-		id = incrementID(floor)
+		var ok bool
+		if id, ok = successor(floor); !ok {
+			return "", fmt.Errorf("%w: after checkpoint %q", ErrIDsExhausted, formatID(floor))
+		}
 	}
 	g.last = id
-	return formatID(id)
+	return formatID(id), nil
+}
+
+// Next is NextID for callers that cannot handle an error (graph.WithIDs
+// takes a function of this shape): it returns "" when NextID fails. Every
+// saver refuses "" as a checkpoint ID with an error wrapping ErrInvalid,
+// so an exhausted generator stops a run before anything is written
+// instead of wrapping around to a smaller ID.
+func (g *IDGenerator) Next(after string) string {
+	id, _ := g.NextID(after)
+	return id
 }
 
 func compareID(a, b [16]byte) int {
@@ -71,32 +97,67 @@ func compareID(a, b [16]byte) int {
 	return 0
 }
 
-// incrementID adds one to the random tail, skipping the version and variant
-// bits so that the result stays a well-formed UUIDv7.
-func incrementID(id [16]byte) [16]byte {
-	for i := 15; i >= 0; i-- {
-		switch i {
-		case 6: // low nibble only
-			if id[6]&0x0f < 0x0f {
-				id[6]++
-				return id
-			}
-			id[6] &^= 0x0f
-			continue
-		case 8: // low 6 bits only
-			if id[8]&0x3f < 0x3f {
-				id[8]++
-				return id
-			}
-			id[8] &^= 0x3f
-			continue
-		}
-		id[i]++
-		if id[i] != 0 {
-			return id
+// successor returns the smallest UUIDv7 (version nibble 7, variant bits
+// 10) greater than id, and false when there is none. For a UUIDv7 that is
+// id plus one in the 74 random bits, carrying into the timestamp; an id
+// that is not a UUIDv7 is first brought to the nearest UUIDv7 above it.
+func successor(id [16]byte) ([16]byte, bool) {
+	switch version, variant := id[6]>>4, id[8]>>6; {
+	case version < 7:
+		return firstOfMilli(id), true
+	case version > 7:
+		return nextMilli(id)
+	case variant < 2:
+		id[8] = 0x80
+		clear(id[9:])
+		return id, true
+	case variant > 2:
+		return nextRandA(id)
+	}
+	for i := 15; i >= 9; i-- {
+		if id[i]++; id[i] != 0 {
+			return id, true
 		}
 	}
-	return id
+	if id[8]&0x3f < 0x3f {
+		id[8]++
+		return id, true
+	}
+	return nextRandA(id)
+}
+
+// nextRandA returns the smallest UUIDv7 whose timestamp and first 12
+// random bits (the low nibble of byte 6 and byte 7) come after id's.
+func nextRandA(id [16]byte) ([16]byte, bool) {
+	id[8] = 0x80
+	clear(id[9:])
+	if id[7]++; id[7] != 0 {
+		return id, true
+	}
+	if id[6]&0x0f < 0x0f {
+		id[6]++
+		return id, true
+	}
+	return nextMilli(id)
+}
+
+// firstOfMilli returns the smallest UUIDv7 with id's timestamp.
+func firstOfMilli(id [16]byte) [16]byte {
+	var out [16]byte
+	copy(out[:6], id[:6])
+	out[6], out[8] = 0x70, 0x80
+	return out
+}
+
+// nextMilli returns the smallest UUIDv7 of the millisecond after id's,
+// and false when id's timestamp is the largest 48 bits hold.
+func nextMilli(id [16]byte) ([16]byte, bool) {
+	for i := 5; i >= 0; i-- {
+		if id[i]++; id[i] != 0 {
+			return firstOfMilli(id), true
+		}
+	}
+	return [16]byte{}, false
 }
 
 func formatID(id [16]byte) string {

@@ -213,3 +213,81 @@ func TestNewOwnerID(t *testing.T) {
 		t.Errorf("NewOwnerID(nil) returned %s twice", a)
 	}
 }
+
+// TestIDGeneratorSuccessor: when the clock gives an ID that does not sort
+// after the floor (the previous ID or after), NextID returns the smallest
+// UUIDv7 above the floor, carrying from the random bits into the
+// timestamp, and well-formed even when after is not a UUIDv7.
+func TestIDGeneratorSuccessor(t *testing.T) {
+	tests := []struct {
+		name, after, want string
+	}{
+		{"random bits", "0197f000-0000-7000-8000-0000000000ff", "0197f000-0000-7000-8000-000000000100"},
+		{"carry over the variant bits", "0197f000-0000-7000-bfff-ffffffffffff", "0197f000-0000-7001-8000-000000000000"},
+		{"carry over the version nibble", "0197f000-0000-7fff-bfff-ffffffffffff", "0197f000-0001-7000-8000-000000000000"},
+		{"carry through the timestamp", "0197ffff-ffff-7fff-bfff-ffffffffffff", "01980000-0000-7000-8000-000000000000"},
+		{"version below 7", "0197f000-0000-4fff-ffff-ffffffffffff", "0197f000-0000-7000-8000-000000000000"},
+		{"version above 7", "0197f000-0000-8000-0000-000000000000", "0197f000-0001-7000-8000-000000000000"},
+		{"variant below 10", "0197f000-0000-7000-7fff-ffffffffffff", "0197f000-0000-7000-8000-000000000000"},
+		{"variant above 10", "0197f000-0000-7000-c000-000000000000", "0197f000-0000-7001-8000-000000000000"},
+		{"variant above 10 at the last random value", "0197f000-0000-7fff-c000-000000000000", "0197f000-0001-7000-8000-000000000000"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// The clock stands at the epoch, so every ID comes from the floor.
+			g := checkpoint.NewIDGenerator(func() time.Time { return time.UnixMilli(0) }, constReader(0))
+			got, err := g.NextID(tc.after)
+			if err != nil {
+				t.Fatalf("NextID(%s): %v", tc.after, err)
+			}
+			if got != tc.want {
+				t.Errorf("NextID(%s) = %s, want %s", tc.after, got, tc.want)
+			}
+			if !uuidV7.MatchString(got) || got <= tc.after {
+				t.Errorf("NextID(%s) = %s: not a UUIDv7 sorting after it", tc.after, got)
+			}
+		})
+	}
+}
+
+// TestIDGeneratorExhausted: past the largest ID the format holds, NextID
+// fails with ErrIDsExhausted and Next returns "" instead of wrapping
+// around to a smaller ID; the generator keeps its floor, so a later call
+// fails alike.
+func TestIDGeneratorExhausted(t *testing.T) {
+	const largest = "ffffffff-ffff-7fff-bfff-ffffffffffff"
+	tests := []struct {
+		name  string
+		clock checkpoint.Clock
+		after string
+	}{
+		{"after the largest ID", steppedClock(t0, 0), largest},
+		{"after a malformed ID beyond it", steppedClock(t0, 0), "ffffffff-ffff-ffff-ffff-ffffffffffff"},
+		{"clock at the last millisecond, all-ones random bits", func() time.Time { return time.UnixMilli(1<<48 - 1) }, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := checkpoint.NewIDGenerator(tc.clock, constReader(0xff))
+			if tc.after == "" {
+				// The clock's own ID is the largest; the next call has
+				// nothing above it.
+				first, err := g.NextID("")
+				if err != nil || first != largest {
+					t.Fatalf("first NextID = %q, %v; want %s", first, err, largest)
+				}
+			}
+			for i := range 2 {
+				id, err := g.NextID(tc.after)
+				if !errors.Is(err, checkpoint.ErrIDsExhausted) || id != "" {
+					t.Fatalf("call %d: NextID(%q) = %q, %v; want \"\" and an error matching ErrIDsExhausted", i, tc.after, id, err)
+				}
+				if !strings.Contains(err.Error(), `"ffffffff-ffff-`) {
+					t.Errorf("error %q does not name the floor, quoted", err)
+				}
+			}
+			if id := g.Next(tc.after); id != "" {
+				t.Errorf("Next(%q) = %q, want \"\"", tc.after, id)
+			}
+		})
+	}
+}
