@@ -419,10 +419,19 @@ type PendingInterrupt struct {
 	Node         string
 	InterruptID  string
 	Value        json.RawMessage
-	CreatedAt    time.Time // when the interrupt was saved
+	// CreatedAt is when the task's interrupt write was first saved on
+	// the checkpoint; saving the write again does not change it.
+	CreatedAt time.Time
 }
 
-// InterruptQuery pages through pending interrupts, oldest first.
+// InterruptQuery pages through pending interrupts, oldest first: in the
+// order the tasks' interrupt writes were first saved (then by thread and
+// interrupt ID). Pages are stable: a walk from "" to the last page lists
+// each pending interrupt at most once, however often its write is saved
+// again meanwhile (a write saved again keeps its place). An interrupt
+// raised meanwhile by a new write is listed on a later page; one that a
+// task adds by saving its interrupt write again comes at that write's
+// place, so a walk already past it misses it (the next walk lists it).
 type InterruptQuery struct {
 	// After is the cursor returned by the previous page; "" starts at the
 	// beginning.

@@ -531,12 +531,15 @@ func (s *MemorySaver) addWrites(c *memCheckpoint, tasks []TaskWrites, now time.T
 					break
 				}
 			}
-			s.seq++
 			switch {
 			case found < 0:
+				s.seq++
 				c.writes = append(c.writes, memWrite{PendingWrite: pw, idx: idx, at: now, seq: s.seq})
 			case IsSpecial(w.Channel):
-				c.writes[found] = memWrite{PendingWrite: pw, idx: idx, at: now, seq: s.seq}
+				// A write saved again keeps its time and place, so that
+				// paging through PendingInterrupts never repeats it.
+				old := c.writes[found]
+				c.writes[found] = memWrite{PendingWrite: pw, idx: idx, at: old.at, seq: old.seq}
 			}
 		}
 	}
@@ -695,7 +698,9 @@ func page[T any](xs []T, offset, limit int) []T {
 }
 
 // PendingInterrupts implements InterruptLister. The cursor is the position
-// key (save time, thread, interrupt ID) of the last item returned.
+// key (first save of the interrupt write, thread, interrupt ID) of the
+// last item returned. It returns an error wrapping ErrInvalid for a
+// malformed cursor.
 func (s *MemorySaver) PendingInterrupts(ctx context.Context, q InterruptQuery) ([]PendingInterrupt, string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", err

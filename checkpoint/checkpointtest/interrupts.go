@@ -18,6 +18,7 @@ func interruptListerCases() []testCase {
 		{name: "PendingAcrossThreads", run: testInterruptsAll},
 		{name: "Paging", run: testInterruptsPaging},
 		{name: "PagingWhileNewArrive", run: testInterruptsPagingLive},
+		{name: "PagingWhileSavedAgain", run: testInterruptsPagingResaved},
 		{name: "Empty", run: testInterruptsEmpty},
 	}
 }
@@ -125,10 +126,11 @@ func newInterruptFixture(t *testing.T, f *fixture) *interruptFixture {
 	if err := f.s.DeleteThread(t.Context(), "thread-8"); err != nil {
 		t.Fatal(err)
 	}
-	// A replaced interrupt write counts once, at its last save.
+	// A replaced interrupt write counts once, with its new interrupts, at
+	// the time and place of its first save.
 	t9 := thread("thread-9")
-	x.save(t, t9, "task-r", "r", interruptWrite("i-r1", `1`))
-	at = x.save(t, t9, "task-r", "r", interruptWrite("i-r2", `2`))
+	at = x.save(t, t9, "task-r", "r", interruptWrite("i-r1", `1`))
+	x.save(t, t9, "task-r", "r", interruptWrite("i-r2", `2`))
 	x.expect(t, t9, "task-r", "r", "i-r2", `2`, at)
 	return x
 }
@@ -257,6 +259,35 @@ func testInterruptsPagingLive(t *testing.T, f *fixture) {
 			t.Errorf("interrupt %s listed twice", k)
 		}
 		seen[k] = true
+	}
+}
+
+// testInterruptsPagingResaved: an interrupt write saved again between two
+// pages (a retried PutWrites) keeps its time and place, so every pending
+// interrupt is listed exactly once, oldest first by its first save.
+func testInterruptsPagingResaved(t *testing.T, f *fixture) {
+	x := &interruptFixture{f: f}
+	type raised struct {
+		l *line
+		w checkpoint.Write
+	}
+	var all []raised
+	for i := range 4 {
+		l := f.line(fmt.Sprintf("thread-%d", i), "")
+		l.step(t, set("x", `0`))
+		id := fmt.Sprintf("i-%d", i)
+		w := interruptWrite(id, `"ok?"`)
+		at := x.save(t, l, "task", "n", w)
+		x.expect(t, l, "task", "n", id, `"ok?"`, at)
+		all = append(all, raised{l, w})
+	}
+	for _, limit := range []int{1, 2, 3} {
+		got := pageAll(t, f, limit, func(int) {
+			for _, r := range all {
+				x.save(t, r.l, "task", "n", r.w)
+			}
+		})
+		checkOldestFirst(t, fmt.Sprintf("pages of %d with every interrupt write saved again in between", limit), x.want, got)
 	}
 }
 

@@ -67,8 +67,8 @@ func (s *Saver) Threads(ctx context.Context, offset, limit int) ([]checkpoint.Th
 // interruptRows lists the writes of tasks that raised an interrupt on a
 // root-namespace head (pending interrupts are always rows of the writes
 // table: a checkpoint's children add task writes, and the head has none),
-// in the order the interrupt writes were saved
-// (rowid; a replaced special write gets a new one), starting at rowid ?1,
+// in the order the interrupt writes were first saved
+// (rowid; a special write saved again keeps its row), starting at rowid ?1,
 // for at most ?2 interrupt writes.
 const interruptRows = `WITH cand AS (
 	SELECT w.rowid AS seq, w.thread_id, w.checkpoint_id, w.task_id, w.created_at FROM writes w
@@ -116,7 +116,8 @@ func parseInterruptKey(s string) (interruptKey, bool) {
 // of every thread's root-namespace head that still wait for an answer (the
 // rule of checkpoint.PendingInterrupts), oldest first, one page at a time.
 // The cursor is opaque. It orders interrupts by the rowid of their write
-// (a replaced interrupt write gets a new one), so it stays valid while the
+// (an interrupt write saved again keeps its row, so a walk never lists an
+// interrupt twice: see checkpoint.InterruptQuery), so it stays valid while the
 // database is not rebuilt with a full VACUUM; a page cursor kept across a
 // DeleteThread or Prune that removed the newest writes of the whole file
 // may skip an interrupt saved right after (SQLite may then reuse the

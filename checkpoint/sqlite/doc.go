@@ -166,7 +166,8 @@
 //	  thread_id, checkpoint_ns, checkpoint_id, task_id, idx   the key (idx: checkpoint.WriteIndex)
 //	  channel, value             the channel and its JSON value
 //	  node, path                 the task's node and path ("pull" or "push:<n>")
-//	  created_at                 when it was saved
+//	  created_at                 when it was first saved (a special write saved again keeps
+//	                               its row, rowid and created_at)
 //	  crc                        CRC-32C of channel, node, path and value
 //
 //	thread_heads (view)  every thread's head: the row with the largest checkpoint ID

@@ -301,11 +301,14 @@ func multiInsert(head string, cols, n int, tail string) string {
 }
 
 const (
-	// Regular writes are insert-if-absent, special ones replace (a
-	// replaced row gets a new rowid, which orders pending interrupts).
-	writesHeadRegular = `INSERT INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, value, node, path, created_at, crc)`
-	writesHeadSpecial = `INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, value, node, path, created_at, crc)`
+	// Regular writes are insert-if-absent, special ones replace the
+	// value in place: the row keeps its rowid and created_at, which order
+	// pending interrupts, so that a page cursor never sees a write saved
+	// again as a new one (INSERT OR REPLACE would delete and re-insert).
+	writesHead        = `INSERT INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, value, node, path, created_at, crc)`
 	writesTailRegular = ` ON CONFLICT DO NOTHING`
+	writesTailSpecial = ` ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
+	channel = excluded.channel, value = excluded.value, node = excluded.node, path = excluded.path, crc = excluded.crc`
 )
 
 // insertWrites saves rows in order, with the time created returns.
@@ -322,10 +325,11 @@ func (t *wtx) insertWrites(thread, ns string, rows []writeRow, created func() st
 		for _, r := range rows[:n] {
 			args = append(args, thread, ns, r.checkpoint, r.task, r.idx, r.channel, string(r.value), r.node, r.path, created(), writeCRC(r.channel, r.node, r.path, r.value))
 		}
-		q := multiInsert(writesHeadRegular, 11, n, writesTailRegular)
+		tail := writesTailRegular
 		if rows[0].special {
-			q = multiInsert(writesHeadSpecial, 11, n, "")
+			tail = writesTailSpecial
 		}
+		q := multiInsert(writesHead, 11, n, tail)
 		if _, err := t.exec(q, args...); err != nil {
 			return err
 		}
