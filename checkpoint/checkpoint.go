@@ -76,21 +76,39 @@ const (
 
 // Metadata describes a checkpoint. It is stored as one flat JSON object:
 // "source", "step", "parents", "run_id" and the Extra keys side by side, so
-// that List filters can match any of them by equality.
+// that List filters can match any of them by equality (see
+// MetadataMatches).
+//
+// Extra values come back from every saver as their JSON round trip with
+// numbers decoded as json.Number, never as the Go type they were saved
+// with: int(2), int64(2) and 2.0 come back as json.Number("2"), 1.5 as
+// json.Number("1.5"), and uint64(1<<63+1) or 9007199254740993 keep every
+// digit (read them with Int64, Float64 or strconv). A json.Number whose
+// value is an integer that fits an int64 is written as that integer
+// ("5.0" comes back as "5"); other numbers keep their text. Arrays and
+// objects come back as []any and map[string]any. UnmarshalJSON decodes the
+// same way, so a Metadata read from the SQLite saver's metadata column
+// equals the one the in-memory saver returns.
 type Metadata struct {
 	Source  Source
 	Step    int
 	Parents map[string]string // namespace → checkpoint ID of the parent graph; empty at the root
 	RunID   string            // the run that wrote the checkpoint
-	Extra   map[string]any    // caller metadata: string, bool or number values only
+	Extra   map[string]any    // caller metadata: string, bool or number values (ValidateExtra)
 }
 
 var reservedMetadataKeys = map[string]bool{"source": true, "step": true, "parents": true, "run_id": true}
 
-// MarshalJSON flattens Extra next to the fixed keys.
+// MarshalJSON flattens Extra next to the fixed keys (which win over Extra
+// keys of the same name), writing a json.Number that holds an integer in
+// int64 range as a plain integer. It returns an error when an Extra value
+// does not encode as JSON (a channel, NaN, a malformed json.Number).
 func (m Metadata) MarshalJSON() ([]byte, error) {
 	obj := make(map[string]any, 4+len(m.Extra))
 	for k, v := range m.Extra {
+		if n, ok := v.(json.Number); ok {
+			v = canonicalNumber(n)
+		}
 		obj[k] = v
 	}
 	obj["source"] = m.Source
@@ -106,7 +124,9 @@ func (m Metadata) MarshalJSON() ([]byte, error) {
 	return json.Marshal(obj)
 }
 
-// UnmarshalJSON reads the flat form written by MarshalJSON.
+// UnmarshalJSON reads the flat form written by MarshalJSON; keys other
+// than the fixed ones go to Extra, numbers as json.Number. It returns an
+// error naming the key whose value does not decode.
 func (m *Metadata) UnmarshalJSON(b []byte) error {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
@@ -126,7 +146,7 @@ func (m *Metadata) UnmarshalJSON(b []byte) error {
 			err = json.Unmarshal(v, &m.RunID)
 		default:
 			var x any
-			if err = json.Unmarshal(v, &x); err == nil {
+			if x, err = decodeValue(v); err == nil {
 				if m.Extra == nil {
 					m.Extra = make(map[string]any)
 				}
@@ -142,14 +162,28 @@ func (m *Metadata) UnmarshalJSON(b []byte) error {
 
 // ValidateExtra checks caller metadata: keys must match the filter-key rule
 // (see ValidFilterKey) and must not shadow a fixed key, and values must be
-// strings, bools or numbers. It returns an error wrapping ErrInvalid.
+// strings, bools or numbers that JSON can hold (finite floats, json.Number
+// holding a JSON number). It returns an error wrapping ErrInvalid naming
+// the key.
 func ValidateExtra(extra map[string]any) error {
 	for k, v := range extra {
 		if !ValidFilterKey(k) || reservedMetadataKeys[k] {
 			return fmt.Errorf("%w: metadata key %q is reserved or not [A-Za-z0-9_]{1,64}", ErrInvalid, k)
 		}
-		switch v.(type) {
-		case string, bool, int, int32, int64, uint, uint32, uint64, float32, float64, json.Number:
+		switch v := v.(type) {
+		case string, bool, int, int32, int64, uint, uint32, uint64:
+		case float32:
+			if !finite(float64(v)) {
+				return fmt.Errorf("%w: metadata key %q: %v is not a JSON number", ErrInvalid, k, v)
+			}
+		case float64:
+			if !finite(v) {
+				return fmt.Errorf("%w: metadata key %q: %v is not a JSON number", ErrInvalid, k, v)
+			}
+		case json.Number:
+			if _, _, _, ok := decimalOf(string(v)); !ok || !json.Valid([]byte(v)) {
+				return fmt.Errorf("%w: metadata key %q: %q is not a JSON number", ErrInvalid, k, string(v))
+			}
 		default:
 			return fmt.Errorf("%w: metadata key %q: value of type %T (want string, bool or number)", ErrInvalid, k, v)
 		}
@@ -323,7 +357,8 @@ type ListOptions struct {
 	NS            string
 	AllNamespaces bool
 	// Filter keeps checkpoints whose metadata has every key with an equal
-	// value (numbers compare by value, strings exactly). Keys must satisfy
+	// value, as MetadataMatches decides (numbers compare by exact value
+	// whatever their Go type, strings exactly). Keys must satisfy
 	// ValidFilterKey.
 	Filter map[string]any
 	// Before keeps checkpoints whose ID is strictly smaller.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func TestMetadataMarshal(t *testing.T) {
 }
 
 // TestMetadataRoundTrip: Unmarshal reads back what Marshal wrote; caller
-// keys come back in Extra (numbers as float64).
+// keys come back in Extra (numbers as json.Number).
 func TestMetadataRoundTrip(t *testing.T) {
 	in := checkpoint.Metadata{
 		Source: checkpoint.SourceFork, Step: 7, RunID: "r",
@@ -68,7 +69,7 @@ func TestMetadataRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := in
-	want.Extra = map[string]any{"user": "ada", "n": 2.0, "flag": false, "s": ""}
+	want.Extra = map[string]any{"user": "ada", "n": json.Number("2"), "flag": false, "s": ""}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("round trip of %s (-want +got):\n%s", b, diff)
 	}
@@ -208,6 +209,11 @@ func TestValidateExtra(t *testing.T) {
 		{"map value", map[string]any{"k": map[string]any{}}, false},
 		{"time value", map[string]any{"k": time.Time{}}, false},
 		{"int8 value", map[string]any{"k": int8(1)}, false},
+		{"NaN", map[string]any{"k": math.NaN()}, false},
+		{"infinite float32", map[string]any{"k": float32(math.Inf(-1))}, false},
+		{"malformed json.Number", map[string]any{"k": json.Number("1.")}, false},
+		{"empty json.Number", map[string]any{"k": json.Number("")}, false},
+		{"big json.Number", map[string]any{"k": json.Number("-1.5e400")}, true},
 	}
 	for _, tc := range tests {
 		err := checkpoint.ValidateExtra(tc.extra)

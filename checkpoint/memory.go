@@ -148,7 +148,7 @@ func (s *MemorySaver) tuple(thread, ns string, t *memThread, c *memCheckpoint, h
 	if cp.Metadata.Parents == nil {
 		cp.Metadata.Parents = map[string]string{}
 	}
-	cp.Metadata.Extra = cloneNonEmpty(cp.Metadata.Extra)
+	cp.Metadata.Extra = cloneExtra(cp.Metadata.Extra)
 	tp := &Tuple{Thread: thread, NS: ns, Checkpoint: cp}
 	for _, w := range c.writes {
 		tp.Pending = append(tp.Pending, w.PendingWrite)
@@ -215,7 +215,7 @@ func (s *MemorySaver) List(ctx context.Context, thread string, opts ListOptions)
 				continue
 			}
 			c := t.checkpoints[id]
-			if !matchFilter(c.cp.Metadata, opts.Filter) {
+			if !MetadataMatches(c.cp.Metadata, opts.Filter) {
 				continue
 			}
 			items = append(items, item{k, c})
@@ -241,55 +241,6 @@ func (s *MemorySaver) List(ctx context.Context, thread string, opts ListOptions)
 		out = append(out, tp)
 	}
 	return out, nil
-}
-
-// matchFilter compares metadata values with filter values by their JSON
-// encoding, after numbers are normalised, so that 1, 1.0 and int64(1) match.
-func matchFilter(m Metadata, filter map[string]any) bool {
-	if len(filter) == 0 {
-		return true
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return false
-	}
-	var obj map[string]any
-	if err := json.Unmarshal(b, &obj); err != nil {
-		return false
-	}
-	for k, want := range filter {
-		got, ok := obj[k]
-		if want == nil {
-			if ok && got != nil {
-				return false
-			}
-			continue
-		}
-		if !ok || !sameJSON(got, want) {
-			return false
-		}
-	}
-	return true
-}
-
-func sameJSON(a, b any) bool {
-	ab, err1 := json.Marshal(normalise(a))
-	bb, err2 := json.Marshal(normalise(b))
-	return err1 == nil && err2 == nil && bytes.Equal(ab, bb)
-}
-
-// normalise turns every number into a float64 via a JSON round trip so that
-// equal numbers encode equally.
-func normalise(v any) any {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return v
-	}
-	var out any
-	if json.Unmarshal(b, &out) != nil {
-		return v
-	}
-	return out
 }
 
 func (s *MemorySaver) thread(k threadKey) *memThread {
@@ -318,6 +269,9 @@ func validatePut(req *PutRequest) error {
 	}
 	if y := cp.CreatedAt.Year(); y < 0 || y > 9999 {
 		return fmt.Errorf("%w: checkpoint %s: creation time %v is outside years 0 to 9999 (RFC 3339)", ErrInvalid, quoteID(cp.ID), cp.CreatedAt)
+	}
+	if err := validateMetadata(cp.ID, cp.Metadata); err != nil {
+		return err
 	}
 	if cp.ParentID != "" && cp.ParentID >= cp.ID {
 		return fmt.Errorf("%w: checkpoint ID %s does not sort after its parent %s", ErrInvalid, cp.ID, cp.ParentID)
@@ -502,7 +456,7 @@ func (s *MemorySaver) applyPut(req *PutRequest, now time.Time) {
 	stored.Channels = nil
 	stored.Versions = maps.Clone(cp.Versions)
 	stored.Metadata.Parents = cloneNonEmpty(cp.Metadata.Parents)
-	stored.Metadata.Extra = cloneNonEmpty(cp.Metadata.Extra)
+	stored.Metadata.Extra = storedExtra(cp.Metadata) // as SQLite reads it back
 	if stored.CreatedAt.IsZero() {
 		stored.CreatedAt = now
 	}
@@ -552,6 +506,18 @@ func (s *MemorySaver) addWrites(c *memCheckpoint, tasks []TaskWrites, now time.T
 	if !sort.SliceIsSorted(c.writes, func(i, j int) bool { return less(c.writes[i], c.writes[j]) }) {
 		sort.SliceStable(c.writes, func(i, j int) bool { return less(c.writes[i], c.writes[j]) })
 	}
+}
+
+// cloneExtra copies stored caller metadata for a reader, nil when empty.
+func cloneExtra(m map[string]any) map[string]any {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = cloneValue(v)
+	}
+	return out
 }
 
 // cloneNonEmpty copies m, returning nil for an empty map.

@@ -1,6 +1,7 @@
 package checkpointtest
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ func listCases() []testCase {
 	return []testCase{
 		{name: "NewestFirst", run: testListNewestFirst},
 		{name: "Filter", run: testListFilter},
+		{name: "MetadataNumbers", run: testListMetadataNumbers},
 		{name: "BeforeAndLimit", run: testListBeforeLimit},
 		{name: "Namespaces", run: testListNamespaces},
 		{name: "EmptyThread", run: testListEmpty},
@@ -272,5 +274,79 @@ func testListCartesian(t *testing.T, f *fixture) {
 	}
 	if combos != 3*3*3*4*4 {
 		t.Fatalf("ran %d combinations", combos)
+	}
+}
+
+// testListMetadataNumbers: caller metadata numbers come back from Get and
+// List as the same json.Number values whatever the saver, every digit
+// kept (integers above 2^53 included), and filters compare them by exact
+// value whatever the Go type on either side.
+func testListMetadataNumbers(t *testing.T, f *fixture) {
+	l := f.line("thread-1", "")
+	put := func(v any) string {
+		req := l.request(t, l.head, set("x", `0`))
+		req.Checkpoint.Metadata.Extra = map[string]any{"n": v, "tag": "t"}
+		return l.put(t, req)
+	}
+	c1 := put(int64(9007199254740993)) // 2^53 + 1: no float64 holds it
+	c2 := put(9007199254740992.0)
+	c3 := put(uint64(18446744073709551615))
+	c4 := put(json.Number("5.0"))
+	c5 := put(1.5)
+	c6 := put(1e21)
+	c7 := put(json.Number("-0"))
+	stored := map[string]json.Number{
+		c1: "9007199254740993", c2: "9007199254740992", c3: "18446744073709551615",
+		c4: "5", c5: "1.5", c6: "1e+21", c7: "0",
+	}
+	for id, n := range stored {
+		want := map[string]any{"n": n, "tag": "t"}
+		got := f.get(t, l.ref(id), checkpoint.GetOptions{}).Checkpoint.Metadata.Extra
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("Get(%s).Metadata.Extra mismatch (-want +got):\n%s", id, diff)
+		}
+	}
+	for _, tp := range f.list(t, "thread-1", checkpoint.ListOptions{Filter: map[string]any{"tag": "t"}}) {
+		want := map[string]any{"n": stored[tp.Checkpoint.ID], "tag": "t"}
+		if diff := cmp.Diff(want, tp.Checkpoint.Metadata.Extra); diff != "" {
+			t.Errorf("List: checkpoint %s Metadata.Extra mismatch (-want +got):\n%s", tp.Checkpoint.ID, diff)
+		}
+	}
+	tests := []struct {
+		name  string
+		value any
+		want  []string
+	}{
+		{"int64 above 2^53", int64(9007199254740993), []string{c1}},
+		{"json.Number above 2^53", json.Number("9007199254740993"), []string{c1}},
+		{"json.Number above 2^53 with a fraction", json.Number("9007199254740993.0"), []string{c1}},
+		{"float64 2^53 does not match 2^53 + 1", 9007199254740992.0, []string{c2}},
+		{"int 2^53", 9007199254740992, []string{c2}},
+		{"uint64 max", uint64(18446744073709551615), []string{c3}},
+		{"json.Number one below uint64 max", json.Number("18446744073709551614"), nil},
+		{"int matches a json.Number written 5.0", 5, []string{c4}},
+		{"json.Number 5e0", json.Number("5e0"), []string{c4}},
+		{"float", 1.5, []string{c5}},
+		{"json.Number 1.50", json.Number("1.50"), []string{c5}},
+		{"json.Number 15e-1", json.Number("15e-1"), []string{c5}},
+		{"float 1e21", 1e21, []string{c6}},
+		{"json.Number 10^21 written out", json.Number("1000000000000000000000"), []string{c6}},
+		{"json.Number 10^21 plus one", json.Number("1000000000000000000001"), nil},
+		{"zero", 0, []string{c7}},
+		{"negative zero float", json.Number("-0.0"), []string{c7}},
+		{"no such number", 7, nil},
+	}
+	for _, tc := range tests {
+		for _, limit := range []int{0, 1} {
+			opts := checkpoint.ListOptions{Filter: map[string]any{"n": tc.value}, Limit: limit}
+			want := tc.want
+			if limit > 0 && len(want) > limit {
+				want = want[:limit]
+			}
+			got := tupleIDs(f.list(t, "thread-1", opts))
+			if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
+				t.Errorf("List(filter %s %v, limit %d) mismatch (-want +got):\n%s", tc.name, tc.value, limit, diff)
+			}
+		}
 	}
 }

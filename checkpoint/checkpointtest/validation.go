@@ -2,6 +2,7 @@ package checkpointtest
 
 import (
 	"encoding/json"
+	"math"
 	"testing"
 	"time"
 
@@ -87,6 +88,28 @@ func testValidatePut(t *testing.T, f *fixture) {
 		{"creation time before year 0", func() checkpoint.PutRequest {
 			r := valid("")
 			r.Checkpoint.CreatedAt = time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)
+			return r
+		}},
+		// Metadata a saver could not keep: a caller key the fixed one of
+		// the same name would hide, values that are not JSON.
+		{"caller metadata key step", func() checkpoint.PutRequest {
+			r := valid("")
+			r.Checkpoint.Metadata.Extra = map[string]any{"step": 99}
+			return r
+		}},
+		{"caller metadata value that is not JSON", func() checkpoint.PutRequest {
+			r := valid("")
+			r.Checkpoint.Metadata.Extra = map[string]any{"f": func() {}}
+			return r
+		}},
+		{"caller metadata NaN", func() checkpoint.PutRequest {
+			r := valid("")
+			r.Checkpoint.Metadata.Extra = map[string]any{"f": math.NaN()}
+			return r
+		}},
+		{"caller metadata malformed json.Number", func() checkpoint.PutRequest {
+			r := valid("")
+			r.Checkpoint.Metadata.Extra = map[string]any{"n": json.Number("1x")}
 			return r
 		}},
 	}

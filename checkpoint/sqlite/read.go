@@ -1,11 +1,13 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -472,9 +474,11 @@ func listQuery(thread string, opts checkpoint.ListOptions) (string, []any, goFil
 	post := goFilter{}
 	for _, k := range keys {
 		path := `$."` + k + `"` // k is [A-Za-z0-9_]{1,64}; bound as a parameter anyway
-		clause, cargs, ok := filterClause(path, opts.Filter[k])
-		if !ok {
+		clause, cargs, exact := filterClause(path, opts.Filter[k])
+		if !exact {
 			post[k] = opts.Filter[k]
+		}
+		if clause == "" {
 			continue
 		}
 		b.WriteString(" AND ")
@@ -489,16 +493,24 @@ func listQuery(thread string, opts checkpoint.ListOptions) (string, []any, goFil
 }
 
 // filterClause returns the SQL for one metadata filter, comparing as
-// package checkpoint does: by the JSON value, numbers by value, and a nil
-// filter value matching an absent key or a JSON null. ok is false for
-// values that are not scalars.
-func filterClause(path string, want any) (clause string, args []any, ok bool) {
+// checkpoint.MetadataMatches does: by the JSON value, numbers by exact
+// value, and a nil filter value matching an absent key or a JSON null.
+// exact is false when the clause only narrows the rows and the filter
+// must also run after decoding: for arrays and objects (the clause is
+// empty) and for numbers other than int64 integers (the clause keeps
+// numbers within a relative 1e-12 of the value: SQLite reads them as
+// float64). An integer filter value is compared in SQL exactly: stored
+// integers in int64 range are always plain integer literals (see
+// checkpoint.Metadata), which SQLite compares as integers.
+func filterClause(path string, want any) (clause string, args []any, exact bool) {
 	b, err := json.Marshal(want)
 	if err != nil {
 		return "0", nil, true // nothing can equal a value that does not encode
 	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
 	var norm any
-	if err := json.Unmarshal(b, &norm); err != nil {
+	if err := d.Decode(&norm); err != nil {
 		return "0", nil, true
 	}
 	// json_valid guards the JSON functions: a row whose metadata is not
@@ -515,51 +527,25 @@ func filterClause(path string, want any) (clause string, args []any, ok bool) {
 		return `(NOT json_valid(metadata) OR json_type(metadata, ?) IS ?)`, []any{path, t}, true
 	case string:
 		return `(NOT json_valid(metadata) OR json_type(metadata, ?) IS 'text' AND json_extract(metadata, ?) = ?)`, []any{path, path, v}, true
-	case float64:
-		return `(NOT json_valid(metadata) OR json_type(metadata, ?) IN ('integer', 'real') AND json_extract(metadata, ?) = ?)`, []any{path, path, v}, true
+	case json.Number:
+		if i, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+			return `(NOT json_valid(metadata) OR json_type(metadata, ?) IS 'integer' AND json_extract(metadata, ?) = ?)`, []any{path, path, i}, true
+		}
+		f, err := strconv.ParseFloat(string(v), 64)
+		if err != nil || math.IsInf(f, 0) {
+			return `(NOT json_valid(metadata) OR json_type(metadata, ?) IN ('integer', 'real'))`, []any{path}, false
+		}
+		d := math.Abs(f)*1e-12 + 1e-300
+		return `(NOT json_valid(metadata) OR json_type(metadata, ?) IN ('integer', 'real') AND json_extract(metadata, ?) BETWEEN ? AND ?)`, []any{path, path, f - d, f + d}, false
 	}
 	return "", nil, false
 }
 
-// goFilter holds the filters that run after decoding: keys with object or
-// array values.
+// goFilter holds the filters that run after decoding: keys whose values
+// SQL does not compare exactly (arrays, objects, numbers other than int64
+// integers).
 type goFilter map[string]any
 
 func (f goFilter) match(m checkpoint.Metadata) bool {
-	if len(f) == 0 {
-		return true
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return false
-	}
-	var obj map[string]any
-	if err := json.Unmarshal(b, &obj); err != nil {
-		return false
-	}
-	for k, want := range f {
-		got, ok := obj[k]
-		if !ok || !sameJSON(got, want) {
-			return false
-		}
-	}
-	return true
-}
-
-func sameJSON(a, b any) bool {
-	ab, err1 := json.Marshal(normalise(a))
-	bb, err2 := json.Marshal(normalise(b))
-	return err1 == nil && err2 == nil && string(ab) == string(bb)
-}
-
-func normalise(v any) any {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return v
-	}
-	var out any
-	if json.Unmarshal(b, &out) != nil {
-		return v
-	}
-	return out
+	return checkpoint.MetadataMatches(m, f)
 }
