@@ -254,7 +254,7 @@ func (r Ref) String() string {
 		s += " ns " + strconv.Quote(r.NS)
 	}
 	if r.ID != "" {
-		s += " checkpoint " + r.ID
+		s += " checkpoint " + strconv.Quote(r.ID)
 	}
 	return s
 }
@@ -538,7 +538,7 @@ type CorruptError struct {
 }
 
 func (e *CorruptError) Error() string {
-	s := fmt.Sprintf("checkpoint: corrupt %s in thread %q checkpoint %s", e.What, e.Thread, e.Checkpoint)
+	s := fmt.Sprintf("checkpoint: corrupt %s in thread %q checkpoint %q", e.What, e.Thread, e.Checkpoint)
 	if e.Err != nil {
 		s += ": " + e.Err.Error()
 	}

@@ -367,3 +367,34 @@ func TestValidatePut(t *testing.T) {
 		t.Errorf("ValidateWrites(no ID) = %v, want ErrInvalid", err)
 	}
 }
+
+// TestMessagesQuoteIDs: messages quote checkpoint IDs as they quote thread
+// IDs, so that an ID with spaces or quotes reads unambiguously.
+func TestMessagesQuoteIDs(t *testing.T) {
+	const id = `cp 1"x`
+	chain := func(parent string) []checkpoint.PutRequest {
+		mk := func(id, parent string) checkpoint.PutRequest {
+			return checkpoint.PutRequest{Thread: "t", Checkpoint: checkpoint.Checkpoint{ID: id, ParentID: parent}, Lease: checkpoint.Lease{Owner: "o"}}
+		}
+		return []checkpoint.PutRequest{mk("b", ""), mk("c", parent)}
+	}
+	tests := []struct {
+		name string
+		got  string
+		want string
+	}{
+		{"Ref", checkpoint.Ref{Thread: "t", NS: "n", ID: id}.String(), `thread "t" ns "n" checkpoint "cp 1\"x"`},
+		{"CorruptError", (&checkpoint.CorruptError{Thread: "t", Checkpoint: id, What: "write"}).Error(), `checkpoint: corrupt write in thread "t" checkpoint "cp 1\"x"`},
+		{"ConflictError", (&checkpoint.ConflictError{Thread: "t", Expected: id, Head: "h"}).Error(),
+			`checkpoint: conflict on thread "t": expected head "cp 1\"x", head is "h" (another runner advanced or deleted the thread)`},
+		{"ValidatePut parent", checkpoint.ValidatePut(&checkpoint.PutRequest{Thread: "t", Checkpoint: checkpoint.Checkpoint{ID: "a", ParentID: id}}).Error(),
+			`checkpoint: invalid request: checkpoint ID "a" does not sort after its parent "cp 1\"x"`},
+		{"ValidateChain parent", checkpoint.ValidateChain(chain("a")).Error(),
+			`checkpoint: invalid request: checkpoint "c": its parent must be "b", the checkpoint before it in the chain`},
+	}
+	for _, tc := range tests {
+		if tc.got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, tc.got, tc.want)
+		}
+	}
+}

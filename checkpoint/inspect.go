@@ -59,7 +59,7 @@ func Materialize(blobs []Blob) (json.RawMessage, error) {
 			if i == 0 && !b.Append {
 				return nil, fmt.Errorf("base of an append chain is not an array: %w", err)
 			}
-			return nil, fmt.Errorf("blob %s: %w", b.Version, err)
+			return nil, fmt.Errorf("blob %q: %w", b.Version, err)
 		}
 		if !b.Append {
 			items = items[:0]

@@ -167,14 +167,14 @@ func memChain(t *memThread, ch, version, stop string) ([]Blob, error) {
 		}
 		b, ok := t.blobs[blobKey{ch, v}]
 		if !ok {
-			return nil, fmt.Errorf("missing blob for version %s", v)
+			return nil, fmt.Errorf("missing blob for version %q", v)
 		}
 		rev = append(rev, b)
 		if !b.Append || b.Base == "" {
 			break
 		}
 		if len(rev) > len(t.blobs) {
-			return nil, fmt.Errorf("cycle in blob chain at version %s", v)
+			return nil, fmt.Errorf("cycle in blob chain at version %q", v)
 		}
 		v = b.Base
 	}
@@ -268,13 +268,13 @@ func validatePut(req *PutRequest) error {
 		return fmt.Errorf("%w: checkpoint ID %q or its parent's is not valid UTF-8", ErrInvalid, cp.ID)
 	}
 	if y := cp.CreatedAt.Year(); y < 0 || y > 9999 {
-		return fmt.Errorf("%w: checkpoint %s: creation time %v is outside years 0 to 9999 (RFC 3339)", ErrInvalid, quoteID(cp.ID), cp.CreatedAt)
+		return fmt.Errorf("%w: checkpoint %q: creation time %v is outside years 0 to 9999 (RFC 3339)", ErrInvalid, cp.ID, cp.CreatedAt)
 	}
 	if err := validateMetadata(cp.ID, cp.Metadata); err != nil {
 		return err
 	}
 	if cp.ParentID != "" && cp.ParentID >= cp.ID {
-		return fmt.Errorf("%w: checkpoint ID %s does not sort after its parent %s", ErrInvalid, cp.ID, cp.ParentID)
+		return fmt.Errorf("%w: checkpoint ID %q does not sort after its parent %q", ErrInvalid, cp.ID, cp.ParentID)
 	}
 	if req.Lease.Owner == "" {
 		return fmt.Errorf("%w: empty lease owner", ErrInvalid)
@@ -331,13 +331,13 @@ func ValidateChain(reqs []PutRequest) error {
 		prev := &reqs[i-1]
 		switch {
 		case req.Thread != first.Thread || req.NS != first.NS:
-			return fmt.Errorf("%w: checkpoint %s: a chain stays on thread %q namespace %q", ErrInvalid, req.Checkpoint.ID, first.Thread, first.NS)
+			return fmt.Errorf("%w: checkpoint %q: a chain stays on thread %q namespace %q", ErrInvalid, req.Checkpoint.ID, first.Thread, first.NS)
 		case req.Lease.Owner != first.Lease.Owner:
-			return fmt.Errorf("%w: checkpoint %s: a chain has one lease owner", ErrInvalid, req.Checkpoint.ID)
+			return fmt.Errorf("%w: checkpoint %q: a chain has one lease owner", ErrInvalid, req.Checkpoint.ID)
 		case req.Fork || req.Checkpoint.ParentID != prev.Checkpoint.ID:
-			return fmt.Errorf("%w: checkpoint %s: its parent must be %s, the checkpoint before it in the chain", ErrInvalid, req.Checkpoint.ID, prev.Checkpoint.ID)
+			return fmt.Errorf("%w: checkpoint %q: its parent must be %q, the checkpoint before it in the chain", ErrInvalid, req.Checkpoint.ID, prev.Checkpoint.ID)
 		case prev.Release:
-			return fmt.Errorf("%w: checkpoint %s: only the last checkpoint of a chain may release the lease", ErrInvalid, prev.Checkpoint.ID)
+			return fmt.Errorf("%w: checkpoint %q: only the last checkpoint of a chain may release the lease", ErrInvalid, prev.Checkpoint.ID)
 		}
 	}
 	return nil
@@ -371,13 +371,13 @@ func validateTaskWrites(tasks []TaskWrites) error {
 		}
 		for _, w := range tw.Writes {
 			if w.Channel == "" {
-				return fmt.Errorf("%w: task %s: write with empty channel", ErrInvalid, tw.TaskID)
+				return fmt.Errorf("%w: task %q: write with empty channel", ErrInvalid, tw.TaskID)
 			}
 			if !utf8.ValidString(w.Channel) {
-				return fmt.Errorf("%w: task %s: channel %q is not valid UTF-8", ErrInvalid, tw.TaskID, w.Channel)
+				return fmt.Errorf("%w: task %q: channel %q is not valid UTF-8", ErrInvalid, tw.TaskID, w.Channel)
 			}
 			if !json.Valid(w.Value) {
-				return fmt.Errorf("%w: task %s channel %q: value is not valid JSON", ErrInvalid, tw.TaskID, w.Channel)
+				return fmt.Errorf("%w: task %q channel %q: value is not valid JSON", ErrInvalid, tw.TaskID, w.Channel)
 			}
 		}
 	}
@@ -800,6 +800,3 @@ func interruptCursorValid(c string) bool {
 	_, err := strconv.ParseInt(n, 10, 64)
 	return err == nil
 }
-
-// quoteID quotes a checkpoint ID for a message.
-func quoteID(id string) string { return strconv.Quote(id) }

@@ -97,7 +97,7 @@ func (e *StoreError) Error() string {
 		s += " ns " + strconv.Quote(e.NS)
 	}
 	if e.Checkpoint != "" {
-		s += " checkpoint " + e.Checkpoint
+		s += " checkpoint " + strconv.Quote(e.Checkpoint)
 	}
 	if e.Commit {
 		s += ": commit failed, the write may or may not be durable (re-read the head)"

@@ -68,7 +68,7 @@ LIMIT 1`)
 		if err != nil {
 			return err
 		}
-		return fmt.Errorf("%w: thread %q ns %q: its head %s is not its newest checkpoint %s (a fork was given an older ID), and schema 2 takes the newest checkpoint as the head",
+		return fmt.Errorf("%w: thread %q ns %q: its head %q is not its newest checkpoint %q (a fork was given an older ID), and schema 2 takes the newest checkpoint as the head",
 			ErrCannotMigrate, thread, ns, head, newest.String)
 	}
 	rows.Close()
@@ -181,7 +181,7 @@ FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?`, thread, ns)
 			crc = spoil(crc)
 		}
 		if _, err := ins.ExecContext(ctx, thread, ns, r.id, r.parent, r.step, r.source, r.created, r.meta, r.versions, string(ch), r.mark, 0, crc); err != nil {
-			return fmt.Errorf("checkpoint %s: %w", r.id, err)
+			return fmt.Errorf("checkpoint %q: %w", r.id, err)
 		}
 	}
 	// The blobs of pruned checkpoints: pruned rows that hold them.
@@ -192,7 +192,7 @@ FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?`, thread, ns)
 			crc = spoil(crc)
 		}
 		if _, err := ins.ExecContext(ctx, thread, ns, version, nil, 0, "", "", "{}", "{}", string(ch), "", 1, crc); err != nil {
-			return fmt.Errorf("pruned checkpoint %s: %w", version, err)
+			return fmt.Errorf("pruned checkpoint %q: %w", version, err)
 		}
 	}
 	return nil

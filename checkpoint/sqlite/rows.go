@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
@@ -164,7 +165,7 @@ func (p *pendingRow) verify(thread string) error {
 	}
 	if err != nil {
 		return &checkpoint.CorruptError{Thread: thread, Checkpoint: p.checkpoint,
-			What: fmt.Sprintf("pending write of task %s channel %q", p.w.TaskID, p.w.Channel), Err: err}
+			What: fmt.Sprintf("pending write of task %q channel %q", p.w.TaskID, p.w.Channel), Err: err}
 	}
 	return nil
 }
@@ -256,7 +257,7 @@ type chainStart [3]string
 // errMissing: a version the chain needs is not loaded.
 type errMissing struct{ version string }
 
-func (e errMissing) Error() string { return "missing blob for version " + e.version }
+func (e errMissing) Error() string { return "missing blob for version " + strconv.Quote(e.version) }
 
 // isMissing reports whether err is (or wraps) an errMissing.
 func isMissing(err error) bool {
@@ -275,7 +276,7 @@ func (rs *rowSet) step(ch, v string) (checkpoint.Blob, error) {
 		return b, err
 	}
 	if !ok {
-		return b, fmt.Errorf("checkpoint %s holds no blob for channel %q", v, ch)
+		return b, fmt.Errorf("checkpoint %q holds no blob for channel %q", v, ch)
 	}
 	return b, nil
 }
@@ -304,7 +305,7 @@ func (rs *rowSet) missing(ch, v, stop string) (string, error) {
 			break
 		}
 		if len(path) > len(rs.rows) {
-			return "", fmt.Errorf("cycle in blob chain at version %s", v)
+			return "", fmt.Errorf("cycle in blob chain at version %q", v)
 		}
 		v = b.Base
 	}
@@ -345,7 +346,7 @@ func (rs *rowSet) chain(ch, version, stop string) ([]checkpoint.Blob, error) {
 			break
 		}
 		if len(path) > len(rs.rows) {
-			return nil, fmt.Errorf("cycle in blob chain at version %s", v)
+			return nil, fmt.Errorf("cycle in blob chain at version %q", v)
 		}
 		v = b.Base
 	}

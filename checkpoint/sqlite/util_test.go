@@ -93,3 +93,13 @@ func listIDs(t testing.TB, s checkpoint.Saver, thread string) []string {
 	}
 	return ids
 }
+
+// TestStoreErrorQuotesIDs: a StoreError quotes the checkpoint ID as it
+// quotes thread and namespace.
+func TestStoreErrorQuotesIDs(t *testing.T) {
+	err := &StoreError{Op: "put", Thread: "t", NS: "n", Checkpoint: `cp 1"x`, Commit: true, Err: errors.New("disk I/O error")}
+	want := `checkpoint/sqlite: put thread "t" ns "n" checkpoint "cp 1\"x": commit failed, the write may or may not be durable (re-read the head): disk I/O error`
+	if got := err.Error(); got != want {
+		t.Errorf("Error():\n got %s\nwant %s", got, want)
+	}
+}

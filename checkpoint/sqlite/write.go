@@ -125,9 +125,9 @@ func encodeRow(req *checkpoint.PutRequest, now time.Time) (putRow, error) {
 	cp := &req.Checkpoint
 	invalid := func(what string, err error) error {
 		if errors.Is(err, checkpoint.ErrInvalid) {
-			return fmt.Errorf("checkpoint %s: %s: %w", cp.ID, what, err)
+			return fmt.Errorf("checkpoint %q: %s: %w", cp.ID, what, err)
 		}
-		return fmt.Errorf("%w: checkpoint %s: %s: %v", checkpoint.ErrInvalid, cp.ID, what, err)
+		return fmt.Errorf("%w: checkpoint %q: %s: %v", checkpoint.ErrInvalid, cp.ID, what, err)
 	}
 	size := 256 + len(req.Thread) + len(req.NS) + 2*len(cp.ID) + len(cp.Mark) + len(cp.Metadata.RunID) + 64*len(cp.Versions)
 	for _, bs := range cp.Channels {
