@@ -36,6 +36,12 @@ var (
 	// none of lockstep's tables), or, for OpenExisting, it holds no
 	// lockstep database at all. The file was not modified.
 	ErrNotLockstep = errors.New("checkpoint/sqlite: not a lockstep database")
+	// ErrReadOnly: Open needs to write the database file, and to create
+	// it (and SQLite's -wal and -shm files beside it) in its directory,
+	// and this process may not. Nothing was created or changed. An
+	// operator who may only read a database inspects it with the lockstep
+	// CLI (see its doc) instead.
+	ErrReadOnly = errors.New("checkpoint/sqlite: the database is read-only to this process")
 	// ErrInvalidConfig: a Config field or the path is invalid (see
 	// ConfigError).
 	ErrInvalidConfig = errors.New("checkpoint/sqlite: invalid configuration")

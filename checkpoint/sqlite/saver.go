@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
 	// The driver registers itself as "sqlite3" with database/sql; this
@@ -59,7 +60,10 @@ var (
 // an invalid path or Config, with a *SchemaError (ErrSchemaTooNew) when the
 // file was written by a newer schema (the file is then left byte for byte
 // as it was), and otherwise with an error wrapping the driver's error (a
-// file that is not a database, for example).
+// file that is not a database, for example). When this process may not
+// write the file, or may not create it in its directory, it fails with an
+// error matching ErrReadOnly (and the fs error, such as fs.ErrPermission)
+// before SQLite opens anything.
 //
 // A SQLite file that lockstep did not write is refused with an error
 // matching ErrNotLockstep when it has a schema version of its own
@@ -122,10 +126,18 @@ func probe(ctx context.Context, r *resolved, existing bool) error {
 			}
 			return fmt.Errorf("%w: %s: no database (%w)", ErrNotLockstep, strconv.Quote(r.path), err)
 		}
+		if err := writable(r.path, true); err != nil {
+			return err
+		}
 		return create(ctx, r)
 	}
 	if err != nil {
 		return fmt.Errorf("checkpoint/sqlite: open %q: %w", r.path, err)
+	}
+	if !existing {
+		if err := writable(r.path, false); err != nil {
+			return err
+		}
 	}
 	db, err := sql.Open(r.driverName, r.probeDSN())
 	if err != nil {
@@ -182,6 +194,39 @@ func (s *Saver) writer(ctx context.Context) (*sql.Conn, error) {
 	}
 	s.wconn = conn
 	return conn, nil
+}
+
+// writable checks, without changing anything, that this process may
+// write the file at path (when it exists) or create it in its directory
+// (when create is set), so that a read-only location fails with
+// ErrReadOnly and says why, instead of with SQLite's "unable to open
+// database file" or "attempt to write a readonly database". The file
+// created to check is removed again: SQLite creates its own.
+func writable(path string, create bool) error {
+	if create {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		switch {
+		case err == nil:
+			f.Close()
+			return os.Remove(path)
+		case errors.Is(err, fs.ErrExist):
+			return nil // an empty file appeared meanwhile: SQLite will say
+		case errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS):
+			return fmt.Errorf("%w: cannot create %s: its directory is not writable by this process (SQLite also keeps -wal and -shm files there): %w",
+				ErrReadOnly, strconv.Quote(path), err)
+		default:
+			return fmt.Errorf("checkpoint/sqlite: create %q: %w", path, err)
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0) // no O_CREATE, no O_TRUNC: changes nothing
+	switch {
+	case err == nil:
+		return f.Close()
+	case errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS):
+		return fmt.Errorf("%w: %s is not writable by this process (Open writes the database, its -wal and -shm files; to only inspect it, use the lockstep CLI): %w",
+			ErrReadOnly, strconv.Quote(path), err)
+	}
+	return nil // anything else (a directory, ...) is for SQLite to report
 }
 
 func create(ctx context.Context, r *resolved) error {
