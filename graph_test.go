@@ -110,7 +110,7 @@ func TestEndToEndParallelBranches(t *testing.T) {
 		{checkpoint.SourceLoop, 4, nil, 3},
 		{checkpoint.SourceLoop, 3, []string{"review"}, 3},
 		{checkpoint.SourceLoop, 2, []string{"write"}, 3},
-		{checkpoint.SourceLoop, 1, []string{"outline", "search", "search", "search"}, 0},
+		{checkpoint.SourceLoop, 1, []string{"search", "search", "search", "outline"}, 0}, // Sends first, as LangGraph
 		{checkpoint.SourceLoop, 0, []string{"plan"}, 0},
 		{checkpoint.SourceInput, -1, []string{graph.START}, 0},
 	}

@@ -115,7 +115,7 @@ func (t *InspectedTask) Pending() []Interrupt {
 type Inspection struct {
 	Values     map[string]json.RawMessage // state channels (runtime channels left out)
 	Tasks      []InspectedTask
-	Next       []string // unfinished tasks (all tasks when not latest)
+	Next       []string // unfinished tasks (all tasks when not latest), Sends first as package graph lists them
 	Status     string   // "done", "waiting", "failed" or "pending"
 	Breakpoint *Breakpoint
 	Interrupts []Interrupt // pending ones
@@ -209,7 +209,13 @@ func Inspect(tp *Tuple, latest bool) (*Inspection, error) {
 			triggers[node] = append(triggers[node], ch)
 		}
 	}
+	// The order package graph plans them in: Sends by index, the start
+	// task, then pull tasks by node name.
 	step := cp.Metadata.Step + 1
+	for i, s := range sends {
+		path := "push:" + strconv.Itoa(i)
+		in.Tasks = append(in.Tasks, InspectedTask{Name: s.Node, Path: path, ID: TaskID(tp.Thread, cp.ID, tp.NS, step, s.Node, path, []string{ChannelSends})})
+	}
 	if start {
 		in.Tasks = append(in.Tasks, InspectedTask{Name: "__start__", Path: "pull", ID: TaskID(tp.Thread, cp.ID, tp.NS, step, "__start__", "pull", []string{ChannelStart})})
 	}
@@ -222,10 +228,6 @@ func Inspect(tp *Tuple, latest bool) (*Inspection, error) {
 		trig := triggers[n]
 		slices.Sort(trig)
 		in.Tasks = append(in.Tasks, InspectedTask{Name: n, Path: "pull", ID: TaskID(tp.Thread, cp.ID, tp.NS, step, n, "pull", trig)})
-	}
-	for i, s := range sends {
-		path := "push:" + strconv.Itoa(i)
-		in.Tasks = append(in.Tasks, InspectedTask{Name: s.Node, Path: path, ID: TaskID(tp.Thread, cp.ID, tp.NS, step, s.Node, path, []string{ChannelSends})})
 	}
 	byID := map[string]*InspectedTask{}
 	for i := range in.Tasks {

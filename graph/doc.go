@@ -14,7 +14,9 @@
 //
 //  1. Plan: the due tasks are the nodes whose trigger was written in the
 //     last step (an edge, a route, a Goto), the nodes whose join edge has
-//     heard from every source, and one task per pending Send.
+//     heard from every source, and one task per pending Send. They are
+//     listed (in Next, Tasks and Interrupts) as LangGraph plans them:
+//     Sends by index first, then pull tasks by node name.
 //  2. Run: the tasks run in parallel (up to the concurrency option) against
 //     the frozen state of the step. A task that finishes while others run
 //     has its writes saved at once, so a failure or a crash in a sibling

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/interrupt"
 )
 
 // SEMANTICS.md §3.2: START→a→b writes an input checkpoint at step -1 and
@@ -202,7 +204,8 @@ func TestSendOrdering(t *testing.T) {
 	if diff := cmp.Diff([]string{"fan", "z", "work:3", "work:1", "work:2"}, res.Values.Log); diff != "" {
 		t.Errorf("log (-want +got):\n%s", diff)
 	}
-	// The step-1 snapshot lists the pull task, then the pushes in order.
+	// The step-1 snapshot lists the pushes in order, then the pull task,
+	// as LangGraph's prepare_next_tasks plans them.
 	h := history(t, r, "t")
 	var step1 graph.Snapshot[State]
 	for _, s := range h {
@@ -210,15 +213,109 @@ func TestSendOrdering(t *testing.T) {
 			step1 = s
 		}
 	}
-	if diff := cmp.Diff([]string{"z", "work", "work", "work"}, step1.Next); diff != "" {
+	if diff := cmp.Diff([]string{"work", "work", "work", "z"}, step1.Next); diff != "" {
 		t.Errorf("step 1 next (-want +got):\n%s", diff)
 	}
 	var paths []string
 	for _, tk := range step1.Tasks {
 		paths = append(paths, tk.Path)
 	}
-	if diff := cmp.Diff([]string{"pull", "push:0", "push:1", "push:2"}, paths); diff != "" {
+	if diff := cmp.Diff([]string{"push:0", "push:1", "push:2", "pull"}, paths); diff != "" {
 		t.Errorf("task paths (-want +got):\n%s", diff)
+	}
+}
+
+// TestNextOrder: a step with Sends and pull tasks of nodes registered in
+// non-alphabetical order lists the pushes first (by Send index), then the
+// pull tasks by node name, in Result.Next, GetState, History, Tasks,
+// Interrupts and checkpoint.Inspect alike. LangGraph plans pushes first
+// too; its get_state lists pull tasks by registration, which the stored
+// data that Inspect (and the CLI) reads cannot reproduce, so pull tasks
+// keep the order LangGraph's loop plans them in, by name.
+func TestNextOrder(t *testing.T) {
+	ctx := context.Background()
+	ask := func(name string) graph.NodeFunc[State] {
+		return func(ctx context.Context, s State) (graph.Update[State], error) {
+			if _, err := interrupt.Ask[string](ctx, name+s.X); err != nil {
+				return graph.Update[State]{}, err
+			}
+			return graph.Set(State{Log: []string{name + s.X}}, "Log"), nil
+		}
+	}
+	build := func() *graph.Graph[State] {
+		return graph.New[State]().
+			AddNode("zeta", ask("zeta")).
+			AddNode("work", ask("work")).
+			AddNode("alpha", ask("alpha")).
+			AddNode("fan", logNode(nil, "fan")).
+			AddEdge(graph.START, "fan").AddEdge("fan", "zeta").AddEdge("fan", "alpha").
+			AddSendEdges("fan", func(ctx context.Context, s State) ([]graph.Send[State], error) {
+				return []graph.Send[State]{{Node: "work", Arg: State{X: "0"}}, {Node: "work", Arg: State{X: "1"}}}, nil
+			}, "work")
+	}
+	wantNext := []string{"work", "work", "alpha", "zeta"}
+	wantPaths := []string{"push:0", "push:1", "pull", "pull"}
+	type view struct {
+		Next, Names, Paths, Interrupts []string
+	}
+	tests := []struct {
+		name           string
+		opts           []graph.Option
+		wantInterrupts []string
+	}{
+		{name: "interrupts", wantInterrupts: []string{`"work0"`, `"work1"`, `"alpha"`, `"zeta"`}},
+		{name: "breakpoint before", opts: []graph.Option{graph.WithInterruptBefore("work", "alpha", "zeta")}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			saver := checkpoint.NewMemorySaver(nil)
+			r := mustCompile(t, build(), append(tc.opts, graph.WithSaver(saver))...)
+			res, err := r.Invoke(ctx, "t", graph.Update[State]{})
+			if err != nil || res.Status != graph.StatusWaiting {
+				t.Fatalf("Invoke = %s, %v; want waiting", res.Status, err)
+			}
+			var ivals []string
+			for _, in := range res.Interrupts {
+				ivals = append(ivals, string(in.Value))
+			}
+			if diff := cmp.Diff(view{Next: wantNext, Interrupts: tc.wantInterrupts}, view{Next: res.Next, Interrupts: ivals}, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("Result (-want +got):\n%s", diff)
+			}
+			want := view{Next: wantNext, Names: wantNext, Paths: wantPaths, Interrupts: tc.wantInterrupts}
+			head, err := r.GetState(ctx, "t")
+			if err != nil {
+				t.Fatal(err)
+			}
+			hist := history(t, r, "t")
+			for _, s := range []struct {
+				what string
+				snap graph.Snapshot[State]
+				head bool
+			}{{"GetState", head, true}, {"History[0]", hist[0], true}} {
+				got := view{Next: s.snap.Next}
+				for _, tk := range s.snap.Tasks {
+					got.Names = append(got.Names, tk.Name)
+					got.Paths = append(got.Paths, tk.Path)
+				}
+				for _, in := range s.snap.Interrupts {
+					got.Interrupts = append(got.Interrupts, string(in.Value))
+				}
+				if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("%s (-want +got):\n%s", s.what, diff)
+				}
+				tp, err := saver.Get(ctx, checkpoint.Ref{Thread: "t", ID: s.snap.Config.CheckpointID}, checkpoint.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				in, err := checkpoint.Inspect(tp, s.head)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(wantNext, in.Next); diff != "" {
+					t.Errorf("Inspect next of %s (-want +got):\n%s", s.what, diff)
+				}
+			}
+		})
 	}
 }
 

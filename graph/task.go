@@ -71,9 +71,18 @@ type twrite struct {
 	send      any    // *Send[S]
 }
 
-// plan lists the tasks of the superstep that starts from f.
+// plan lists the tasks of the superstep that starts from f, in the order
+// snapshots list them: push tasks by Send index first, then the start
+// task, then pull tasks by node name. LangGraph plans pushes first too;
+// it orders pull tasks by name while running and by registration in
+// get_state, and the name is the order a reader of the stored data alone
+// (checkpoint.Inspect, the CLI) can rebuild. Writes are applied in another
+// fixed order (task.before).
 func (r *Runnable[S]) plan(f *frame[S], ns string, step int) []*task[S] {
 	var tasks []*task[S]
+	for i, s := range f.sends {
+		tasks = append(tasks, &task[S]{name: s.Node, push: i, triggers: []string{checkpoint.ChannelSends}, input: r.view(s.Arg)})
+	}
 	var input S
 	haveInput := false
 	pullInput := func() S {
@@ -103,9 +112,6 @@ func (r *Runnable[S]) plan(f *frame[S], ns string, step int) []*task[S] {
 		if len(trig) > 0 {
 			tasks = append(tasks, &task[S]{name: name, push: -1, triggers: trig, input: pullInput()})
 		}
-	}
-	for i, s := range f.sends {
-		tasks = append(tasks, &task[S]{name: s.Node, push: i, triggers: []string{checkpoint.ChannelSends}, input: r.view(s.Arg)})
 	}
 	for _, t := range tasks {
 		t.id = checkpoint.TaskID(f.thread, f.id, ns, step, t.name, t.path(), t.triggers)

@@ -51,7 +51,8 @@ type Result[S any] struct {
 	// Interrupts are the pending interrupts when waiting on Ask or a
 	// NodeInterrupt (empty at a static breakpoint).
 	Interrupts []interrupt.Interrupt
-	// Next names the tasks that will run when the thread continues.
+	// Next names the tasks that will run when the thread continues, in
+	// the order of Snapshot.Next.
 	Next []string
 	// Config names the thread's head checkpoint.
 	Config Config
@@ -81,9 +82,13 @@ type Snapshot[S any] struct {
 	// fields share their prefixes with older snapshots): copy before
 	// changing one.
 	Values S
-	// Next names the tasks that have not finished, in plan order (a node
-	// may appear several times, once per Send).
-	Next         []string
+	// Next names the tasks that have not finished (in History and
+	// GetStateAt: every task of the step), in plan order: push tasks by
+	// Send index, then the start task, then pull tasks by node name. A
+	// node may appear several times, once per Send.
+	Next []string
+	// Tasks are the tasks of the step that follows the checkpoint, in the
+	// same order as Next.
 	Tasks        []Task
 	Config       Config
 	Metadata     checkpoint.Metadata
