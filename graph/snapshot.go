@@ -106,12 +106,13 @@ func (r *Runnable[S]) GetState(ctx context.Context, thread string) (Snapshot[S],
 	if err := r.checkNext(thread, f); err != nil {
 		return Snapshot[S]{}, err
 	}
-	return r.snapshot(thread, f, tp, true)
+	return r.snapshot(thread, f, tp, true, true)
 }
 
 // GetStateAt returns the state at one checkpoint of the thread, before the
-// writes of the step that followed it (as history shows it). It returns an
-// error matching checkpoint.ErrNotFound for an unknown checkpoint.
+// writes of the step that followed it (as history shows it). Its status is
+// that of History. It returns an error matching checkpoint.ErrNotFound for
+// an unknown checkpoint.
 func (r *Runnable[S]) GetStateAt(ctx context.Context, thread, checkpointID string) (Snapshot[S], error) {
 	if r.cfg.saver == nil {
 		return Snapshot[S]{}, noSaver(thread)
@@ -126,7 +127,25 @@ func (r *Runnable[S]) GetStateAt(ctx context.Context, thread, checkpointID strin
 	if err != nil {
 		return Snapshot[S]{}, err
 	}
-	return r.snapshot(thread, f, tp, false)
+	head, err := r.headID(ctx, thread)
+	if err != nil {
+		return Snapshot[S]{}, err
+	}
+	return r.snapshot(thread, f, tp, false, f.id == head)
+}
+
+// headID returns the ID of the thread's head checkpoint ("" for a thread
+// with none). The head is the thread's newest checkpoint (savers accept a
+// checkpoint only if its ID sorts after the head's).
+func (r *Runnable[S]) headID(ctx context.Context, thread string) (string, error) {
+	tps, err := r.cfg.saver.List(ctx, thread, checkpoint.ListOptions{Limit: 1})
+	if err != nil {
+		return "", fmt.Errorf("graph: thread %q: read the head: %w", thread, err)
+	}
+	if len(tps) == 0 {
+		return "", nil
+	}
+	return tps[0].Checkpoint.ID, nil
 }
 
 // HistoryOptions filter History.
@@ -142,7 +161,10 @@ type HistoryOptions struct {
 
 // History returns the thread's snapshots, newest first. Snapshots show the
 // state at each checkpoint before the step that followed it, and every task
-// of that step in Next. Values of append fields share their prefixes, so a
+// of that step in Next. The head's status is the one GetState gives (or
+// would give, when the head's step writes conflict): a step whose tasks
+// all finished but that was never committed is pending there, where an
+// older checkpoint reads done. Values of append fields share their prefixes, so a
 // long history costs time and memory proportional to what was written, not
 // to steps times state size. A thread with no checkpoints gives an empty
 // list. It fails with ErrNoSaver without a saver, and with ErrInvalidInput
@@ -165,6 +187,17 @@ func (r *Runnable[S]) History(ctx context.Context, thread string, opts HistoryOp
 	if err != nil {
 		return nil, fmt.Errorf("graph: thread %q: history: %w", thread, err)
 	}
+	// The head is the newest checkpoint: the first listed unless Before or
+	// Filter may have left it out.
+	head := ""
+	if len(tps) > 0 {
+		head = tps[0].Checkpoint.ID
+		if opts.Before != "" || len(opts.Filter) > 0 {
+			if head, err = r.headID(ctx, thread); err != nil {
+				return nil, err
+			}
+		}
+	}
 	d := r.newDecoder(thread)
 	out := make([]Snapshot[S], 0, len(tps))
 	// Oldest first, so append values extend the previous snapshot's array.
@@ -173,7 +206,7 @@ func (r *Runnable[S]) History(ctx context.Context, thread string, opts HistoryOp
 		if err != nil {
 			return nil, err
 		}
-		s, err := r.snapshot(thread, f, tps[i], false)
+		s, err := r.snapshot(thread, f, tps[i], false, tps[i].Checkpoint.ID == head)
 		if err != nil {
 			return nil, err
 		}
@@ -183,8 +216,12 @@ func (r *Runnable[S]) History(ctx context.Context, thread string, opts HistoryOp
 	return out, nil
 }
 
-func (r *Runnable[S]) snapshot(thread string, f *frame[S], tp *checkpoint.Tuple, latest bool) (Snapshot[S], error) {
-	in, err := r.inspect(thread, f, tp.Pending, latest)
+// snapshot describes f. latest applies the writes of the step's finished
+// tasks and leaves them out of Next (GetState); head says f is the
+// thread's head, which decides the status of a step whose tasks all
+// finished (pending on the head, done on an older checkpoint).
+func (r *Runnable[S]) snapshot(thread string, f *frame[S], tp *checkpoint.Tuple, latest, head bool) (Snapshot[S], error) {
+	in, err := r.inspect(thread, f, tp.Pending, head)
 	if err != nil {
 		return Snapshot[S]{}, err
 	}
