@@ -1054,3 +1054,80 @@ func TestDurableRefusesWhatItCannotKeep(t *testing.T) {
 		}
 	}
 }
+
+// TestDurableNested: a durable step may call others with fn's context; a
+// call under the name of a step that encloses it would wait for itself,
+// and is an ErrInvalidInput at once instead (fn of the inner call does
+// not run).
+func TestDurableNested(t *testing.T) {
+	step := func(ran *atomic.Int32, inner func(ctx context.Context) error) func(ctx context.Context) (int, error) {
+		return func(ctx context.Context) (int, error) {
+			ran.Add(1)
+			if inner != nil {
+				if err := inner(ctx); err != nil {
+					return 0, err
+				}
+			}
+			return 1, nil
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		body func(ctx context.Context, ran *atomic.Int32) error // the node's durable steps
+		want error
+		runs int32 // fn calls
+	}{
+		{name: "same name", want: graph.ErrInvalidInput, runs: 1, body: func(ctx context.Context, ran *atomic.Int32) error {
+			_, err := graph.Durable(ctx, "a", step(ran, func(ctx context.Context) error {
+				_, err := graph.Durable(ctx, "a", step(ran, nil))
+				return err
+			}))
+			return err
+		}},
+		{name: "same name two levels up", want: graph.ErrInvalidInput, runs: 2, body: func(ctx context.Context, ran *atomic.Int32) error {
+			_, err := graph.Durable(ctx, "a", step(ran, func(ctx context.Context) error {
+				_, err := graph.Durable(ctx, "b", step(ran, func(ctx context.Context) error {
+					_, err := graph.Durable(ctx, "a", step(ran, nil))
+					return err
+				}))
+				return err
+			}))
+			return err
+		}},
+		{name: "other names", runs: 2, body: func(ctx context.Context, ran *atomic.Int32) error {
+			_, err := graph.Durable(ctx, "a", step(ran, func(ctx context.Context) error {
+				_, err := graph.Durable(ctx, "b", step(ran, nil))
+				return err
+			}))
+			return err
+		}},
+		{name: "same name one after the other", runs: 1, body: func(ctx context.Context, ran *atomic.Int32) error {
+			for range 2 {
+				if _, err := graph.Durable(ctx, "a", step(ran, nil)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A deadlock would end at the deadline with DeadlineExceeded.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var ran atomic.Int32
+			r := mustCompile(t, graph.New[State]().AddNode("n", func(ctx context.Context, s State) (graph.Update[State], error) {
+				return graph.Update[State]{}, tc.body(ctx, &ran)
+			}).AddEdge(graph.START, "n"), graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+			_, err := r.Invoke(ctx, "t", graph.Update[State]{})
+			switch {
+			case tc.want == nil && err != nil:
+				t.Errorf("Invoke: %v", err)
+			case tc.want != nil && (!errors.Is(err, tc.want) || errors.Is(err, context.DeadlineExceeded)):
+				t.Errorf("Invoke: %v, want %v", err, tc.want)
+			}
+			if ran.Load() != tc.runs {
+				t.Errorf("fn ran %d times, want %d", ran.Load(), tc.runs)
+			}
+		})
+	}
+}

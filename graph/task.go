@@ -266,10 +266,12 @@ func TaskFrom(ctx context.Context) (TaskInfo, bool) {
 // failure or a crash) a call with the same name returns the saved result
 // without running fn. Names identify steps within a task, so calls may come
 // in any order and from several goroutines; concurrent calls with the same
-// name run fn once (a call nested in fn under the same name waits for
-// itself: use another name). A new task runs its steps again: after Replay
-// or a fork, and after UpdateState and Continue, which plan a new step;
-// resume with Command.Update to keep them.
+// name run fn once. A call made with fn's context under the name of a step
+// that encloses it (which would wait for itself) returns an error matching
+// ErrInvalidInput at once: nested steps need names of their own. A new
+// task runs its steps again: after Replay or a fork, and after UpdateState
+// and Continue, which plan a new step; resume with Command.Update to keep
+// them.
 //
 // Before running fn, Durable confirms with a write that the run still owns
 // the thread (it renews the run's lease). A run that has lost the thread,
@@ -296,6 +298,11 @@ func Durable[T any](ctx context.Context, name string, fn func(ctx context.Contex
 	sp, isScratch := res.(*scratch)
 	if !ok || !isScratch {
 		return fn(ctx)
+	}
+	for in := callOf(ctx); in != nil; in = in.outer {
+		if in.sp == sp && in.name == name {
+			return zero, fmt.Errorf("%w: %s: called inside itself (give the nested step another name)", ErrInvalidInput, sp.describe(name))
+		}
 	}
 	for {
 		sp.mu.Lock()
@@ -338,7 +345,7 @@ func Durable[T any](ctx context.Context, name string, fn func(ctx context.Contex
 			return zero, fmt.Errorf("graph: durable step %q not run: %w", name, err)
 		}
 	}
-	v, err := fn(ctx)
+	v, err := fn(context.WithValue(ctx, durableKey{}, &durableCall{sp: sp, name: name, outer: callOf(ctx)}))
 	if err != nil {
 		return zero, err
 	}
@@ -374,6 +381,26 @@ func Durable[T any](ctx context.Context, name string, fn func(ctx context.Contex
 	sp.steps[name] = sr
 	sp.mu.Unlock()
 	return v, nil
+}
+
+// durableKey marks the context Durable passes to fn with a *durableCall.
+type durableKey struct{}
+
+// durableCall is a durable step in progress, and the steps that enclose it.
+type durableCall struct {
+	sp    *scratch
+	name  string
+	outer *durableCall
+}
+
+func callOf(ctx context.Context) *durableCall {
+	c, _ := ctx.Value(durableKey{}).(*durableCall)
+	return c
+}
+
+// describe names a durable step of the task for errors.
+func (s *scratch) describe(name string) string {
+	return fmt.Sprintf("thread %q node %q: durable step %q", s.info.Thread, s.info.Node, name)
 }
 
 // callNode runs a node once, turning a panic into a *PanicError.
