@@ -1055,6 +1055,76 @@ func TestDurableRefusesWhatItCannotKeep(t *testing.T) {
 	}
 }
 
+// TestDurableUnderCancelledContext: when the run's context is cancelled
+// before a durable step runs, Durable returns an error matching the
+// context's, fn does not run and nothing is saved for the step, on a first
+// run and on a resume (where the resume's answers are held until the
+// step's fence) alike. Continuing the thread then runs fn once.
+func TestDurableUnderCancelledContext(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		resume bool // the step runs in a resumed node, after its answer
+	}{
+		{name: "first run"},
+		{name: "resume", resume: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			var ran atomic.Int32
+			var stepErr error
+			cctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			saver := checkpoint.NewMemorySaver(nil)
+			r := mustCompile(t, graph.New[State]().AddNode("n", func(ctx context.Context, s State) (graph.Update[State], error) {
+				if tc.resume {
+					if _, err := interrupt.Ask[string](ctx, "go?"); err != nil {
+						return graph.Update[State]{}, err
+					}
+				}
+				cancel()
+				v, err := graph.Durable(ctx, "effect", func(ctx context.Context) (int, error) { return int(ran.Add(1)), nil })
+				if ctx.Err() != nil && stepErr == nil {
+					stepErr = err
+				}
+				if err != nil {
+					return graph.Update[State]{}, err
+				}
+				return graph.Set(State{Count: v}, "Count"), nil
+			}).AddEdge(graph.START, "n"), graph.WithSaver(saver))
+			var err error
+			if tc.resume {
+				if res, err := r.Invoke(ctx, "t", graph.Update[State]{}); err != nil || res.Status != graph.StatusWaiting {
+					t.Fatalf("Invoke = %s, %v; want waiting", res.Status, err)
+				}
+				_, err = r.Resume(cctx, "t", graph.Command[State]{Resume: "yes"})
+			} else {
+				_, err = r.Invoke(cctx, "t", graph.Update[State]{})
+			}
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("run: %v, want context.Canceled", err)
+			}
+			if !errors.Is(stepErr, context.Canceled) || ran.Load() != 0 {
+				t.Errorf("Durable under a cancelled context: %v, fn ran %d times; want context.Canceled and no run", stepErr, ran.Load())
+			}
+			tps, lerr := saver.List(ctx, "t", checkpoint.ListOptions{})
+			if lerr != nil {
+				t.Fatal(lerr)
+			}
+			for _, tp := range tps {
+				for _, w := range tp.Pending {
+					if strings.HasPrefix(w.Channel, checkpoint.ChannelStepPrefix) {
+						t.Errorf("a step result was saved: %s", w.Value)
+					}
+				}
+			}
+			res, err := r.Continue(ctx, "t")
+			if err != nil || res.Status != graph.StatusDone || res.Values.Count != 1 || ran.Load() != 1 {
+				t.Errorf("Continue = %s Count %d, %v; fn ran %d times; want done, fn run once", res.Status, res.Values.Count, err, ran.Load())
+			}
+		})
+	}
+}
+
 // TestDurableNested: a durable step may call others with fn's context; a
 // call under the name of a step that encloses it would wait for itself,
 // and is an ErrInvalidInput at once instead (fn of the inner call does

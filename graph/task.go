@@ -273,6 +273,11 @@ func TaskFrom(ctx context.Context) (TaskInfo, bool) {
 // and Continue, which plan a new step; resume with Command.Update to keep
 // them.
 //
+// fn never starts under a done context: Durable then returns an error
+// wrapping context.Cause(ctx), saves nothing, and the step runs when the
+// thread is continued, on a first run and on a resume alike. A saved
+// result is still returned, as that does no work.
+//
 // Before running fn, Durable confirms with a write that the run still owns
 // the thread (it renews the run's lease). A run that has lost the thread,
 // because its process was paused past the lease and another runner took
@@ -322,8 +327,14 @@ func Durable[T any](ctx context.Context, name string, fn func(ctx context.Contex
 		select {
 		case <-wait:
 		case <-ctx.Done():
-			return zero, ctx.Err()
+			return zero, fmt.Errorf("graph: %s not run: %w", sp.describe(name), context.Cause(ctx))
 		}
+	}
+	if ctx.Err() != nil {
+		// Checked before the fence, whose write would succeed (a resume's
+		// held answers are saved even when cancelled) and let fn start.
+		sp.mu.Unlock()
+		return zero, fmt.Errorf("graph: %s not run: %w", sp.describe(name), context.Cause(ctx))
 	}
 	if sp.inflight == nil {
 		sp.inflight = map[string]chan struct{}{}
