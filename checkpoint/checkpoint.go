@@ -248,6 +248,8 @@ type Ref struct {
 	ID     string
 }
 
+// String describes the ref for messages: the quoted thread, then the
+// namespace and checkpoint ID when they are set.
 func (r Ref) String() string {
 	s := "thread " + strconv.Quote(r.Thread)
 	if r.NS != "" {
@@ -501,6 +503,7 @@ type ConflictError struct {
 	Head     string // the actual head ("" = none)
 }
 
+// Error names the thread, the head the writer expected and the actual one.
 func (e *ConflictError) Error() string {
 	return fmt.Sprintf("checkpoint: conflict on thread %q: expected head %q, head is %q (another runner advanced or deleted the thread)",
 		e.Thread, e.Expected, e.Head)
@@ -518,6 +521,7 @@ type BusyError struct {
 	Until  time.Time
 }
 
+// Error names the thread and the runner holding its lease, and until when.
 func (e *BusyError) Error() string {
 	if e.Owner == "" {
 		return fmt.Sprintf("checkpoint: thread %q: the lease passed to another runner, which has released it", e.Thread)
@@ -537,6 +541,7 @@ type CorruptError struct {
 	Err        error
 }
 
+// Error names the corrupt part, its thread and checkpoint, and the cause.
 func (e *CorruptError) Error() string {
 	s := fmt.Sprintf("checkpoint: corrupt %s in thread %q checkpoint %q", e.What, e.Thread, e.Checkpoint)
 	if e.Err != nil {

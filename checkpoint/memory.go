@@ -102,7 +102,10 @@ func takeLease(t *memThread, l Lease, now time.Time, release, renew bool) {
 	}
 }
 
-// Get implements Saver.
+// Get implements Saver. It returns an error wrapping ErrInvalid for an
+// empty thread, ctx's error when ctx is done, an error matching ErrNotFound
+// when the thread or checkpoint does not exist, and a *CorruptError when a
+// channel's blob chain is broken.
 func (s *MemorySaver) Get(ctx context.Context, ref Ref, opts GetOptions) (*Tuple, error) {
 	if err := validThread(ref.Thread); err != nil {
 		return nil, err
@@ -182,7 +185,9 @@ func memChain(t *memThread, ch, version, stop string) ([]Blob, error) {
 	return rev, nil
 }
 
-// List implements Saver.
+// List implements Saver. It returns an error wrapping ErrInvalid for an
+// empty thread or a bad filter key, ctx's error when ctx is done, and a
+// *CorruptError when a channel's blob chain is broken.
 func (s *MemorySaver) List(ctx context.Context, thread string, opts ListOptions) ([]*Tuple, error) {
 	if err := validThread(thread); err != nil {
 		return nil, err
@@ -384,7 +389,8 @@ func validateTaskWrites(tasks []TaskWrites) error {
 	return nil
 }
 
-// Put implements Saver: a chain of one checkpoint.
+// Put implements Saver: a chain of one checkpoint. It returns what
+// PutChain returns.
 func (s *MemorySaver) Put(ctx context.Context, req PutRequest) error {
 	return s.PutChain(ctx, []PutRequest{req})
 }
@@ -393,7 +399,12 @@ func (s *MemorySaver) Put(ctx context.Context, req PutRequest) error {
 // against the thread as Put would, and then all applied under one lock.
 // The others cannot fail once the first passes: each is the child of the
 // head the one before made, its ID sorts after every existing one, and the
-// lease is the chain's owner's.
+// lease is the chain's owner's. It returns an error wrapping ErrInvalid
+// when reqs are not a valid chain (ValidateChain), ctx's error when ctx is
+// done, a *BusyError when another owner holds the lease, and a
+// *ConflictError when the first parent is not the head (or a fork's parent
+// does not exist), the ID is taken, or a fork's ID does not sort after the
+// head. Nothing is stored on any error.
 func (s *MemorySaver) PutChain(ctx context.Context, reqs []PutRequest) error {
 	if err := ValidateChain(reqs); err != nil {
 		return err
@@ -528,7 +539,10 @@ func cloneNonEmpty[K comparable, V any](m map[K]V) map[K]V {
 	return maps.Clone(m)
 }
 
-// PutWrites implements Saver.
+// PutWrites implements Saver. It returns an error wrapping ErrInvalid for
+// a request ValidateWrites rejects, ctx's error when ctx is done, a
+// *ConflictError when req.Ref.ID is not the head, and a *BusyError when
+// another owner holds the lease. Nothing is stored on any error.
 func (s *MemorySaver) PutWrites(ctx context.Context, req WritesRequest) error {
 	if err := ValidateWrites(&req); err != nil {
 		return err
@@ -556,7 +570,10 @@ func (s *MemorySaver) PutWrites(ctx context.Context, req WritesRequest) error {
 	return nil
 }
 
-// Claim implements Saver.
+// Claim implements Saver. It returns an error wrapping ErrInvalid for an
+// empty thread or owner, ctx's error when ctx is done, a *ConflictError
+// when ref.ID is not the head, and a *BusyError when another owner holds
+// the lease (or, with lease.Held, when owner no longer holds it).
 func (s *MemorySaver) Claim(ctx context.Context, ref Ref, lease Lease) error {
 	if err := validThread(ref.Thread); err != nil {
 		return err
@@ -592,7 +609,8 @@ func (s *MemorySaver) Claim(ctx context.Context, ref Ref, lease Lease) error {
 	return nil
 }
 
-// Release implements Saver.
+// Release implements Saver. It fails only with ctx's error when ctx is
+// done.
 func (s *MemorySaver) Release(ctx context.Context, thread, ns, owner string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -610,7 +628,8 @@ func (s *MemorySaver) Release(ctx context.Context, thread, ns, owner string) err
 	return nil
 }
 
-// DeleteThread implements Saver.
+// DeleteThread implements Saver. It returns an error wrapping ErrInvalid
+// for an empty thread and ctx's error when ctx is done.
 func (s *MemorySaver) DeleteThread(ctx context.Context, thread string) error {
 	if err := validThread(thread); err != nil {
 		return err
@@ -628,7 +647,8 @@ func (s *MemorySaver) DeleteThread(ctx context.Context, thread string) error {
 	return nil
 }
 
-// Threads implements ThreadLister.
+// Threads implements ThreadLister. It fails only with ctx's error when ctx
+// is done.
 func (s *MemorySaver) Threads(ctx context.Context, offset, limit int) ([]ThreadInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -724,7 +744,10 @@ func (s *MemorySaver) PendingInterrupts(ctx context.Context, q InterruptQuery) (
 	return out, next, nil
 }
 
-// Prune implements Pruner.
+// Prune implements Pruner. It returns an error wrapping ErrInvalid for an
+// empty thread or keep < 1, ctx's error when ctx is done, and a
+// *CorruptError (deleting nothing) when a kept checkpoint's blob chain is
+// broken.
 func (s *MemorySaver) Prune(ctx context.Context, thread, ns string, keep int) (int, error) {
 	if err := validThread(thread); err != nil {
 		return 0, err

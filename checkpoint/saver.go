@@ -36,22 +36,32 @@ type Saver interface {
 
 	// List returns a thread's checkpoints newest first (descending ID),
 	// filtered by opts, each with its channels and pending writes. A thread
-	// with no checkpoints gives an empty list and no error.
+	// with no checkpoints gives an empty list and no error. It returns an
+	// error wrapping ErrInvalid for an empty thread or a bad filter key and
+	// a *CorruptError when stored data cannot be read.
 	List(ctx context.Context, thread string, opts ListOptions) ([]*Tuple, error)
 
 	// Put adds a checkpoint, its changed channels and the request's writes
-	// in one transaction, and makes it the thread's head.
+	// in one transaction, and makes it the thread's head. It returns a
+	// *ConflictError or a *BusyError as the Saver rules above say, an error
+	// wrapping ErrInvalid for a request ValidatePut rejects, and writes
+	// nothing on any of them.
 	Put(ctx context.Context, req PutRequest) error
 
 	// PutWrites saves pending writes of tasks against the head checkpoint.
 	// A regular write whose (task, WriteIndex) exists is ignored; a special
 	// one (IsSpecial) replaces it. Saving the same writes twice, also across
-	// a reopen, stores them once.
+	// a reopen, stores them once. It returns a *ConflictError when
+	// req.Ref.ID is not the head, a *BusyError when another owner holds the
+	// lease and an error wrapping ErrInvalid for a request ValidateWrites
+	// rejects, and writes nothing on any of them.
 	PutWrites(ctx context.Context, req WritesRequest) error
 
 	// Claim acquires or renews (to now + TTL) the lease on a thread whose
 	// head is ref.ID ("" for a thread with no checkpoints) without writing
-	// anything else.
+	// anything else. It returns a *ConflictError when ref.ID is not the
+	// head, a *BusyError when another owner holds the lease, and an error
+	// wrapping ErrInvalid for an empty thread or owner.
 	Claim(ctx context.Context, ref Ref, lease Lease) error
 
 	// Release drops owner's lease on the thread, if owner holds it. It is
@@ -59,7 +69,8 @@ type Saver interface {
 	Release(ctx context.Context, thread, ns, owner string) error
 
 	// DeleteThread removes every checkpoint, write and lease of the thread
-	// in every namespace. Deleting a missing thread is not an error.
+	// in every namespace. Deleting a missing thread is not an error; an
+	// empty thread is (ErrInvalid).
 	DeleteThread(ctx context.Context, thread string) error
 }
 
@@ -100,7 +111,8 @@ func PutChain(ctx context.Context, s Saver, reqs ...PutRequest) error {
 type ThreadLister interface {
 	// Threads returns every thread's root-namespace head, most recently
 	// updated first, skipping the first offset and returning at most limit
-	// (0 means all).
+	// (0 means all). It fails only when the store does, or with a
+	// *CorruptError for a record it cannot read.
 	Threads(ctx context.Context, offset, limit int) ([]ThreadInfo, error)
 }
 
@@ -109,7 +121,8 @@ type ThreadLister interface {
 type InterruptLister interface {
 	// PendingInterrupts returns a page of pending interrupts (see
 	// PendingInterrupt) of all threads' root namespaces, oldest first, and
-	// the cursor of the next page ("" when this is the last).
+	// the cursor of the next page ("" when this is the last). It returns an
+	// error wrapping ErrInvalid for a malformed cursor.
 	PendingInterrupts(ctx context.Context, q InterruptQuery) ([]PendingInterrupt, string, error)
 }
 
@@ -121,13 +134,15 @@ type Pruner interface {
 	// committed. The blobs kept checkpoints need (the bases of their append
 	// chains) stay, whether or not the checkpoints that wrote them do, so
 	// every kept checkpoint reads back exactly. It returns how many
-	// checkpoints were deleted.
+	// checkpoints were deleted, and an error wrapping ErrInvalid when keep
+	// < 1 or the thread is empty.
 	Prune(ctx context.Context, thread, ns string, keep int) (int, error)
 }
 
 // Vacuumer is implemented by savers that can give freed space back.
 type Vacuumer interface {
 	// Vacuum reclaims free pages; pages is a bound on the work (0 = all).
+	// It returns an error wrapping ErrInvalid when pages < 0.
 	Vacuum(ctx context.Context, pages int) error
 }
 

@@ -65,6 +65,7 @@ type CompileError struct {
 	Field   string // the state field concerned, if any
 }
 
+// Error states the problem found when compiling.
 func (e *CompileError) Error() string {
 	var b strings.Builder
 	b.WriteString("graph: ")
@@ -90,6 +91,7 @@ type UnknownNodeError struct {
 	compile bool // found by Compile: also an invalid graph
 }
 
+// Error names the unknown node and where it was named.
 func (e *UnknownNodeError) Error() string {
 	return fmt.Sprintf("graph: unknown node %s in %s", quoteShort(e.Name), e.From)
 }
@@ -107,6 +109,7 @@ type UnknownFieldError struct {
 	Node  string // the node whose update named it ("" for input)
 }
 
+// Error names the unknown field and, when known, the node that wrote it.
 func (e *UnknownFieldError) Error() string {
 	if e.Node == "" {
 		return fmt.Sprintf("graph: unknown state field %s", quoteShort(e.Field))
@@ -126,6 +129,7 @@ type ConflictError struct {
 	Step  int
 }
 
+// Error names the step, the field and the nodes that all wrote it.
 func (e *ConflictError) Error() string {
 	return fmt.Sprintf("graph: step %d: field %q can take one write per step (it has no reducer) but nodes %s all wrote it",
 		e.Step, e.Field, strings.Join(quoteAll(e.Nodes), ", "))
@@ -142,6 +146,7 @@ type RecursionError struct {
 	Step   int
 }
 
+// Error names the thread, the limit and the step it was reached at.
 func (e *RecursionError) Error() string {
 	return fmt.Sprintf("graph: thread %q: recursion limit of %d supersteps reached at step %d without finishing", e.Thread, e.Limit, e.Step)
 }
@@ -160,6 +165,7 @@ type NodeError struct {
 	Err    error
 }
 
+// Error names the thread, step and node, then the node's error.
 func (e *NodeError) Error() string {
 	return fmt.Sprintf("graph: thread %q step %d node %q: %v", e.Thread, e.Step, e.Node, e.Err)
 }
@@ -175,6 +181,7 @@ type PanicError struct {
 	Stack []byte
 }
 
+// Error names the node and the value it panicked with.
 func (e *PanicError) Error() string {
 	return fmt.Sprintf("graph: node %q panicked: %v", e.Node, e.Value)
 }
@@ -199,6 +206,7 @@ type TaskError struct {
 	Message string
 }
 
+// Error names the node and the saved failure message.
 func (e *TaskError) Error() string {
 	return fmt.Sprintf("graph: node %q failed: %s", e.Node, e.Message)
 }
@@ -213,6 +221,8 @@ type ResumeError struct {
 	Pending     []string
 }
 
+// Error states the kind of resume failure, the thread and, when known,
+// the interrupt.
 func (e *ResumeError) Error() string {
 	s := fmt.Sprintf("%v (thread %q", e.Kind, e.Thread)
 	if e.InterruptID != "" {
@@ -235,6 +245,7 @@ type SizeError struct {
 	Limit int
 }
 
+// Error names the value, its encoded size and the cap it exceeds.
 func (e *SizeError) Error() string {
 	return fmt.Sprintf("graph: %s encodes to %d bytes, over the %d-byte cap (WithMaxValueBytes)", e.What, e.Size, e.Limit)
 }
@@ -249,6 +260,7 @@ type EncodeError struct {
 	Err  error
 }
 
+// Error names the value that does not encode and why.
 func (e *EncodeError) Error() string {
 	return fmt.Sprintf("graph: %s does not encode as JSON: %v", e.What, e.Err)
 }

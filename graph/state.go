@@ -47,6 +47,7 @@ func ReduceFunc[T any](f func(current, update T) T) Reducer {
 	return Reducer{kind: kindFunc, fn: reflect.ValueOf(f), typ: reflect.TypeFor[T]()}
 }
 
+// String names the reducer: "append", "merge", "func(T)" or "last value".
 func (r Reducer) String() string {
 	switch r.kind {
 	case kindAppend:

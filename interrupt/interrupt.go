@@ -87,6 +87,7 @@ type ValueError struct {
 	Err  error
 }
 
+// Error names the JSON path (when known) that does not serialise, and why.
 func (e *ValueError) Error() string {
 	if e.Path != "" {
 		return "interrupt: value is not serialisable as JSON at " + e.Path + ": " + e.Err.Error()

@@ -27,6 +27,7 @@ type Error struct {
 	Reason string
 }
 
+// Error states the reason and the JSON path it applies to.
 func (e *Error) Error() string { return fmt.Sprintf("canon: %s at %s", e.Reason, e.Path) }
 
 // Is makes errors.Is(err, ErrInvalid) true.

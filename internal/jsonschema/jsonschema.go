@@ -78,6 +78,7 @@ type ValidationError struct {
 	Reason string
 }
 
+// Error names the argument's path and why it is invalid.
 func (e *ValidationError) Error() string {
 	return fmt.Sprintf("invalid argument %s: %s", e.Path, e.Reason)
 }
