@@ -15,9 +15,11 @@ import (
 type Channel interface {
 	// Subscribe starts listening for verdicts on approval id. A verdict
 	// published after Subscribe returned must reach the subscription; one
-	// published before may be lost.
+	// published before may be lost. An error means the subscription could
+	// not be made; Wait reports it as a *ChannelError.
 	Subscribe(ctx context.Context, id string) (Subscription, error)
-	// Publish shows the request to reviewers.
+	// Publish shows the request to reviewers. An error means reviewers may
+	// not have seen it; Wait reports it as a *ChannelError.
 	Publish(ctx context.Context, id string, req Request) error
 }
 
@@ -27,7 +29,8 @@ type Subscription interface {
 	// error when ctx is done first, and any other error when the channel
 	// failed.
 	Next(ctx context.Context) (Verdict, error)
-	// Close ends the subscription.
+	// Close ends the subscription. Its error is for the implementation's
+	// cleanup; Wait ignores it.
 	Close() error
 }
 

@@ -280,19 +280,25 @@ func (in *Inbox) Decide(ctx context.Context, id string, v Verdict) (Decision, er
 	return in.store.Decide(ctx, it, v)
 }
 
-// Approve approves the pending approval id as is (see Decide).
+// Approve approves the pending approval id as is. It fails as Decide does:
+// with an *AlreadyDecidedError when the approval has a decision, an *Error
+// matching ErrNotFound when nothing waits on id, and otherwise what
+// Store.Decide returns (ErrExpired past the request's expiry,
+// ErrInvalidDecision for an empty reviewer or an oversized note).
 func (in *Inbox) Approve(ctx context.Context, id, reviewer, note string) (Decision, error) {
 	return in.Decide(ctx, id, Verdict{Outcome: Approved, Reviewer: reviewer, Note: note})
 }
 
-// Reject rejects the pending approval id (see Decide). The note reaches
-// the model with the rejection.
+// Reject rejects the pending approval id. The note reaches the model with
+// the rejection. It fails as Approve does.
 func (in *Inbox) Reject(ctx context.Context, id, reviewer, note string) (Decision, error) {
 	return in.Decide(ctx, id, Verdict{Outcome: Rejected, Reviewer: reviewer, Note: note})
 }
 
 // Edit approves the pending approval id with other arguments for the same
-// tool, checked against the request's schema (see Decide).
+// tool, checked against the request's schema. It fails as Approve does,
+// and with an *Error matching ErrInvalidArgs when args are not valid JSON,
+// fail the schema or exceed MaxArgsBytes.
 func (in *Inbox) Edit(ctx context.Context, id, reviewer string, args json.RawMessage, note string) (Decision, error) {
 	return in.Decide(ctx, id, Verdict{Outcome: Edited, Reviewer: reviewer, Args: args, Note: note})
 }

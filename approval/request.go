@@ -110,8 +110,11 @@ func ArgsHash(tool string, args json.RawMessage) (string, error) {
 	return canon.HashStrings("lockstep/approval/v1", tool, string(c)), nil
 }
 
-// ParseRequest decodes an interrupt value. ok is false when the value is not
-// an approval request.
+// ParseRequest decodes an interrupt value. ok is false, with a nil error,
+// when the value is not an approval request (not a JSON object whose "type"
+// is RequestType). It returns ok true and an error when the value says it
+// is a request but its fields do not decode. It does not validate the
+// request (see Request.Validate).
 func ParseRequest(value json.RawMessage) (req Request, ok bool, err error) {
 	var probe struct {
 		Type string `json:"type"`

@@ -47,12 +47,14 @@ type Store interface {
 	// ErrNotFound.
 	Get(ctx context.Context, id string) (Record, error)
 
-	// Decided returns which of ids have a decision.
+	// Decided returns which of ids have a decision. It fails only when the
+	// store does (ErrClosed, a database error, ctx's error).
 	Decided(ctx context.Context, ids []string) (map[string]bool, error)
 
 	// Unresumed returns up to limit decided approvals whose thread has not
 	// been resumed and whose Resume.NotBefore has passed, oldest decision
-	// first (limit <= 0: all).
+	// first (limit <= 0: all). It fails only when the store does
+	// (ErrClosed, a database error, ctx's error).
 	Unresumed(ctx context.Context, limit int) ([]Record, error)
 
 	// ClaimResume sets Resume.NotBefore to until if the approval is still

@@ -517,7 +517,8 @@ func (r *Runnable[S]) defaultAsNode(ctx context.Context, thread string, f *frame
 }
 
 // Interrupts returns the thread's pending interrupts (a shortcut for
-// GetState(...).Interrupts).
+// GetState(...).Interrupts). It fails as GetState does (ErrThreadNotFound,
+// ErrNoSaver, a *checkpoint.CorruptError, ...).
 func (r *Runnable[S]) Interrupts(ctx context.Context, thread string) ([]interrupt.Interrupt, error) {
 	s, err := r.GetState(ctx, thread)
 	if err != nil {

@@ -380,7 +380,10 @@ func FromContext(ctx context.Context) (Resumer, bool) {
 // rather than by its position: its interrupt ID is KeyID(task, key). Calls
 // may come in any order and from several goroutines, and a node may raise
 // several keyed interrupts before it returns, each answered by its ID; the
-// run pauses with all of them. It returns what Ask returns.
+// run pauses with all of them. It returns what Ask returns: ErrNoRuntime
+// outside a node, a *ValueError when question does not serialise, an
+// *Error before the answer exists, and an *AnswerError when the answer
+// does not decode into T.
 func AskKey[T any](ctx context.Context, key string, question any) (T, error) {
 	var zero T
 	r, ok := FromContext(ctx)

@@ -111,7 +111,8 @@ func (a *Agent[S]) Tools() []Definition { return cloneDefinitions(a.tools) }
 
 // Compile compiles the agent's graph with the agent's recursion limit
 // followed by opts (so graph.WithRecursionLimit in opts overrides it). It
-// returns what graph.Graph.Compile returns.
+// returns what graph.Graph.Compile returns: every problem found, joined,
+// each matching graph.ErrInvalidGraph.
 func (a *Agent[S]) Compile(opts ...graph.Option) (*graph.Runnable[S], error) {
 	return a.g.Compile(append([]graph.Option{graph.WithRecursionLimit(a.limit)}, opts...)...)
 }

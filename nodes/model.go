@@ -29,7 +29,7 @@ type Model interface {
 // ModelFunc adapts a function to Model.
 type ModelFunc func(ctx context.Context, messages []Message, tools []Definition) (Message, error)
 
-// Generate calls f.
+// Generate calls f and returns its message and error.
 func (f ModelFunc) Generate(ctx context.Context, messages []Message, tools []Definition) (Message, error) {
 	return f(ctx, messages, tools)
 }
@@ -89,7 +89,8 @@ func NewModelNode[S any](m Model, tools []Definition, acc StateAccess[S], opts .
 	}, nil
 }
 
-// ModelNode is NewModelNode over AgentState.
+// ModelNode is NewModelNode over AgentState. It returns an error matching
+// ErrInvalidConfig when m is nil or two tools share a name.
 func ModelNode(m Model, tools []Definition, opts ...ModelNodeOption) (graph.NodeFunc[AgentState], error) {
 	return NewModelNode(m, tools, AgentAccess(), opts...)
 }

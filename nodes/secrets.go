@@ -38,13 +38,16 @@ func (s Secret) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(Redacted)) }
 // LogValue implements slog.LogValuer: [REDACTED].
 func (s Secret) LogValue() slog.Value { return slog.StringValue(Redacted) }
 
-// MarshalJSON encodes "[REDACTED]".
+// MarshalJSON encodes "[REDACTED]". It never fails.
 func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(Redacted) }
 
 // SecretProvider supplies credentials by name at call time (a vault, the
 // environment, a config file). It is called for each call of a tool that
 // declared the name; it must be safe for concurrent use.
 type SecretProvider interface {
+	// Secret returns the value of the secret name. An error fails the tool
+	// call permanently (a *ToolError wrapping a *SecretError); the
+	// provider's text is never shown, since it may quote the value.
 	Secret(ctx context.Context, name string) (string, error)
 }
 
@@ -64,7 +67,7 @@ func (s StaticSecrets) Secret(_ context.Context, name string) (string, error) {
 // SecretFunc adapts a function to SecretProvider.
 type SecretFunc func(ctx context.Context, name string) (string, error)
 
-// Secret calls f.
+// Secret calls f and returns its value and error.
 func (f SecretFunc) Secret(ctx context.Context, name string) (string, error) { return f(ctx, name) }
 
 // Env is what the runtime hands a tool body besides its arguments.

@@ -193,7 +193,8 @@ func NewToolNode[S any](ex *Executor, acc StateAccess[S], opts ...ToolNodeOption
 	}, nil
 }
 
-// ToolNode is NewToolNode over AgentState.
+// ToolNode is NewToolNode over AgentState. It returns an error matching
+// ErrInvalidConfig when ex is nil or an option is out of range.
 func ToolNode(ex *Executor, opts ...ToolNodeOption) (graph.NodeFunc[AgentState], error) {
 	return NewToolNode(ex, AgentAccess(), opts...)
 }

@@ -33,7 +33,11 @@ func (e *Error) Error() string { return fmt.Sprintf("canon: %s at %s", e.Reason,
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *Error) Is(target error) bool { return target == ErrInvalid }
 
-// JSON returns the canonical form of the JSON document data.
+// JSON returns the canonical form of the JSON document data. It returns an
+// *Error (matching ErrInvalid) naming the path for invalid UTF-8, a syntax
+// error, a duplicate key or two keys that differ only in letter case, a
+// number it cannot canonicalise, nesting deeper than MaxDepth, or trailing
+// data.
 func JSON(data []byte) ([]byte, error) {
 	if !utf8.Valid(data) {
 		return nil, &Error{Path: "$", Reason: "invalid UTF-8"}
@@ -50,7 +54,9 @@ func JSON(data []byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Value encodes v with encoding/json and returns its canonical form.
+// Value encodes v with encoding/json and returns its canonical form. It
+// returns an *Error (matching ErrInvalid) when v does not encode or its
+// encoding is refused by JSON.
 func Value(v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {

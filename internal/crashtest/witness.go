@@ -40,7 +40,8 @@ type Witness struct {
 }
 
 // OpenWitness opens (creating) the witness file at path for a process of
-// generation gen.
+// generation gen. It returns the file system's error, wrapped, when the
+// file cannot be opened for appending.
 func OpenWitness(path string, gen int) (*Witness, error) {
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -50,7 +51,9 @@ func OpenWitness(path string, gen int) (*Witness, error) {
 }
 
 // Record appends an effect of kind on key (and subject) and syncs it.
-// Kind, key and subject must not contain spaces or newlines.
+// Kind, key and subject must not contain spaces or newlines: it returns an
+// error, writing nothing, when one does or kind or key is empty, and the
+// file system's error, wrapped, when the write or sync fails.
 func (w *Witness) Record(kind, key, subject string) error {
 	for _, s := range []string{kind, key, subject} {
 		if strings.ContainsAny(s, " \t\r\n") {
@@ -75,12 +78,14 @@ func (w *Witness) Record(kind, key, subject string) error {
 	return nil
 }
 
-// Close closes the file.
+// Close closes the file and returns the file system's error.
 func (w *Witness) Close() error { return w.f.Close() }
 
 // ReadWitness reads every effect of the witness file at path, in the order
 // they were written. A missing file holds none. A last line without a
-// newline was torn by a power loss and is ignored.
+// newline was torn by a power loss and is ignored. It returns an error for
+// a file that cannot be opened or a complete line that is not five fields
+// with numeric generation and PID.
 func ReadWitness(path string) ([]Effect, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -283,12 +283,16 @@ func classify(query string, fallback Op) Op {
 	return fallback
 }
 
-// Open implements driver.Driver.
+// Open implements driver.Driver. It returns the fault armed for the
+// OpConnect that fires (before or after the real open), or the wrapped
+// driver's error.
 func (d *Driver) Open(name string) (driver.Conn, error) {
 	return d.connect(context.Background(), func(context.Context) (driver.Conn, error) { return d.base.Open(name) })
 }
 
-// OpenConnector implements driver.DriverContext.
+// OpenConnector implements driver.DriverContext. It returns the wrapped
+// driver's OpenConnector error; faults armed for OpConnect fire when the
+// connector connects.
 func (d *Driver) OpenConnector(name string) (driver.Connector, error) {
 	if dc, ok := d.base.(driver.DriverContext); ok {
 		c, err := dc.OpenConnector(name)

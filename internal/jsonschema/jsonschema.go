@@ -95,7 +95,9 @@ var (
 // for types that cannot be expressed, and for bad `jsonschema` tags.
 func For[T any]() (*Schema, error) { return FromType(reflect.TypeFor[T]()) }
 
-// FromType derives the schema of t (see For).
+// FromType derives the schema of t. Like For, it returns an error wrapping
+// ErrUnsupported for types that cannot be expressed and for bad
+// `jsonschema` tags.
 func FromType(t reflect.Type) (*Schema, error) { return fromType(t, map[reflect.Type]bool{}) }
 
 func fromType(t reflect.Type, seen map[reflect.Type]bool) (*Schema, error) {

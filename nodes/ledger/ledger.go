@@ -127,7 +127,8 @@ type Ledger interface {
 	// Get returns the record under key, or ErrNotFound.
 	Get(ctx context.Context, key string) (Entry, error)
 	// Prune deletes done records and message claims older than the
-	// retention and returns how many it deleted. Pending records stay.
+	// retention and returns how many it deleted. Pending records stay. It
+	// fails only with ctx's or the storage's error.
 	Prune(ctx context.Context) (int, error)
 	// ClaimMessage claims a message once: the first claim of c.ID in
 	// c.Scope within the retention wins (nil) and records c.Fingerprint.

@@ -38,7 +38,10 @@ func NewMemory(opts Options) (*Memory, error) {
 	return &Memory{opts: o, entries: map[string]Entry{}, messages: map[messageKey]claimed{}}, nil
 }
 
-// Begin implements Ledger.
+// Begin implements Ledger. It returns an error matching ErrInvalid for an
+// empty or oversized key or owner or a negative lease, ctx's error when
+// ctx is done, and a *KeyReuseError, *InProgressError or
+// *OutcomeUnknownError as Ledger.Begin says.
 func (m *Memory) Begin(ctx context.Context, in Intent) (Entry, bool, error) {
 	if err := checkIntent(&in); err != nil {
 		return Entry{}, false, err
@@ -68,7 +71,9 @@ func (m *Memory) Begin(ctx context.Context, in Intent) (Entry, bool, error) {
 	return cloneEntry(e), true, nil
 }
 
-// Complete implements Ledger.
+// Complete implements Ledger. It returns ctx's error when ctx is done and
+// an error matching ErrNotHeld when owner does not hold a pending intent
+// under key.
 func (m *Memory) Complete(ctx context.Context, key, owner string, o Outcome) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -84,7 +89,7 @@ func (m *Memory) Complete(ctx context.Context, key, owner string, o Outcome) err
 	return nil
 }
 
-// Release implements Ledger.
+// Release implements Ledger. It fails as Complete does.
 func (m *Memory) Release(ctx context.Context, key, owner string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -99,7 +104,9 @@ func (m *Memory) Release(ctx context.Context, key, owner string) error {
 	return nil
 }
 
-// Resolve implements Ledger.
+// Resolve implements Ledger. It returns ctx's error when ctx is done, an
+// error matching ErrNotFound when there is no record under key, and one
+// matching ErrNotHeld when the record is already done.
 func (m *Memory) Resolve(ctx context.Context, key string, o Outcome) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -118,7 +125,8 @@ func (m *Memory) Resolve(ctx context.Context, key string, o Outcome) error {
 	return nil
 }
 
-// Forget implements Ledger.
+// Forget implements Ledger. It fails only with ctx's error when ctx is
+// done.
 func (m *Memory) Forget(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -129,7 +137,8 @@ func (m *Memory) Forget(ctx context.Context, key string) error {
 	return nil
 }
 
-// Get implements Ledger.
+// Get implements Ledger. It returns ctx's error when ctx is done and an
+// error matching ErrNotFound when there is no record under key.
 func (m *Memory) Get(ctx context.Context, key string) (Entry, error) {
 	if err := ctx.Err(); err != nil {
 		return Entry{}, err
@@ -143,7 +152,8 @@ func (m *Memory) Get(ctx context.Context, key string) (Entry, error) {
 	return cloneEntry(e), nil
 }
 
-// Prune implements Ledger.
+// Prune implements Ledger. It fails only with ctx's error when ctx is
+// done.
 func (m *Memory) Prune(ctx context.Context) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -168,7 +178,10 @@ func (m *Memory) Prune(ctx context.Context) (int, error) {
 }
 
 // ClaimMessage implements Ledger. The claim is in memory only: it does not
-// survive the process.
+// survive the process. It returns an error matching ErrInvalid for a bad
+// claim, ctx's error when ctx is done, and an error matching
+// ErrDuplicateMessage or a *DuplicateMismatchError for a claim already
+// made within the retention.
 func (m *Memory) ClaimMessage(ctx context.Context, c Claim) error {
 	if err := checkClaim(c); err != nil {
 		return err

@@ -210,7 +210,10 @@ func outcomeColumns(o Outcome) (result, failure sql.NullString, err error) {
 	return result, failure, nil
 }
 
-// Begin implements Ledger.
+// Begin implements Ledger. It returns an error matching ErrInvalid for an
+// empty or oversized key or owner or a negative lease, a *KeyReuseError, *InProgressError or
+// *OutcomeUnknownError as Ledger.Begin says, and the database's error,
+// wrapped with the operation and key, when the transaction fails.
 func (l *SQL) Begin(ctx context.Context, in Intent) (Entry, bool, error) {
 	if err := checkIntent(&in); err != nil {
 		return Entry{}, false, err
@@ -279,7 +282,9 @@ func (l *SQL) wrap(op, key string, err error) error {
 	return fmt.Errorf("ledger: %s key %s: %w", op, short(key), err)
 }
 
-// Complete implements Ledger.
+// Complete implements Ledger. It returns an error matching ErrNotHeld when
+// owner does not hold a pending intent under key, and the database's
+// error, wrapped with the operation and key, when the transaction fails.
 func (l *SQL) Complete(ctx context.Context, key, owner string, o Outcome) error {
 	result, failure, err := outcomeColumns(o)
 	if err != nil {
@@ -301,7 +306,7 @@ func (l *SQL) Complete(ctx context.Context, key, owner string, o Outcome) error 
 	return l.wrap("complete", key, err)
 }
 
-// Release implements Ledger.
+// Release implements Ledger. It fails as Complete does.
 func (l *SQL) Release(ctx context.Context, key, owner string) error {
 	err := l.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM lockstep_ledger WHERE key = ? AND state = 'pending' AND owner = ?`, key, owner)
@@ -318,7 +323,10 @@ func (l *SQL) Release(ctx context.Context, key, owner string) error {
 	return l.wrap("release", key, err)
 }
 
-// Resolve implements Ledger.
+// Resolve implements Ledger. It returns an error matching ErrNotFound
+// when there is no record under key, one matching ErrNotHeld when the
+// record is already done, and the database's error, wrapped, when the
+// transaction fails.
 func (l *SQL) Resolve(ctx context.Context, key string, o Outcome) error {
 	result, failure, err := outcomeColumns(o)
 	if err != nil {
@@ -347,7 +355,8 @@ func (l *SQL) Resolve(ctx context.Context, key string, o Outcome) error {
 	return l.wrap("resolve", key, err)
 }
 
-// Forget implements Ledger.
+// Forget implements Ledger. It fails only with the database's error,
+// wrapped with the operation and key.
 func (l *SQL) Forget(ctx context.Context, key string) error {
 	err := l.tx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM lockstep_ledger WHERE key = ?`, key)
@@ -356,7 +365,9 @@ func (l *SQL) Forget(ctx context.Context, key string) error {
 	return l.wrap("forget", key, err)
 }
 
-// Get implements Ledger.
+// Get implements Ledger. It returns an error matching ErrNotFound when
+// there is no record under key, and the database's error, wrapped, when
+// the row cannot be read.
 func (l *SQL) Get(ctx context.Context, key string) (Entry, error) {
 	e, err := scanEntry(l.db.QueryRowContext(ctx, selectEntry, key))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -368,7 +379,8 @@ func (l *SQL) Get(ctx context.Context, key string) (Entry, error) {
 	return e, nil
 }
 
-// Prune implements Ledger.
+// Prune implements Ledger. It deletes in one transaction and fails only
+// with the database's error (prefixed "ledger: prune"), deleting nothing.
 func (l *SQL) Prune(ctx context.Context) (int, error) {
 	cut := nanos(l.opts.Now().Add(-l.opts.Retention))
 	var n int64
@@ -396,7 +408,10 @@ func (l *SQL) Prune(ctx context.Context) (int, error) {
 }
 
 // ClaimMessage implements Ledger. The claim commits on its own; to commit
-// it with the effect it guards, use ClaimMessageTx.
+// it with the effect it guards, use ClaimMessageTx. It returns an error
+// matching ErrInvalid for a bad claim, one matching ErrDuplicateMessage or
+// a *DuplicateMismatchError for a claim already made within the retention,
+// and the database's error (prefixed "ledger: claim message") otherwise.
 func (l *SQL) ClaimMessage(ctx context.Context, c Claim) error {
 	if err := checkClaim(c); err != nil {
 		return err
