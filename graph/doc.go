@@ -94,9 +94,14 @@
 //
 // Runs return [*NodeError] (wrapping the node's error; a panic is a
 // [*PanicError] with its stack), [*ConflictError], [*RecursionError],
-// [*ResumeError], [*UnknownNodeError], [*UnknownFieldError], [*SizeError],
-// [*EncodeError], the sentinels [ErrThreadNotFound], [ErrNothingToResume],
-// [ErrPendingInterrupt], [ErrNoSaver], [ErrInvalidInput], and saver errors
-// from package checkpoint. Compile returns [*CompileError] values joined
-// together. Match them with errors.Is and errors.As.
+// [*ResumeError] (matching [ErrAmbiguousResume], [ErrUnknownInterrupt],
+// [ErrAlreadyAnswered] or [ErrNotAnswerable]), [*UnknownNodeError],
+// [*UnknownFieldError], [*SizeError], [*EncodeError], the sentinels
+// [ErrThreadNotFound], [ErrNothingToResume], [ErrPendingInterrupt],
+// [ErrNoSaver], [ErrInvalidInput], and saver errors from package
+// checkpoint. [Runnable.UpdateState] also returns [ErrAmbiguousUpdate]
+// when it cannot tell which node an update is from. A snapshot's failed
+// task carries a [*TaskError], the message and type saved with it. Compile
+// returns [*CompileError] values joined together. Match them with
+// errors.Is and errors.As.
 package graph

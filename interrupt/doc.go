@@ -14,13 +14,17 @@
 //     [*Error] that the node returns (wrapped or not); the run stops and saves
 //     the question. On resume the node runs again from its first line and the
 //     same Ask call now returns the answer. Several Ask calls in one node are
-//     answered in call order, one resume at a time.
+//     answered in call order, one resume at a time. [AskKey] names a call
+//     by a key instead of its position, so that calls may come in any
+//     order, from several goroutines, and several of them may be pending
+//     at once, each answered by its ID.
 //
 // # Identity
 //
 // Every interrupt has an ID: 32 lowercase hex characters derived from the
 // task that raised it and the position of the Ask call in that task (see
-// [ID]). The ID is stable for a task across resumes and distinct for every
+// [ID]), or the key of the AskKey call ([KeyID]); the two kinds never
+// collide. The ID is stable for a task across resumes and distinct for every
 // parallel task and every Ask call, so several pending interrupts can be
 // answered by ID. A fork of an old checkpoint gets new task IDs, so its
 // interrupts get new IDs too.
@@ -40,4 +44,12 @@
 // encoded), an [*AnswerError] (the saved answer does not decode into the
 // requested type) or [ErrNoRuntime]. Use [Is] to recognise a pause through
 // any wrapping; a pause is never a failure and is never retried.
+//
+// # Concurrency
+//
+// The package holds no state: its functions are safe for concurrent use.
+// Ask identifies a call by its position, so one node's Ask calls must be
+// made one after the other, from one goroutine; AskKey calls may run in
+// parallel. The Resumer a runtime installs must be safe for the calls it
+// allows.
 package interrupt

@@ -53,6 +53,9 @@
 //     ErrCommitIndeterminate when COMMIT itself failed (the write may or
 //     may not be durable; read the head back, as the graph runtime does).
 //     A write is never reported saved unless its COMMIT returned.
+//   - A *Saver is safe for concurrent use by many goroutines. After Close,
+//     every method fails with an error matching checkpoint.ErrClosed and
+//     touches nothing.
 //
 // # Durability and connections
 //

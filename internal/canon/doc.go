@@ -22,4 +22,11 @@
 // key, an object with two keys that differ only in letter case (encoding/json
 // would merge them into one struct field, an ambiguity an attacker can use),
 // and nesting deeper than MaxDepth are *Error values matching ErrInvalid.
+// Nothing is repaired or guessed: input is either canonicalised exactly or
+// refused.
+//
+// # Concurrency
+//
+// The package holds no state; its functions are safe for concurrent use
+// and never modify their arguments.
 package canon

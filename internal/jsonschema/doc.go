@@ -25,5 +25,15 @@
 // in case, bad JSON), then checks type, required, additionalProperties,
 // enum, bounds, lengths and patterns. Failures are a *ValidationError whose
 // Path names the offending field ("$.ticket_id") and which matches
-// ErrInvalid.
+// ErrInvalid. A schema that went through JSON (Schema.UnmarshalJSON)
+// checks a document as the one it was written from did. An unknown type,
+// or an additionalProperties that is neither a boolean nor a schema,
+// refuses every document rather than passing it; keywords outside the
+// subset above (oneOf, $ref...) are dropped when a schema is read and
+// constrain nothing.
+//
+// # Concurrency
+//
+// Validate only reads its schema: one *Schema may be shared by goroutines
+// that do not modify it. The package holds no other state.
 package jsonschema
