@@ -422,6 +422,12 @@ func inEnum(enum []any, v any) bool {
 					return true
 				}
 			}
+		case []any, map[string]any:
+			// == on two of these panics (uncomparable); compare the
+			// canonical JSON, which also equates 1 and 1.0 inside them.
+			if sameJSON(e, v) {
+				return true
+			}
 		default:
 			if e == v {
 				return true
@@ -429,6 +435,16 @@ func inEnum(enum []any, v any) bool {
 		}
 	}
 	return false
+}
+
+// sameJSON reports whether a and b encode to the same canonical JSON.
+func sameJSON(a, b any) bool {
+	ca, err := canon.Value(a)
+	if err != nil {
+		return false
+	}
+	cb, err := canon.Value(b)
+	return err == nil && bytes.Equal(ca, cb)
 }
 
 func kind(v any) string {

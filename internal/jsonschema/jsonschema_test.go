@@ -170,3 +170,25 @@ func TestSizedNumbers(t *testing.T) {
 		}
 	}
 }
+
+// TestEnumOfArraysAndObjects checks enum values that are arrays or objects,
+// which a schema read from JSON may hold: Validate compared them with ==,
+// which panics on two slices or two maps.
+func TestEnumOfArraysAndObjects(t *testing.T) {
+	var s Schema
+	if err := json.Unmarshal([]byte(`{"enum":[[1,"a"],{"k":2}]}`), &s); err != nil {
+		t.Fatal(err)
+	}
+	for doc, ok := range map[string]bool{
+		`[1,"a"]`:   true,
+		`[1.0,"a"]`: true,
+		`{"k":2}`:   true,
+		`[1]`:       false,
+		`{"k":3}`:   false,
+		`"a"`:       false,
+	} {
+		if err := Validate(&s, []byte(doc)); (err == nil) != ok {
+			t.Errorf("Validate(%s) = %v, want accepted %v", doc, err, ok)
+		}
+	}
+}
