@@ -96,7 +96,9 @@ func decodeCursor(c string) (string, error) {
 	}
 	rest, ok := strings.CutPrefix(c, cursorPrefix)
 	b, err := base64.RawURLEncoding.DecodeString(rest)
-	if !ok || err != nil || len(b) == 0 {
+	// The decoder skips newlines and ignores stray low bits; refuse any
+	// spelling encodeCursor does not write, so a page has one cursor.
+	if !ok || err != nil || len(b) == 0 || encodeCursor(string(b)) != c {
 		return "", newError("", ErrInvalidFilter, "malformed cursor")
 	}
 	return string(b), nil
