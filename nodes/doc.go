@@ -114,10 +114,15 @@
 // every value of 4 bytes or more the executor has handed out is redacted
 // from error messages, log attributes, results (and so the memo, the
 // ledger and the checkpoints) and approval requests: as is, in upper and
-// lower case, JSON- and URL-escaped, in hex of either case, and in base64,
-// whole or inside a longer encoded text such as HTTP Basic credentials
-// (there the characters it shares with its neighbours, up to two bytes'
-// worth at each end, stay). Shorter values would shred ordinary text.
+// lower case, with any of its characters JSON-escaped (\u0041, \/) or
+// URL-escaped (%2F or %2f, + for a space), in hex of either case, and in
+// base64, whole or inside a longer encoded text such as HTTP Basic
+// credentials (there the characters it shares with its neighbours, up to
+// two bytes' worth at each end, stay). Results, reviewer context and
+// questions are JSON and are redacted value by value, after their own
+// escapes are decoded, so that they stay valid JSON: a number that holds a
+// secret becomes the string [REDACTED], and object keys that redact alike
+// are kept apart (#2, #3...). Shorter values would shred ordinary text.
 //
 // # The tool node
 //

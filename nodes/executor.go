@@ -739,7 +739,7 @@ func (e *Executor) runHeld(ctx context.Context, c *Call, p *prepared, key, owner
 // recorded already, or another execution holds the key, the late result
 // is dropped (that execution records its own).
 func (e *Executor) recordLate(ctx context.Context, c *Call, p *prepared, key, owner string, out json.RawMessage) {
-	o := ledger.Outcome{Result: e.red.Bytes(out)}
+	o := ledger.Outcome{Result: e.red.JSON(out)}
 	keyAttr, lateAttr := slog.String("key", key), slog.Bool("late", true)
 	err := e.ledger.Complete(ctx, key, owner, o)
 	if errors.Is(err, ledger.ErrNotHeld) {
@@ -778,7 +778,7 @@ func (e *Executor) reconcile(ctx context.Context, c *Call, p *prepared, in ledge
 		return Result{}, err
 	}
 	if found {
-		out = e.red.Bytes(out)
+		out = e.red.JSON(out)
 		if err := e.ledger.Resolve(ctx, in.Key, ledger.Outcome{Result: out}); err != nil && !errors.Is(err, ledger.ErrNotHeld) {
 			return Result{}, &LedgerError{Tool: t.name, Err: err}
 		}
@@ -848,7 +848,7 @@ func (e *Executor) attempts(ctx context.Context, c *Call, p *prepared, key strin
 		env.Attempt = attempt
 		out, err := e.attempt(ctx, t, p.args, env, late)
 		if err == nil {
-			return e.red.Bytes(out), attempt, false, nil
+			return e.red.JSON(out), attempt, false, nil
 		}
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, attempt, true, fmt.Errorf("nodes: tool %q: %w", t.name, context.Cause(ctx))

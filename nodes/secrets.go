@@ -1,11 +1,13 @@
 package nodes
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/url"
@@ -13,6 +15,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Redacted replaces secret values wherever lockstep shows text.
@@ -111,6 +115,10 @@ type redactor struct {
 	mu     sync.RWMutex
 	values map[string]bool
 	rep    *strings.Replacer
+	// spelled matches each value with any of its characters escaped the
+	// way JSON (\u0041, \/, \") or a URL (%2f or %2F, + for a space) may
+	// escape them, mixed freely: the text that decodes to the value.
+	spelled *regexp.Regexp
 }
 
 func newRedactor() *redactor { return &redactor{values: map[string]bool{}} }
@@ -163,6 +171,60 @@ func (r *redactor) add(v string) {
 		pairs = append(pairs, f, Redacted)
 	}
 	r.rep = strings.NewReplacer(pairs...)
+	values := slices.Collect(maps.Keys(r.values))
+	slices.SortFunc(values, func(a, b string) int {
+		if len(a) != len(b) {
+			return len(b) - len(a)
+		}
+		return strings.Compare(a, b)
+	})
+	alts := make([]string, len(values))
+	for i, v := range values {
+		alts[i] = spelledPattern(v)
+	}
+	r.spelled = regexp.MustCompile(strings.Join(alts, "|"))
+	r.spelled.Longest()
+}
+
+// jsonShort are the two-character JSON escapes.
+var jsonShort = map[rune]string{'"': `\"`, '\\': `\\`, '/': `\/`, '\b': `\b`, '\f': `\f`, '\n': `\n`, '\r': `\r`, '\t': `\t`}
+
+// spelledPattern returns a regular expression that matches v with each
+// character as is or escaped: JSON's \uXXXX (hex digits of either case,
+// a surrogate pair beyond the BMP) and two-character escapes, URL
+// percent-encoding of its UTF-8 bytes (either case), + for a space.
+func spelledPattern(v string) string {
+	var b strings.Builder
+	for len(v) > 0 {
+		c, n := utf8.DecodeRuneInString(v)
+		raw := v[:n]
+		v = v[n:]
+		lit := regexp.QuoteMeta(raw)
+		if c == utf8.RuneError && n == 1 {
+			lit = `\x{fffd}` // the regexp package reads an invalid byte as U+FFFD
+		}
+		alts := []string{lit}
+		var pct strings.Builder
+		for _, x := range []byte(raw) {
+			fmt.Fprintf(&pct, "%%(?i:%02x)", x)
+		}
+		alts = append(alts, pct.String())
+		if c == ' ' {
+			alts = append(alts, `\+`)
+		}
+		if e, ok := jsonShort[c]; ok {
+			alts = append(alts, regexp.QuoteMeta(e))
+		}
+		if c == utf8.RuneError && n == 1 {
+			// No JSON escape spells an invalid byte.
+		} else if c < 0x10000 {
+			alts = append(alts, fmt.Sprintf(`\\u(?i:%04x)`, c))
+		} else if hi, lo := utf16.EncodeRune(c); hi != utf8.RuneError {
+			alts = append(alts, fmt.Sprintf(`\\u(?i:%04x)\\u(?i:%04x)`, hi, lo))
+		}
+		b.WriteString("(?:" + strings.Join(alts, "|") + ")")
+	}
+	return b.String()
 }
 
 // minInner is the shortest inner base64 form (base64Inner) the redactor
@@ -195,27 +257,105 @@ func base64Inner(v []byte) []string {
 // String redacts s.
 func (r *redactor) String(s string) string {
 	r.mu.RLock()
-	rep := r.rep
+	rep, spelled := r.rep, r.spelled
 	r.mu.RUnlock()
 	if rep == nil {
 		return s
 	}
-	return rep.Replace(s)
+	return rep.Replace(spelled.ReplaceAllLiteralString(s, Redacted))
 }
 
 // Bytes redacts b, returning b itself when nothing changed.
 func (r *redactor) Bytes(b []byte) []byte {
+	r.mu.RLock()
+	rep, spelled := r.rep, r.spelled
+	r.mu.RUnlock()
+	if rep == nil || b == nil {
+		return b
+	}
+	s := rep.Replace(spelled.ReplaceAllLiteralString(string(b), Redacted))
+	if s == string(b) {
+		return b
+	}
+	return []byte(s)
+}
+
+// JSON redacts the JSON document b value by value: every string, object
+// key and number that holds a secret (in any spelling String knows, with
+// the document's own escapes decoded first) is redacted, and the result
+// is valid JSON again (a number becomes the string [REDACTED]; two keys
+// that redact alike stay apart, the later ones suffixed #2, #3...). It
+// returns b itself when nothing changed, and what Bytes returns when b
+// is not JSON.
+func (r *redactor) JSON(b []byte) []byte {
 	r.mu.RLock()
 	rep := r.rep
 	r.mu.RUnlock()
 	if rep == nil || b == nil {
 		return b
 	}
-	s := rep.Replace(string(b))
-	if s == string(b) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return r.Bytes(b)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return r.Bytes(b)
+	}
+	v, changed := r.value(v)
+	if !changed {
 		return b
 	}
-	return []byte(s)
+	out, err := json.Marshal(v)
+	if err != nil {
+		return r.Bytes(b)
+	}
+	return out
+}
+
+// value redacts a decoded JSON value (see JSON).
+func (r *redactor) value(v any) (any, bool) {
+	switch x := v.(type) {
+	case string:
+		s := r.String(x)
+		return s, s != x
+	case json.Number:
+		if r.contains(x.String()) {
+			return Redacted, true
+		}
+	case []any:
+		changed := false
+		for i, e := range x {
+			var c bool
+			x[i], c = r.value(e)
+			changed = changed || c
+		}
+		return x, changed
+	case map[string]any:
+		keys := slices.Sorted(maps.Keys(x))
+		out := make(map[string]any, len(x))
+		changed := false
+		for _, k := range keys {
+			e, c := r.value(x[k])
+			rk := r.String(k)
+			if rk != k {
+				c = true
+				for i := 2; ; i++ {
+					if _, taken := x[rk]; !taken {
+						if _, taken := out[rk]; !taken {
+							break
+						}
+					}
+					rk = fmt.Sprintf("%s#%d", r.String(k), i)
+				}
+			}
+			out[rk] = e
+			changed = changed || c
+		}
+		return out, changed
+	}
+	return v, false
 }
 
 // contains reports whether s holds a known secret value.

@@ -14,6 +14,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -437,5 +439,143 @@ func TestLogCutsLongNames(t *testing.T) {
 	}
 	if n := len(logs.String()); n > 64<<10 {
 		t.Errorf("%d bytes of log for three calls, want long names cut", n)
+	}
+}
+
+// decodings returns s and what it decodes to as URL query or path text
+// and as the inside of a JSON string: the spellings a reader (the model, a
+// human) would see through.
+func decodings(s string) []string {
+	out := []string{s}
+	if u, err := url.QueryUnescape(s); err == nil {
+		out = append(out, u)
+	}
+	if u, err := url.PathUnescape(s); err == nil {
+		out = append(out, u)
+	}
+	// JSON escapes, wherever they are (an error text may quote a JSON body).
+	j := jsonEscape.ReplaceAllStringFunc(s, func(e string) string {
+		if e[1] != 'u' {
+			return e[1:]
+		}
+		n, _ := strconv.ParseUint(e[2:], 16, 16)
+		return string(rune(n))
+	})
+	return append(out, j)
+}
+
+var jsonEscape = regexp.MustCompile(`\\(?:u[0-9a-fA-F]{4}|["\\/])`)
+
+// jsonStrings returns every string, key and number of the JSON document b.
+func jsonStrings(t *testing.T, b []byte) []string {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var out []string
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return out
+		}
+		switch x := tok.(type) {
+		case string:
+			out = append(out, x)
+		case json.Number:
+			out = append(out, x.String())
+		}
+	}
+}
+
+// TestSecretSpellingsRedacted: a tool echoes its credential in spellings
+// that decode to it (JSON \u and \/ escapes, as PHP's json_encode writes
+// "/"; percent-encoding with %20 for a space, %2B for '+' and lower-case
+// hex, as encodeURIComponent and other clients write it), in a result or
+// an error text; or as a JSON number. Neither the result the model reads
+// nor the error text decodes to the credential, and the result stays
+// valid JSON with every entry (a checkpoint refuses duplicate keys).
+func TestSecretSpellingsRedacted(t *testing.T) {
+	const aws = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+	uesc := func(s, format string) string {
+		var b strings.Builder
+		for _, r := range s {
+			fmt.Fprintf(&b, format, r)
+		}
+		return b.String()
+	}
+	pct := func(s string, space, hexFmt string) string {
+		var b strings.Builder
+		for _, c := range []byte(s) {
+			switch {
+			case c == ' ':
+				b.WriteString(space)
+			case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9':
+				b.WriteByte(c)
+			default:
+				fmt.Fprintf(&b, hexFmt, c)
+			}
+		}
+		return b.String()
+	}
+	for _, tc := range []struct {
+		name, secret string
+		out          string // the raw JSON result, or
+		err          string // the error text
+		entries      int    // entries of the result object, when it must keep them
+	}{
+		{name: "result \\u escapes", secret: aws, out: `{"key":"` + uesc(aws, `\u%04x`) + `"}`},
+		{name: "result \\U escapes upper hex", secret: aws, out: `{"key":"` + uesc(aws, `\u%04X`) + `"}`},
+		{name: "result one char \\u escaped", secret: aws, out: `{"key":"id ` + strings.Replace(aws, "K", `\u004b`, 1) + ` ok"}`},
+		{name: "result \\/ escapes", secret: aws, out: `{"key":"` + strings.ReplaceAll(aws, "/", `\/`) + `"}`},
+		{name: "result key \\u escaped", secret: aws, out: `{"` + uesc(aws, `\u%04x`) + `":1}`},
+		{name: "result number", secret: "40404040", out: `{"pin":40404040,"amount":1404040409}`, entries: 2},
+		{name: "result keys redact alike", secret: aws, out: `{"` + aws + `":1,"` + strings.ToUpper(aws) + `":2,"[REDACTED]":3}`, entries: 3},
+		{name: "result escape before secret", secret: "nightly-token-77", out: `{"log":"run\nightly-token-77"}`},
+		{name: "error %20 and %2B", secret: "pass phrase+42/x", err: "GET /v1?k=" + pct("pass phrase+42/x", "%20", "%%%02X") + ": 401"},
+		{name: "error lower-case hex", secret: aws, err: "GET /v1?k=" + pct(aws, "+", "%%%02x") + ": 401"},
+		{name: "error quotes a PHP JSON body", secret: aws, err: `401: {"error":"bad key ` + strings.ReplaceAll(aws, "/", `\/`) + `"}`},
+		{name: "error quotes a \\u-escaped body", secret: aws, err: `401: {"error":"bad key ` + uesc(aws, `\u%04x`) + `"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tool := mustTool(t)(nodes.NewTool("echo", "Echo.", func(ctx context.Context, _ Empty, env nodes.Env) (json.RawMessage, error) {
+				if _, err := env.Secret("KEY"); err != nil {
+					return nil, err
+				}
+				if tc.err != "" {
+					return nil, nodes.Permanent(errors.New(tc.err))
+				}
+				return json.RawMessage(tc.out), nil
+			}, nodes.Idempotent(), nodes.NoMemo(), nodes.Secrets("KEY")))
+			ex, err := nodes.NewExecutor([]*nodes.Tool{tool}, nodes.WithSecrets(nodes.StaticSecrets{"KEY": tc.secret}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := ex.Execute(context.Background(), nodes.Call{Tool: "echo", Scope: "t"})
+			var seen []string
+			if tc.err != "" {
+				if err == nil {
+					t.Fatal("no error")
+				}
+				seen = decodings(err.Error())
+			} else {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !json.Valid(res.Output) {
+					t.Fatalf("result %s is not JSON", res.Output)
+				}
+				for _, s := range jsonStrings(t, res.Output) {
+					seen = append(seen, decodings(s)...)
+				}
+				var m map[string]any
+				if tc.entries > 0 && (json.Unmarshal(res.Output, &m) != nil || len(m) != tc.entries) {
+					t.Errorf("result %s: want %d distinct entries", res.Output, tc.entries)
+				}
+			}
+			for _, s := range seen {
+				if strings.Contains(s, tc.secret) {
+					t.Errorf("the credential is readable in %q", s)
+				}
+			}
+		})
 	}
 }

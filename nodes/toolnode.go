@@ -676,7 +676,7 @@ func (n *toolNode) request(ctx context.Context, tc ToolCall, pc *pendingCall, ra
 			return req, fmt.Errorf("nodes: tool node: reviewer context for call %s of %q: %w", quote(tc.ID), pc.Tool, err)
 		}
 		if len(rc) > 0 {
-			req.Context = n.ex.red.Bytes(rc)
+			req.Context = n.ex.red.JSON(rc)
 		}
 	}
 	return req, nil
@@ -783,7 +783,7 @@ func Ask[T any](ctx context.Context, env Env, key string, question any) (T, erro
 			var zero T
 			return zero, err
 		}
-		question = json.RawMessage(env.red.Bytes(b))
+		question = json.RawMessage(env.red.JSON(b))
 	}
 	return interrupt.AskKey[T](ctx, bodyAskKey(env.CallID, key), question)
 }
