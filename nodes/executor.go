@@ -51,7 +51,10 @@ type Executor struct {
 	wait      time.Duration
 	strict    bool
 	names     map[string]bool // declared secret names, lower case
+	declared  []string        // declared secret names, sorted
 	red       *redactor
+	learnMu   sync.Mutex
+	learned   map[string]bool // declared names whose value red knows
 	flight    singleflight.Group
 	abandoned atomic.Int64 // attempts abandoned, ever
 	running   atomic.Int64 // abandoned bodies that have not returned
@@ -76,7 +79,10 @@ func WithPolicy(p Policy) ExecutorOption {
 // retried.
 func WithLedger(l ledger.Ledger) ExecutorOption { return func(e *Executor) { e.ledger = l } }
 
-// WithSecrets sets the provider of the secrets tools declare.
+// WithSecrets sets the provider of the secrets tools declare. Besides the
+// calls of the tools, the executor asks it once for each declared name
+// before its first call runs (and the tool node before its first step),
+// so that the redactor knows every value before any text is written.
 func WithSecrets(p SecretProvider) ExecutorOption { return func(e *Executor) { e.secrets = p } }
 
 // WithLogger sends decision events to l (default: discarded).
@@ -190,12 +196,38 @@ func NewExecutor(tools []*Tool, opts ...ExecutorOption) (*Executor, error) {
 	for _, t := range e.all() {
 		for _, s := range t.secrets {
 			e.names[strings.ToLower(s)] = true
+			e.declared = append(e.declared, s)
 		}
 		if len(t.secrets) > 0 && e.secrets == nil {
 			return nil, fmt.Errorf("%w: tool %q declares secrets but the executor has no SecretProvider (WithSecrets)", ErrInvalidConfig, t.name)
 		}
 	}
+	e.declared = slices.Compact(slices.Sorted(slices.Values(e.declared)))
+	e.learned = map[string]bool{}
 	return e, nil
+}
+
+// learn teaches the redactor the value of every declared secret it does
+// not know yet, so that what the executor and the tool node write before
+// a tool has fetched one (approval requests, logs, the check of the
+// arguments, after a restart above all) is redacted too. A provider error
+// is not reported here: the secret is asked for again next time, and the
+// tool that needs it fails then.
+func (e *Executor) learn(ctx context.Context) {
+	if len(e.declared) == 0 {
+		return
+	}
+	e.learnMu.Lock()
+	defer e.learnMu.Unlock()
+	for _, name := range e.declared {
+		if e.learned[name] {
+			continue
+		}
+		if v, err := e.secrets.Secret(ctx, name); err == nil {
+			e.red.add(v)
+			e.learned[name] = true
+		}
+	}
 }
 
 func (e *Executor) all() []*Tool {
@@ -240,8 +272,8 @@ func (e *Executor) Abandoned() int64 { return e.abandoned.Load() }
 // returned yet: what WithMaxAbandoned caps. It never fails.
 func (e *Executor) AbandonedRunning() int64 { return e.running.Load() }
 
-// Redact replaces every secret value the executor has handed to a tool
-// with [REDACTED]. The tool node passes application text (reviewer
+// Redact replaces every secret value the executor has fetched (for a
+// tool, or to learn it before its first call) with [REDACTED]. The tool node passes application text (reviewer
 // context) through it.
 func (e *Executor) Redact(s string) string { return e.red.String(s) }
 
@@ -328,6 +360,7 @@ func (p *prepared) argsHash() string {
 //
 // Error messages name the tool and never contain a secret.
 func (e *Executor) Execute(ctx context.Context, c Call) (Result, error) {
+	e.learn(ctx)
 	if c.Scope == "" {
 		if info, ok := graph.TaskFrom(ctx); ok {
 			c.Scope = info.Thread

@@ -47,7 +47,9 @@ func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(Redacted) }
 
 // SecretProvider supplies credentials by name at call time (a vault, the
 // environment, a config file). It is called for each call of a tool that
-// declared the name; it must be safe for concurrent use.
+// declared the name, and once for every declared name before the
+// executor's first call (so that the redactor knows the values from the
+// start); it must be safe for concurrent use.
 type SecretProvider interface {
 	// Secret returns the value of the secret name. An error fails the tool
 	// call permanently (a *ToolError wrapping a *SecretError); the

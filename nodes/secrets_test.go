@@ -579,3 +579,71 @@ func TestSecretSpellingsRedacted(t *testing.T) {
 		})
 	}
 }
+
+// TestSecretKnownBeforeFirstUse: the redactor must know every declared
+// secret before the executor's first tool call runs: a fresh process (a
+// restart that resumes a thread) first builds approval requests, logs
+// and checks arguments, and no tool has fetched the secret yet then.
+func TestSecretKnownBeforeFirstUse(t *testing.T) {
+	const canary = "sk_live_FRESHPROCESS_0123456789"
+	payoutTool := func(t *testing.T) *nodes.Tool {
+		return mustTool(t)(nodes.NewTool("payout", "Pay a partner.", func(ctx context.Context, a APIArgs, env nodes.Env) (string, error) {
+			return "paid", nil
+		}, nodes.Destructive(approval.RiskHigh), nodes.Secrets("API_KEY")))
+	}
+	t.Run("approval request of the first call", func(t *testing.T) {
+		var logs logBuffer
+		ex, err := nodes.NewExecutor([]*nodes.Tool{payoutTool(t)}, nodes.WithSecrets(nodes.StaticSecrets{"API_KEY": canary}), nodes.WithLogger(logs.Logger()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tn, err := nodes.ToolNode(ex, nodes.WithReviewContext(func(ctx context.Context, c nodes.ToolCall, msgs []nodes.Message) (json.RawMessage, error) {
+			return json.Marshal(map[string]string{"auth": "Bearer " + canary}) // an application bug
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		saver := &recordingSaver{Saver: checkpoint.NewMemorySaver(nil)}
+		model := scriptedModel(turns(
+			nodes.Message{Content: "Paying with key " + canary + ".", ToolCalls: []nodes.ToolCall{call("e", "payout", `{"path":"/acme"}`)}},
+			nodes.Message{Content: "Done."},
+		))
+		g := graph.New[nodes.AgentState]().
+			AddNode("model", model).AddNode("tools", tn).
+			AddEdge(graph.START, "model").AddEdge("model", "tools").AddEdge("tools", graph.END)
+		r, err := g.Compile(graph.WithSaver(saver), graph.WithLogger(logs.Logger()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := r.Invoke(context.Background(), "th", userSays("pay acme"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != graph.StatusWaiting || len(res.Interrupts) != 1 {
+			t.Fatalf("status %s, %d interrupts", res.Status, len(res.Interrupts))
+		}
+		payload, _ := json.Marshal(res.Interrupts[0].Value)
+		forms := canaryForms(canary)
+		scan(t, "approval request", payload, forms)
+		scan(t, "logs", []byte(logs.String()), forms)
+		if !strings.Contains(string(payload), "Bearer "+nodes.Redacted) {
+			t.Errorf("request %s: want the reviewer context redacted", payload)
+		}
+	})
+	t.Run("secret value in the first call's arguments", func(t *testing.T) {
+		var logs logBuffer
+		ex, err := nodes.NewExecutor([]*nodes.Tool{payoutTool(t)}, nodes.WithSecrets(nodes.StaticSecrets{"API_KEY": canary}), nodes.WithLogger(logs.Logger()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = ex.Execute(context.Background(), nodes.Call{Tool: "payout", Scope: "t", Args: json.RawMessage(`{"path":"` + canary + `"}`)})
+		var cr *nodes.ConfirmationRequired
+		if errors.As(err, &cr) {
+			scan(t, "confirmation request args", cr.CallArgs, canaryForms(canary))
+		}
+		if !errors.Is(err, nodes.ErrSecretReference) {
+			t.Errorf("err %v, want ErrSecretReference", err)
+		}
+		scan(t, "logs", []byte(logs.String()), canaryForms(canary))
+	})
+}

@@ -259,6 +259,7 @@ func (n *toolNode) run(ctx context.Context, msgs []Message, saved map[string]Mem
 	if len(calls) == 0 {
 		return nil, nil, nil
 	}
+	n.ex.learn(ctx) // before any request, log line or argument check
 	rationale := msgs[len(msgs)-1].Content
 	var memo *Memo
 	if useMemo {
