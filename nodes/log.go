@@ -87,6 +87,10 @@ func redactValue(x any, red *redactor) any {
 	switch t := x.(type) {
 	case string:
 		return cutLong(red.String(t))
+	case json.Number:
+		if red.contains(t.String()) {
+			return Redacted
+		}
 	case []any:
 		out := make([]any, len(t))
 		for i, e := range t {

@@ -398,11 +398,16 @@ func isIdent(c byte) bool {
 }
 
 // findSecretRef walks decoded JSON and returns the path of the first string
-// (key or value) that references a secret or holds a known secret value.
+// (key or value) that references a secret, or string or number that holds
+// a known secret value.
 func findSecretRef(v any, path string, names map[string]bool, red *redactor) (string, bool) {
 	switch x := v.(type) {
 	case string:
 		if looksLikeSecretRef(x, names) || red.contains(x) {
+			return path, true
+		}
+	case json.Number: // a credential of digits (a PIN, an account number)
+		if red.contains(x.String()) {
 			return path, true
 		}
 	case []any:

@@ -647,3 +647,34 @@ func TestSecretKnownBeforeFirstUse(t *testing.T) {
 		scan(t, "logs", []byte(logs.String()), canaryForms(canary))
 	})
 }
+
+type AccountArgs struct {
+	Account int64 `json:"account"`
+}
+
+// TestNumericSecretInArgs: a credential of digits only (a PIN, an account
+// number) that the model sends as a JSON number is refused in strict mode
+// as a string is, and a lenient executor's log shows it redacted.
+func TestNumericSecretInArgs(t *testing.T) {
+	const pin = "4242424242"
+	for _, strict := range []bool{true, false} {
+		t.Run(fmt.Sprintf("strict=%v", strict), func(t *testing.T) {
+			var logs logBuffer
+			tool := mustTool(t)(nodes.NewTool("charge", "Charge an account.", func(ctx context.Context, a AccountArgs, env nodes.Env) (string, error) {
+				return "ok", nil
+			}, nodes.Idempotent(), nodes.NoMemo(), nodes.Secrets("PIN")))
+			ex, err := nodes.NewExecutor([]*nodes.Tool{tool}, nodes.WithSecrets(nodes.StaticSecrets{"PIN": pin}),
+				nodes.WithStrictSecrets(strict), nodes.WithLogger(logs.Logger()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = ex.Execute(context.Background(), nodes.Call{Tool: "charge", Scope: "t", Args: json.RawMessage(`{"account":` + pin + `}`)})
+			if refused := errors.Is(err, nodes.ErrSecretReference); refused != strict {
+				t.Errorf("err %v, want refused=%v", err, strict)
+			}
+			if strings.Contains(logs.String(), pin) {
+				t.Errorf("the PIN is in the log: %s", logs.String())
+			}
+		})
+	}
+}
