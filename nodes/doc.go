@@ -122,7 +122,15 @@
 // questions are JSON and are redacted value by value, after their own
 // escapes are decoded, so that they stay valid JSON: a number that holds a
 // secret becomes the string [REDACTED], and object keys that redact alike
-// are kept apart (#2, #3...). Shorter values would shred ordinary text.
+// are kept apart (#2, #3...). Shorter values would shred ordinary text,
+// so the executor does not hand them out: a value shorter than 4 bytes
+// (once trimmed of surrounding white space) fails the call with a
+// *SecretError. Redaction hides a value, not its existence: a value that is
+// part of ordinary words is redacted inside them too, so a low-entropy
+// secret can be guessed from what is left around [REDACTED]. Use
+// credentials of high entropy. A value split by the body across two
+// fields or two messages, or encoded some other way (encrypted,
+// reversed), is not recognised.
 //
 // # The tool node
 //

@@ -846,6 +846,12 @@ func (e *Executor) env(ctx context.Context, c *Call, p *prepared, key string) (E
 			return Env{}, &ToolError{Tool: p.tool.name, Class: ClassPermanent, Err: &SecretError{Tool: p.tool.name, Name: name, Reason: "the secret provider failed"},
 				msg: fmt.Sprintf("secret %q unavailable", name)}
 		}
+		if len(strings.TrimSpace(v)) < minRedact {
+			// Nothing could keep it out of what the body echoes.
+			return Env{}, &ToolError{Tool: p.tool.name, Class: ClassPermanent,
+				Err: &SecretError{Tool: p.tool.name, Name: name, Reason: fmt.Sprintf("the value is shorter than %d bytes, too short to be redacted", minRedact)},
+				msg: fmt.Sprintf("secret %q unavailable: too short to be redacted", name)}
+		}
 		e.red.add(v)
 		env.secrets[name] = Secret{value: v}
 	}

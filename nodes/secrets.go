@@ -108,7 +108,7 @@ func (e Env) Secret(name string) (Secret, error) {
 }
 
 // minRedact is the shortest value the redactor replaces: shorter ones
-// would shred ordinary text.
+// would shred ordinary text, so the executor refuses to hand them out.
 const minRedact = 4
 
 // redactor replaces every known secret value, in its common encodings, with

@@ -678,3 +678,50 @@ func TestNumericSecretInArgs(t *testing.T) {
 		})
 	}
 }
+
+// TestShortSecretRefused: a value too short to redact (fewer than 4 bytes
+// once trimmed, as a body that trims a file's newline uses it) would reach
+// every error and result its tool echoes it in, unredacted. The executor
+// refuses to hand it out: the call fails with a *SecretError (ErrSecret)
+// that does not quote it, and the body never runs.
+func TestShortSecretRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		refused     bool
+	}{
+		{"empty", "", true},
+		{"one byte", "7", true},
+		{"three bytes", "a1Z", true},
+		{"three bytes and a newline", "a1Z\n", true},
+		{"two bytes padded to four", " q9 ", true},
+		{"four bytes", "a1Z9", false},
+		{"four bytes and a newline", "a1Z9\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ran := false
+			use := mustTool(t)(nodes.NewTool("use", "Use a PIN.", func(ctx context.Context, _ Empty, env nodes.Env) (string, error) {
+				ran = true
+				s, err := env.Secret("PIN")
+				if err != nil {
+					return "", err
+				}
+				return "", nodes.Permanent(fmt.Errorf("PIN %s rejected", strings.TrimSpace(s.Reveal())))
+			}, nodes.Idempotent(), nodes.Secrets("PIN")))
+			ex, err := nodes.NewExecutor([]*nodes.Tool{use}, nodes.WithSecrets(nodes.StaticSecrets{"PIN": tc.value}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = ex.Execute(context.Background(), nodes.Call{Tool: "use", Scope: "t"})
+			var se *nodes.SecretError
+			if refused := errors.As(err, &se) && errors.Is(err, nodes.ErrSecret); refused != tc.refused {
+				t.Fatalf("err %v, want refused=%v", err, tc.refused)
+			}
+			if tc.refused && ran {
+				t.Error("the body ran with a secret that cannot be redacted")
+			}
+			if v := strings.TrimSpace(tc.value); v != "" && strings.Contains(err.Error(), "PIN "+v) {
+				t.Errorf("error %q quotes the secret", err)
+			}
+		})
+	}
+}

@@ -166,7 +166,8 @@ func Version(v string) ToolOption {
 // Secrets declares the names of the credentials the body needs. The
 // executor fetches them from its SecretProvider at call time and hands them
 // to the body through Env; they never appear in arguments, results, logs,
-// errors or stored rows.
+// errors or stored rows. A value shorter than 4 bytes cannot be redacted:
+// the call then fails with a *SecretError and the body does not run.
 func Secrets(names ...string) ToolOption {
 	return func(c *toolConfig) {
 		for _, n := range names {
