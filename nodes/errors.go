@@ -454,3 +454,14 @@ func quote(s string) string {
 	}
 	return fmt.Sprintf("%q", s)
 }
+
+// redactedError is an application error with its text redacted: Error
+// returns msg; Unwrap returns the error (whose own text is not redacted)
+// for errors.Is and errors.As.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }

@@ -725,3 +725,44 @@ func TestShortSecretRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestReviewContextErrorRedacted: the reviewer-context function's error
+// fails the tool node, and the runtime saves and logs a failed node's
+// error text: it quotes the credential (an application bug, as for the
+// context itself in TestSecretCanary), so it is redacted too, and still
+// matches the application's error.
+func TestReviewContextErrorRedacted(t *testing.T) {
+	const canary = "sk_live_REVIEWERR_9876543210"
+	errVault := errors.New("vault")
+	payout := mustTool(t)(nodes.NewTool("payout", "Pay a partner.", func(ctx context.Context, a APIArgs, env nodes.Env) (string, error) {
+		return "paid", nil
+	}, nodes.Destructive(approval.RiskHigh), nodes.Secrets("API_KEY")))
+	var logs logBuffer
+	ex, err := nodes.NewExecutor([]*nodes.Tool{payout}, nodes.WithSecrets(nodes.StaticSecrets{"API_KEY": canary}), nodes.WithLogger(logs.Logger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn, err := nodes.ToolNode(ex, nodes.WithReviewContext(func(ctx context.Context, c nodes.ToolCall, msgs []nodes.Message) (json.RawMessage, error) {
+		return nil, fmt.Errorf("%w: lookup with Bearer %s refused", errVault, canary)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saver := &recordingSaver{Saver: checkpoint.NewMemorySaver(nil)}
+	model := scriptedModel(turns(nodes.Message{Content: "Paying.", ToolCalls: []nodes.ToolCall{call("e", "payout", `{"path":"/acme"}`)}}))
+	g := graph.New[nodes.AgentState]().
+		AddNode("model", model).AddNode("tools", tn).
+		AddEdge(graph.START, "model").AddEdge("model", "tools").AddEdge("tools", graph.END)
+	r, err := g.Compile(graph.WithSaver(saver), graph.WithLogger(logs.Logger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Invoke(context.Background(), "th", userSays("pay acme"))
+	if !errors.Is(err, errVault) {
+		t.Fatalf("err %v, want the reviewer-context error", err)
+	}
+	forms := canaryForms(canary)
+	scan(t, "error", []byte(err.Error()), forms)
+	scan(t, "checkpoints and pending writes", saver.bytes(), forms)
+	scan(t, "logs", []byte(logs.String()), forms)
+}

@@ -92,7 +92,8 @@ func WithNodeClock(now func() time.Time) ToolNodeOption {
 
 // WithReviewContext attaches application context to approval requests
 // (customer, order, history): fn returns JSON for the reviewer. Its error
-// fails the node. Known secret values are redacted from it.
+// fails the node. Known secret values are redacted from both (from the
+// error's text; the error itself is wrapped, for errors.Is and errors.As).
 func WithReviewContext(fn func(ctx context.Context, call ToolCall, msgs []Message) (json.RawMessage, error)) ToolNodeOption {
 	return func(n *toolNode) { n.review = fn }
 }
@@ -674,7 +675,9 @@ func (n *toolNode) request(ctx context.Context, tc ToolCall, pc *pendingCall, ra
 	if n.review != nil {
 		rc, err := n.review(ctx, tc, msgs)
 		if err != nil {
-			return req, fmt.Errorf("nodes: tool node: reviewer context for call %s of %q: %w", quote(tc.ID), pc.Tool, err)
+			// A failed node's error text is logged and checkpointed.
+			err = fmt.Errorf("nodes: tool node: reviewer context for call %s of %q: %w", quote(tc.ID), pc.Tool, err)
+			return req, &redactedError{msg: n.ex.red.String(err.Error()), err: err}
 		}
 		if len(rc) > 0 {
 			req.Context = n.ex.red.JSON(rc)
