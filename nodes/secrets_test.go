@@ -518,6 +518,7 @@ func TestSecretSpellingsRedacted(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, secret string
+		form         string // the spelling that must not be readable (default: secret)
 		out          string // the raw JSON result, or
 		err          string // the error text
 		entries      int    // entries of the result object, when it must keep them
@@ -527,6 +528,7 @@ func TestSecretSpellingsRedacted(t *testing.T) {
 		{name: "result one char \\u escaped", secret: aws, out: `{"key":"id ` + strings.Replace(aws, "K", `\u004b`, 1) + ` ok"}`},
 		{name: "result \\/ escapes", secret: aws, out: `{"key":"` + strings.ReplaceAll(aws, "/", `\/`) + `"}`},
 		{name: "result key \\u escaped", secret: aws, out: `{"` + uesc(aws, `\u%04x`) + `":1}`},
+		{name: "result base64 with \\/ escapes", secret: "tok_live_???_abc_~~~", form: base64.StdEncoding.EncodeToString([]byte("tok_live_???_abc_~~~")), out: `{"basic":"` + strings.ReplaceAll(base64.StdEncoding.EncodeToString([]byte("tok_live_???_abc_~~~")), "/", `\/`) + `"}`},
 		{name: "result number", secret: "40404040", out: `{"pin":40404040,"amount":1404040409}`, entries: 2},
 		{name: "result keys redact alike", secret: aws, out: `{"` + aws + `":1,"` + strings.ToUpper(aws) + `":2,"[REDACTED]":3}`, entries: 3},
 		{name: "result escape before secret", secret: "nightly-token-77", out: `{"log":"run\nightly-token-77"}`},
@@ -571,8 +573,12 @@ func TestSecretSpellingsRedacted(t *testing.T) {
 					t.Errorf("result %s: want %d distinct entries", res.Output, tc.entries)
 				}
 			}
+			form := tc.secret
+			if tc.form != "" {
+				form = tc.form
+			}
 			for _, s := range seen {
-				if strings.Contains(s, tc.secret) {
+				if strings.Contains(s, form) {
 					t.Errorf("the credential is readable in %q", s)
 				}
 			}
