@@ -75,7 +75,7 @@ const (
 )
 
 // Metadata describes a checkpoint. It is stored as one flat JSON object:
-// "source", "step", "parents", "run_id" and the Extra keys side by side, so
+// "source", "step", "parents", "run_id", "run_key" and the Extra keys side by side, so
 // that List filters can match any of them by equality (see
 // MetadataMatches).
 //
@@ -94,10 +94,17 @@ type Metadata struct {
 	Step    int
 	Parents map[string]string // namespace → checkpoint ID of the parent graph; empty at the root
 	RunID   string            // the run that wrote the checkpoint
-	Extra   map[string]any    // caller metadata: string, bool or number values (ValidateExtra)
+	// RunKey is the idempotency key the caller gave the run that wrote
+	// this input checkpoint (graph.RunKey), stored as "run_key"; empty on
+	// every other checkpoint. At most MaxRunKeyBytes of UTF-8.
+	RunKey string
+	Extra  map[string]any // caller metadata: string, bool or number values (ValidateExtra)
 }
 
-var reservedMetadataKeys = map[string]bool{"source": true, "step": true, "parents": true, "run_id": true}
+// MaxRunKeyBytes bounds Metadata.RunKey.
+const MaxRunKeyBytes = 256
+
+var reservedMetadataKeys = map[string]bool{"source": true, "step": true, "parents": true, "run_id": true, "run_key": true}
 
 // MarshalJSON flattens Extra next to the fixed keys (which win over Extra
 // keys of the same name), writing a json.Number that holds an integer in
@@ -120,6 +127,9 @@ func (m Metadata) MarshalJSON() ([]byte, error) {
 	obj["parents"] = parents
 	if m.RunID != "" {
 		obj["run_id"] = m.RunID
+	}
+	if m.RunKey != "" {
+		obj["run_key"] = m.RunKey
 	}
 	return json.Marshal(obj)
 }
@@ -144,6 +154,8 @@ func (m *Metadata) UnmarshalJSON(b []byte) error {
 			err = json.Unmarshal(v, &m.Parents)
 		case "run_id":
 			err = json.Unmarshal(v, &m.RunID)
+		case "run_key":
+			err = json.Unmarshal(v, &m.RunKey)
 		default:
 			var x any
 			if x, err = decodeValue(v); err == nil {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // decodeValue decodes one JSON value as Metadata returns caller values:
@@ -195,6 +196,9 @@ func MetadataMatches(m Metadata, filter map[string]any) bool {
 // not shadow a fixed key (it would be lost) and the whole encodes as JSON.
 // It returns an error wrapping ErrInvalid naming the checkpoint.
 func validateMetadata(id string, m Metadata) error {
+	if len(m.RunKey) > MaxRunKeyBytes || !utf8.ValidString(m.RunKey) {
+		return fmt.Errorf("%w: checkpoint %q: run key is not UTF-8 of at most %d bytes", ErrInvalid, id, MaxRunKeyBytes)
+	}
 	for k := range m.Extra {
 		if reservedMetadataKeys[k] {
 			return fmt.Errorf("%w: checkpoint %q: metadata key %q is reserved", ErrInvalid, id, k)

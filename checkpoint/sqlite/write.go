@@ -215,7 +215,7 @@ func appendMetadata(b []byte, m checkpoint.Metadata) ([]byte, error) {
 		j, err := json.Marshal(m)
 		return append(b, j...), err
 	}
-	if len(m.Extra) > 0 || !utf8.ValidString(string(m.Source)) || !utf8.ValidString(m.RunID) {
+	if len(m.Extra) > 0 || m.RunKey != "" || !utf8.ValidString(string(m.Source)) || !utf8.ValidString(m.RunID) {
 		return marshal()
 	}
 	b = append(b, `{"parents":{`...)
