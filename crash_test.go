@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -121,7 +123,20 @@ const crashLease = 300 * time.Millisecond
 // runChild is a crash-test child. It returns only when it is not killed.
 func runChild(role string) int {
 	db, w, thread := os.Getenv("LOCKSTEP_DB"), witness(os.Getenv("LOCKSTEP_WITNESS")), os.Getenv("LOCKSTEP_THREAD")
-	s, err := sqlite.Open(db, sqlite.Config{})
+	var cfg sqlite.Config
+	if role == "runkey-then-die" {
+		// Die right after the Nth checkpoint commit, before Invoke returns.
+		killAt, _ := strconv.Atoi(os.Getenv("LOCKSTEP_KILL_AT"))
+		commits := 0
+		cfg.Hook = func(p string) {
+			if p == "sqlite.put.afterCommit" {
+				if commits++; commits == killAt {
+					syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				}
+			}
+		}
+	}
+	s, err := sqlite.Open(db, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
@@ -139,6 +154,11 @@ func runChild(role string) int {
 		}
 		fmt.Println("WAITING")
 		kill()
+	case "runkey-then-die":
+		r, _ := crashGraph(w).Compile(graph.WithSaver(s), graph.WithLeaseTTL(crashLease))
+		_, err := r.Invoke(ctx, thread, graph.Set(crashState{Log: []string{"in"}}, "Log"), graph.RunKey("order-7"))
+		fmt.Fprintln(os.Stderr, "invoke returned:", err)
+		return 6
 	case "resume-then-die":
 		// Resume; die after the resumed node ran, before its checkpoint.
 		r, _ := crashGraph(w).Compile(graph.WithSaver(s), graph.WithLeaseTTL(crashLease), graph.WithHook(func(p string) {
@@ -259,5 +279,56 @@ func TestCrashAfterResumedNodeBeforeCheckpoint(t *testing.T) {
 		if got := w.count(effect); got != want {
 			t.Errorf("%s happened %d times, want %d", effect, got, want)
 		}
+	}
+}
+
+// TestCrashAfterCommitBeforeAck (R03): a SIGKILL right after a checkpoint
+// of a keyed Invoke committed, before Invoke returned. The caller retries
+// the Invoke with the same RunKey: the input is not applied again, the
+// committed nodes do not run again, the run continues to its interrupt
+// (Result.Repeated), and a third try returns the waiting run without
+// running the interrupted node again. Killed after the input and START
+// checkpoints (1) and after the first node's (2).
+func TestCrashAfterCommitBeforeAck(t *testing.T) {
+	for _, killAt := range []int{1, 2} {
+		t.Run(fmt.Sprintf("after commit %d", killAt), func(t *testing.T) {
+			dir := t.TempDir()
+			db, w := filepath.Join(dir, "crash.db"), witness(filepath.Join(dir, "witness"))
+			t.Setenv("LOCKSTEP_KILL_AT", strconv.Itoa(killAt))
+			if _, err := startChild(t, "runkey-then-die", db, w, "t1"); err != nil {
+				t.Fatal(err)
+			}
+			s, err := sqlite.Open(db, sqlite.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			r, _ := crashGraph(w).Compile(graph.WithSaver(s), graph.WithLeaseTTL(crashLease))
+			ctx := context.Background()
+			input := graph.Set(crashState{Log: []string{"in"}}, "Log")
+			if w.count("before") != killAt-1 {
+				t.Fatalf("before ran %d times in the child, want %d", w.count("before"), killAt-1)
+			}
+			for try := range 2 {
+				res, err := retryBusy(t, func() (graph.Result[crashState], error) {
+					return r.Invoke(ctx, "t1", input, graph.RunKey("order-7"))
+				})
+				if err != nil || res.Status != graph.StatusWaiting || !res.Repeated {
+					t.Fatalf("retry %d: %s repeated=%v (%v)", try, res.Status, res.Repeated, err)
+				}
+			}
+			res, err := r.Resume(ctx, "t1", graph.Command[crashState]{Resume: "yes"})
+			if err != nil || res.Status != graph.StatusDone {
+				t.Fatalf("resume: %s (%v)", res.Status, err)
+			}
+			if want := []string{"in", "before", "ask:yes", "after"}; !slices.Equal(res.Values.Log, want) {
+				t.Errorf("log %q, want %q", res.Values.Log, want)
+			}
+			for effect, want := range map[string]int{"before": 1, "charge": 1, "ship": 1, "after": 1, "ask-run": 2} {
+				if got := w.count(effect); got != want {
+					t.Errorf("%s happened %d times, want %d", effect, got, want)
+				}
+			}
+		})
 	}
 }

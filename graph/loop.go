@@ -187,6 +187,34 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 	if ru.saver == nil && in.kind != inputStart {
 		return zero, fmt.Errorf("%w: cannot resume, continue or replay thread %q", ErrNoSaver, thread)
 	}
+	repeated := false
+	if ro.runKey != "" {
+		switch {
+		case in.kind != inputStart:
+			return zero, fmt.Errorf("%w: thread %q: RunKey applies to new input (Invoke, StartWith), not to a resume, continue or replay", ErrInvalidInput, thread)
+		case ru.saver == nil:
+			return zero, fmt.Errorf("%w: thread %q: a run key is kept with the thread's checkpoints", ErrNoSaver, thread)
+		}
+		if repeated, err = r.sameRun(ctx, thread, ro.runKey); err != nil {
+			return zero, err
+		}
+	}
+	if repeated {
+		// The input was applied by an earlier call: report that run, or
+		// continue it when it stopped before its end.
+		snap, err := r.GetState(ctx, thread)
+		if err != nil {
+			return zero, err
+		}
+		if snap.Status == StatusWaiting || snap.Status == StatusDone {
+			res := Result[S]{Values: snap.Values, Status: snap.Status, Interrupts: snap.Interrupts, Next: snap.Next, Config: snap.Config, Repeated: true}
+			if snap.Status == StatusDone {
+				res.Interrupts, res.Next = nil, nil
+			}
+			return res, nil
+		}
+		in = ContinueRun[S]()
+	}
 	switch in.kind {
 	case inputStart:
 		err = ru.startInput(ctx, in.update)
@@ -211,7 +239,38 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 	if ru.saver != nil && ru.fr != nil && len(ru.fr.dirty) == 0 && !ru.heldLost {
 		r.cache.put(thread, ru.fr) // the last saved frame: the thread's head
 	}
+	if err == nil {
+		res.Repeated = repeated
+	}
 	return res, err
+}
+
+// sameRun reports whether key is the RunKey of the thread's latest input
+// checkpoint: the caller is repeating the Invoke that started the thread's
+// latest run. A key on an earlier input is an error matching
+// ErrRunKeyReused; a thread without checkpoints has no run to repeat.
+func (r *Runnable[S]) sameRun(ctx context.Context, thread, key string) (bool, error) {
+	input := string(checkpoint.SourceInput)
+	latest, err := r.cfg.saver.List(ctx, thread, checkpoint.ListOptions{Filter: map[string]any{"source": input}, Limit: 1})
+	switch {
+	case errors.Is(err, checkpoint.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("graph: thread %q: look up the run key: %w", thread, err)
+	case len(latest) == 0:
+		return false, nil
+	case latest[0].Checkpoint.Metadata.RunKey == key:
+		return true, nil
+	}
+	earlier, err := r.cfg.saver.List(ctx, thread, checkpoint.ListOptions{Filter: map[string]any{"source": input, "run_key": key}, Limit: 1})
+	if err != nil {
+		return false, fmt.Errorf("graph: thread %q: look up the run key: %w", thread, err)
+	}
+	if len(earlier) > 0 {
+		return false, fmt.Errorf("%w (thread %q, checkpoint %q; the thread's latest input is checkpoint %q)",
+			ErrRunKeyReused, thread, earlier[0].Checkpoint.ID, latest[0].Checkpoint.ID)
+	}
+	return false, nil
 }
 
 // finish releases the lease if the run still holds it and stops the
@@ -844,6 +903,9 @@ func (ru *run[S]) prepareSave(f *frame[S], source checkpoint.Source, unsaved []*
 	// head in every process whatever its clock says.
 	id := r.cfg.ids(max(f.parentID, ru.floor))
 	f.meta = checkpoint.Metadata{Source: source, Step: step, Parents: map[string]string{}, RunID: ru.lease.Owner, Extra: ru.opts.metadata}
+	if source == checkpoint.SourceInput {
+		f.meta.RunKey = ru.opts.runKey
+	}
 	f.createdAt = r.cfg.now()
 	cp, err := r.encodeFrame(f, id)
 	if err != nil {

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
@@ -56,6 +58,10 @@ type Result[S any] struct {
 	Next []string
 	// Config names the thread's head checkpoint.
 	Config Config
+	// Repeated is set when the run's RunKey matched the thread's latest
+	// run: its input was not applied again, and this is that run's result
+	// (continued when it had stopped before its end).
+	Repeated bool
 }
 
 // Task describes a task of a snapshot's next step.
@@ -151,6 +157,28 @@ type runOptions struct {
 	limitSet      bool
 	metadata      map[string]any
 	discard       bool
+	runKey        string
+	runKeySet     bool
+}
+
+// RunKey makes Invoke idempotent under key: retried after a crash, a
+// timeout or a lost reply, it does not apply its input a second time. The
+// key is stored with the run's input checkpoint (checkpoint.Metadata's
+// RunKey). When the thread's latest input carries the same key, Invoke
+// applies nothing and returns that run's result with Result.Repeated set:
+// as it stands when it waits or is done (nothing runs, an interrupted node
+// does not run again), and continued, as Continue does, when it stopped
+// before its end (committed steps never run again; ErrThreadBusy while the
+// process that stopped still holds the thread's lease). A key that started
+// an earlier run of the thread, which has had other input since, is an
+// error matching ErrRunKeyReused, and nothing is applied. A key is 1 to
+// checkpoint.MaxRunKeyBytes bytes of UTF-8 without control characters;
+// anything else, a RunKey on Resume, Continue or Replay, or a RunKey
+// without a saver, makes the run fail with ErrInvalidInput (ErrNoSaver
+// without a saver). Finding an earlier use reads the thread's input
+// checkpoints, so a keyed Invoke on a long thread costs one more query.
+func RunKey(key string) RunOption {
+	return func(o *runOptions) { o.runKey, o.runKeySet = key, true }
 }
 
 // InterruptBefore adds breakpoints before the named nodes for this run
@@ -193,6 +221,7 @@ type resolvedRun struct {
 	limit         int
 	metadata      map[string]any
 	discard       bool
+	runKey        string
 }
 
 func (r *Runnable[S]) resolveRun(opts []RunOption) (resolvedRun, error) {
@@ -202,7 +231,7 @@ func (r *Runnable[S]) resolveRun(opts []RunOption) (resolvedRun, error) {
 	}
 	// The compiled breakpoints are shared; a run that adds its own gets
 	// copies.
-	rr := resolvedRun{before: r.before, after: r.after, limit: r.cfg.recursionLimit, metadata: o.metadata, discard: o.discard}
+	rr := resolvedRun{before: r.before, after: r.after, limit: r.cfg.recursionLimit, metadata: o.metadata, discard: o.discard, runKey: o.runKey}
 	if len(o.before) > 0 {
 		rr.before = maps.Clone(r.before)
 		if rr.before == nil {
@@ -238,7 +267,21 @@ func (r *Runnable[S]) resolveRun(opts []RunOption) (resolvedRun, error) {
 	if err := checkpoint.ValidateExtra(o.metadata); err != nil {
 		return rr, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}
+	if o.runKeySet {
+		if err := checkRunKey(o.runKey); err != nil {
+			return rr, err
+		}
+	}
 	return rr, nil
+}
+
+// checkRunKey validates a RunKey: 1 to checkpoint.MaxRunKeyBytes bytes of
+// UTF-8 without control characters.
+func checkRunKey(key string) error {
+	if key == "" || len(key) > checkpoint.MaxRunKeyBytes || !utf8.ValidString(key) || strings.IndexFunc(key, unicode.IsControl) >= 0 {
+		return fmt.Errorf("%w: a run key is 1 to %d bytes of UTF-8 without control characters", ErrInvalidInput, checkpoint.MaxRunKeyBytes)
+	}
+	return nil
 }
 
 // checkThread validates a thread ID: 1 to MaxNameBytes bytes of UTF-8

@@ -1,0 +1,244 @@
+package lockstep_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
+	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/interrupt"
+)
+
+type keyState struct {
+	Log    []string `lockstep:"append"`
+	Ask    bool
+	Answer string
+}
+
+// keyGraph is START → a → ask → b: ask asks when the state says so, and b
+// fails while *failB is set. runs counts each node's runs.
+func keyGraph(runs map[string]*atomic.Int32, failB *atomic.Bool) *graph.Graph[keyState] {
+	count := func(name string) {
+		runs[name].Add(1)
+	}
+	return graph.New[keyState]().
+		AddNode("a", func(ctx context.Context, s keyState) (graph.Update[keyState], error) {
+			count("a")
+			return graph.Set(keyState{Log: []string{"a"}}, "Log"), nil
+		}).
+		AddNode("ask", func(ctx context.Context, s keyState) (graph.Update[keyState], error) {
+			count("ask")
+			if !s.Ask {
+				return graph.Update[keyState]{}, nil
+			}
+			ans, err := interrupt.Ask[string](ctx, "ship?")
+			if err != nil {
+				return graph.Update[keyState]{}, err
+			}
+			return graph.Set(keyState{Answer: ans}, "Answer"), nil
+		}).
+		AddNode("b", func(ctx context.Context, s keyState) (graph.Update[keyState], error) {
+			count("b")
+			if failB.Load() {
+				return graph.Update[keyState]{}, errors.New("downstream unavailable")
+			}
+			return graph.Set(keyState{Log: []string{"b"}}, "Log"), nil
+		}).
+		AddEdge(graph.START, "a").AddEdge("a", "ask").AddEdge("ask", "b")
+}
+
+// TestRunKey (R03): Invoke with a RunKey applies its input once. Repeated
+// with the same key it returns the run's result (done or waiting, nothing
+// run again) or continues the run where it stopped (the committed nodes
+// not run again), with Result.Repeated set; a new key starts a new run; a
+// key of an earlier run is ErrRunKeyReused and applies nothing; bad keys
+// and keys where they mean nothing are refused. On both savers.
+func TestRunKey(t *testing.T) {
+	savers := map[string]func(t *testing.T) checkpoint.Saver{
+		"memory": func(t *testing.T) checkpoint.Saver { return checkpoint.NewMemorySaver(nil) },
+		"sqlite": func(t *testing.T) checkpoint.Saver {
+			s, err := sqlite.Open(filepath.Join(t.TempDir(), "key.db"), sqlite.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		},
+	}
+	in := func(ask bool) graph.Update[keyState] {
+		return graph.Set(keyState{Log: []string{"in"}, Ask: ask}, "Log", "Ask")
+	}
+	type call struct {
+		input        graph.Update[keyState]
+		key          string
+		failB        bool
+		wantStatus   graph.Status
+		wantRepeated bool
+		wantErr      error
+	}
+	for _, tc := range []struct {
+		name     string
+		calls    []call
+		wantLog  []string
+		wantRuns map[string]int32
+		inputs   int // input checkpoints in the thread's history
+	}{
+		{"done, repeated", []call{
+			{input: in(false), key: "k1", wantStatus: graph.StatusDone},
+			{input: in(false), key: "k1", wantStatus: graph.StatusDone, wantRepeated: true},
+		}, []string{"in", "a", "b"}, map[string]int32{"a": 1, "ask": 1, "b": 1}, 1},
+		{"waiting, repeated", []call{
+			{input: in(true), key: "k1", wantStatus: graph.StatusWaiting},
+			{input: in(true), key: "k1", wantStatus: graph.StatusWaiting, wantRepeated: true},
+			{input: in(true), key: "k1", wantStatus: graph.StatusWaiting, wantRepeated: true},
+		}, []string{"in", "a"}, map[string]int32{"a": 1, "ask": 1}, 1},
+		{"stopped, repeated: continued", []call{
+			{input: in(false), key: "k1", failB: true, wantErr: errors.New("node")},
+			{input: in(false), key: "k1", wantStatus: graph.StatusDone, wantRepeated: true},
+		}, []string{"in", "a", "b"}, map[string]int32{"a": 1, "ask": 1, "b": 2}, 1},
+		{"a new key is a new run", []call{
+			{input: in(false), key: "k1", wantStatus: graph.StatusDone},
+			{input: in(false), key: "k2", wantStatus: graph.StatusDone},
+			{input: in(false), key: "k2", wantStatus: graph.StatusDone, wantRepeated: true},
+		}, []string{"in", "a", "b", "in", "a", "b"}, map[string]int32{"a": 2, "ask": 2, "b": 2}, 2},
+		{"an earlier run's key is refused", []call{
+			{input: in(false), key: "k1", wantStatus: graph.StatusDone},
+			{input: in(false), key: "k2", wantStatus: graph.StatusDone},
+			{input: in(false), key: "k1", wantErr: graph.ErrRunKeyReused},
+		}, []string{"in", "a", "b", "in", "a", "b"}, map[string]int32{"a": 2, "ask": 2, "b": 2}, 2},
+		{"unkeyed input after a keyed run is applied", []call{
+			{input: in(false), key: "k1", wantStatus: graph.StatusDone},
+			{input: in(false), wantStatus: graph.StatusDone},
+			{input: in(false), key: "k1", wantErr: graph.ErrRunKeyReused},
+		}, []string{"in", "a", "b", "in", "a", "b"}, map[string]int32{"a": 2, "ask": 2, "b": 2}, 2},
+	} {
+		for name, open := range savers {
+			t.Run(tc.name+"/"+name, func(t *testing.T) {
+				ctx := context.Background()
+				runs := map[string]*atomic.Int32{"a": {}, "ask": {}, "b": {}}
+				var failB atomic.Bool
+				r, err := keyGraph(runs, &failB).Compile(graph.WithSaver(open(t)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var first []interrupt.Interrupt
+				for i, c := range tc.calls {
+					failB.Store(c.failB)
+					var opts []graph.RunOption
+					if c.key != "" {
+						opts = append(opts, graph.RunKey(c.key))
+					}
+					res, err := r.Invoke(ctx, "t", c.input, opts...)
+					switch {
+					case c.wantErr != nil && c.wantErr.Error() == "node":
+						var ne *graph.NodeError
+						if !errors.As(err, &ne) {
+							t.Fatalf("call %d: %v, want a *NodeError", i, err)
+						}
+						continue
+					case c.wantErr != nil:
+						if !errors.Is(err, c.wantErr) {
+							t.Fatalf("call %d: %v, want %v", i, err, c.wantErr)
+						}
+						continue
+					case err != nil:
+						t.Fatalf("call %d: %v", i, err)
+					}
+					if res.Status != c.wantStatus || res.Repeated != c.wantRepeated {
+						t.Errorf("call %d: status %s repeated %v, want %s %v", i, res.Status, res.Repeated, c.wantStatus, c.wantRepeated)
+					}
+					if res.Status == graph.StatusWaiting {
+						if first == nil {
+							first = res.Interrupts
+						} else if diff := cmp.Diff(first, res.Interrupts); diff != "" {
+							t.Errorf("call %d: the interrupts changed (-first +now):\n%s", i, diff)
+						}
+					}
+				}
+				snap, err := r.GetState(ctx, "t")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(tc.wantLog, snap.Values.Log); diff != "" {
+					t.Errorf("log (-want +got):\n%s", diff)
+				}
+				got := map[string]int32{}
+				for n, c := range runs {
+					if v := c.Load(); v > 0 {
+						got[n] = v
+					}
+				}
+				if diff := cmp.Diff(tc.wantRuns, got); diff != "" {
+					t.Errorf("node runs (-want +got):\n%s", diff)
+				}
+				hist, err := r.History(ctx, "t", graph.HistoryOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				inputs := 0
+				for _, h := range hist {
+					if h.Metadata.Source == checkpoint.SourceInput {
+						inputs++
+					}
+				}
+				if inputs != tc.inputs {
+					t.Errorf("%d input checkpoints, want %d", inputs, tc.inputs)
+				}
+			})
+		}
+	}
+}
+
+// TestRunKeyRefused: a run key that is empty, too long, not UTF-8 or has a
+// control character, one given to Resume or Continue, and one without a
+// saver are refused before anything runs.
+func TestRunKeyRefused(t *testing.T) {
+	ctx := context.Background()
+	runs := map[string]*atomic.Int32{"a": {}, "ask": {}, "b": {}}
+	var failB atomic.Bool
+	r, err := keyGraph(runs, &failB).Compile(graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"", strings.Repeat("k", checkpoint.MaxRunKeyBytes+1), "bad\xff", "line\nbreak"} {
+		if _, err := r.Invoke(ctx, "t", graph.Update[keyState]{}, graph.RunKey(key)); !errors.Is(err, graph.ErrInvalidInput) {
+			t.Errorf("key %q: %v, want ErrInvalidInput", key, err)
+		}
+	}
+	if _, err := r.Invoke(ctx, "t", graph.Set(keyState{Ask: true}, "Ask")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Resume(ctx, "t", graph.Command[keyState]{Resume: "yes"}, graph.RunKey("k")); !errors.Is(err, graph.ErrInvalidInput) {
+		t.Errorf("RunKey on Resume: %v, want ErrInvalidInput", err)
+	}
+	if _, err := r.Continue(ctx, "t", graph.RunKey("k")); !errors.Is(err, graph.ErrInvalidInput) {
+		t.Errorf("RunKey on Continue: %v, want ErrInvalidInput", err)
+	}
+	bare, err := keyGraph(runs, &failB).Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bare.Invoke(ctx, "t", graph.Update[keyState]{}, graph.RunKey("k")); !errors.Is(err, graph.ErrNoSaver) {
+		t.Errorf("RunKey without a saver: %v, want ErrNoSaver", err)
+	}
+	if got := runs["a"].Load(); got != 1 {
+		t.Errorf("a ran %d times, want 1 (only the unkeyed Invoke)", got)
+	}
+	if got := fmt.Sprint(slices.Sorted(func(yield func(string) bool) {
+		for n, c := range runs {
+			if c.Load() > 0 && !yield(n) {
+				return
+			}
+		}
+	})); got != "[a ask]" {
+		t.Errorf("nodes that ran: %s", got)
+	}
+}
