@@ -223,7 +223,9 @@ type loopScenario struct {
 	// of TestCrashLoopDetects: "random-key" (the charge sends a fresh key
 	// downstream), "early-ack" (checkpoints acknowledged before their
 	// save), "no-claim" (messages not deduplicated), "early-decided"
-	// (decisions acknowledged before they are recorded).
+	// (decisions acknowledged before they are recorded), "take-over"
+	// (a pending intent of a dead process is taken over and the charge
+	// run again, instead of reconciled).
 	Sabotage string `json:"sabotage,omitempty"`
 }
 
@@ -334,6 +336,10 @@ func loopRules() approval.Rules {
 	}
 }
 
+// loopRepeatKind is the witness kind of a call the payment service
+// received under a key it had already charged (crashtest.VerifyRepeats).
+const loopRepeatKind = "repeat"
+
 // loopPayments is the fake payment service: it charges once per idempotency
 // key (as Stripe does) and writes each real charge to the witness. Its
 // memory of keys is the witness file itself, so it holds across processes.
@@ -365,6 +371,12 @@ func (p *loopPayments) charge(key, subject string) (loopCharge, error) {
 	defer p.mu.Unlock()
 	res := loopCharge{Charge: "ch_" + key[:min(12, len(key))]}
 	if p.charged[key] {
+		// The engine called again for a charge that happened: the
+		// service dedupes it, so the charge witness cannot show it; the
+		// repeat witness does (the loop's CheckCallOnce).
+		if err := p.w.Record(loopRepeatKind, key, subject); err != nil {
+			return loopCharge{}, err
+		}
 		res.Existing = true
 		return res, nil
 	}
@@ -558,7 +570,11 @@ func openLoopApp(ctx context.Context, dir string, sc loopScenario, gen int, rep 
 	if a.store, err = approval.OpenSQLStore(ctx, db, now); err != nil {
 		return nil, err
 	}
-	g, err := loopGraph(loopDeps{now: now, hit: hook.Hit, witness: a.witness, pay: pay, ledger: crashtest.AckLedger(a.ledger, rep), store: a.store,
+	led := crashtest.AckLedger(a.ledger, rep)
+	if sc.Sabotage == "take-over" {
+		led = takeOverLedger{led}
+	}
+	g, err := loopGraph(loopDeps{now: now, hit: hook.Hit, witness: a.witness, pay: pay, ledger: led, store: a.store,
 		freshKeys: sc.Sabotage == "random-key"})
 	if err != nil {
 		return nil, err
@@ -872,6 +888,16 @@ type earlyAckSaver struct {
 func (s earlyAckSaver) Put(ctx context.Context, req checkpoint.PutRequest) error {
 	s.rep.Ack(req.Thread, req.Checkpoint.ID)
 	return s.Saver.Put(ctx, req)
+}
+
+// takeOverLedger is the sabotage "take-over": every Begin takes over a
+// pending intent whose lease ended, so a call whose outcome is unknown
+// runs again instead of going to the reconcile hook.
+type takeOverLedger struct{ ledger.Ledger }
+
+func (l takeOverLedger) Begin(ctx context.Context, in ledger.Intent) (ledger.Entry, bool, error) {
+	in.TakeOver = true
+	return l.Ledger.Begin(ctx, in)
 }
 
 // runCrashLoopChild is a crash-loop child: it works on the scenario until

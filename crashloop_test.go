@@ -364,6 +364,14 @@ func runCrashLoop(t *testing.T, faults float64) {
 	if engine := lr.stats.killed - lr.stats.byPoint["delay"]; engine < cycles/4 {
 		t.Errorf("only %d children died at a named point, want at least %d", engine, cycles/4)
 	}
+	// The effect window (a charge made, its outcome not recorded) is
+	// what the ledger, the reconcile hook and CheckCallOnce are about: a
+	// loop long enough to hit it about 6 times must have hit it, and a
+	// later child must have replayed the charge instead of running it.
+	if cycles >= 100 && (lr.stats.byPoint[string(crashtest.AfterToolEffect)] == 0 || lr.stats.replayed == 0) {
+		t.Errorf("the effect window was not exercised: %d kills after a charge, %d charges replayed, want at least 1 of each",
+			lr.stats.byPoint[string(crashtest.AfterToolEffect)], lr.stats.replayed)
+	}
 	if faults > 0 {
 		t.Logf("faults: %d injected into the children that finished; %d calls continued later after a typed store error (by kind: %s); %d children left the rest to the next generation",
 			lr.stats.faultsDone, lr.stats.retried, loopKinds(lr.stats.retryKinds), lr.stats.later)
@@ -519,13 +527,15 @@ func (lr *loopRun) verify(ctx context.Context, final bool) (crashtest.Violations
 	if err != nil {
 		return nil, err
 	}
-	var effects, runs []crashtest.Effect
+	var effects, runs, repeats []crashtest.Effect
 	for _, e := range witness {
 		switch e.Kind {
 		case "charge":
 			effects = append(effects, e)
 		case "run":
 			runs = append(runs, e)
+		case loopRepeatKind:
+			repeats = append(repeats, e)
 		}
 	}
 	rows, err := db.QueryContext(ctx, `SELECT message_id FROM crash_orders ORDER BY seq`)
@@ -546,6 +556,7 @@ func (lr *loopRun) verify(ctx context.Context, final bool) (crashtest.Violations
 	}
 	vs = append(vs, crashtest.VerifyEffects(effects, lr.hist.Effects)...)
 	vs = append(vs, crashtest.VerifyReruns(lr.hist.Tasks, runs)...)
+	vs = append(vs, crashtest.VerifyRepeats(repeats)...)
 	vs = append(vs, crashtest.VerifyDecisions(ctx, lr.hist.Decisions, func(ctx context.Context, id string) (string, bool, error) {
 		rec, err := store.Get(ctx, id)
 		if errors.Is(err, approval.ErrNotFound) {
@@ -764,6 +775,7 @@ func TestCrashLoopDetects(t *testing.T) {
 		{"early-ack", crashtest.Plan{Point: crashtest.PutBegin, Occurrence: 3}, crashtest.CheckAcked, 0},
 		{"no-claim", crashtest.Plan{}, crashtest.CheckEffectOnce, 0},
 		{"early-decided", crashtest.Plan{Point: crashtest.AfterDecision, Occurrence: 1}, crashtest.CheckDecision, 0},
+		{"take-over", crashtest.Plan{Point: crashtest.AfterToolEffect, Occurrence: 1}, crashtest.CheckCallOnce, 0},
 		{"random-key", crashtest.Plan{Point: crashtest.AfterToolEffect, Occurrence: 1}, crashtest.CheckEffectOnce, loopFaultRate},
 		{"early-ack", crashtest.Plan{Point: crashtest.PutBegin, Occurrence: 3}, crashtest.CheckAcked, loopFaultRate},
 	} {

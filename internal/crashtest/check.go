@@ -46,6 +46,12 @@ const (
 	// CheckRerun: a task whose finished writes were acknowledged never
 	// runs again in a later process.
 	CheckRerun CheckName = "no-rerun"
+	// CheckCallOnce: a downstream service that dedupes by key was never
+	// called again under a key whose effect it had applied. Its effect
+	// witness cannot show such a call (the service dedupes it), so a
+	// double execution by the engine is only seen here (H3: "the engine
+	// called the tool twice" apart from "the effect happened twice").
+	CheckCallOnce CheckName = "call-at-most-once"
 )
 
 // ErrViolation is matched by every *Violation and by Violations.
@@ -520,6 +526,17 @@ func VerifyReruns(acked []TaskAck, runs []Effect) Violations {
 		if g, ok := first[tk{r.Subject, r.Key}]; ok && r.Gen > g {
 			vs = append(vs, violation(CheckRerun, r.Subject, r.Key, "task finished and acknowledged in generation %d ran again in generation %d", g, r.Gen))
 		}
+	}
+	return vs
+}
+
+// VerifyRepeats reports every repeat: a witness record that a service
+// which dedupes by key received another call under a key whose effect it
+// had already applied (Key the idempotency key, Subject the operation).
+func VerifyRepeats(repeats []Effect) Violations {
+	var vs Violations
+	for _, r := range repeats {
+		vs = append(vs, violation(CheckCallOnce, "", r.Key, "the service was called again (generation %d) for %q after the effect happened", r.Gen, r.Subject))
 	}
 	return vs
 }

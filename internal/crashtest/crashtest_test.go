@@ -486,6 +486,28 @@ func TestVerifyReruns(t *testing.T) {
 	}
 }
 
+func TestVerifyRepeats(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		repeats []crashtest.Effect
+		want    []crashtest.CheckName
+	}{
+		{"none", nil, nil},
+		{"one", []crashtest.Effect{{Kind: "repeat", Key: "k1", Subject: "o1", Gen: 2}}, []crashtest.CheckName{crashtest.CheckCallOnce}},
+		{"two", []crashtest.Effect{{Kind: "repeat", Key: "k1", Gen: 2}, {Kind: "repeat", Key: "k2", Gen: 3}}, []crashtest.CheckName{crashtest.CheckCallOnce}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vs := crashtest.VerifyRepeats(tc.repeats)
+			if diff := cmp.Diff(tc.want, checks(vs)); diff != "" {
+				t.Errorf("(-want +got):\n%s\n%v", diff, vs.Err())
+			}
+			if len(vs) != len(tc.repeats) {
+				t.Errorf("%d violations for %d repeats: %v", len(vs), len(tc.repeats), vs.Err())
+			}
+		})
+	}
+}
+
 // checkState is the state of the graphs of TestVerifyCheckpoints.
 type checkState struct {
 	Log []string `lockstep:"append"`
