@@ -660,10 +660,28 @@ func soakCheck(t *testing.T, in soakCheckInput) {
 			untold = append(untold, thread+": "+payText[thread])
 		}
 	}
+	approved, rejected := 0, 0
 	for thread, m := range payMeta {
 		if ran(m) && (len(paid[thread]) != 1 || paid[thread][0] != m.Key) {
 			t.Errorf("thread %s says pay ran with key %s; the provider holds payments under %v", thread, m.Key, paid[thread])
 		}
+		switch m.Approval {
+		case string(approval.Approved):
+			// Approved and done: the payment happened (exactly once, as
+			// checked above), whatever the model was told.
+			approved++
+			if len(paid[thread]) == 0 {
+				t.Errorf("thread %s: pay was approved and the thread is done, but the provider was never paid (%s): %s", thread, m.Status, payText[thread])
+			}
+		case string(approval.Rejected):
+			rejected++
+		}
+	}
+	// Floors: a soak whose payments never ran, or never were refused,
+	// checks exactly-once on nothing.
+	t.Logf("payments: %d threads approved (%d paid, %d told otherwise), %d rejected", approved, len(paid), len(untold), rejected)
+	if approved == 0 || rejected == 0 {
+		t.Errorf("%d threads had pay approved and %d rejected, want at least 1 of each", approved, rejected)
 	}
 	if len(untold) > 0 {
 		// When ledger.Complete fails after the effect and the node then
