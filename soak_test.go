@@ -406,6 +406,19 @@ func TestSoak(t *testing.T) {
 		if len(actions) == 0 {
 			t.Errorf("the nemesis did nothing (plan %v)", plan)
 		}
+		// Every kill carried out must have cost a process its
+		// incarnation (and been restarted), and a plan with a kill
+		// must have killed: else the take-over of a dead process's
+		// threads was never exercised.
+		kills := 0
+		for _, a := range actions {
+			if strings.Contains(a, ": kill ") {
+				kills++
+			}
+		}
+		if kills != restarts || (kills == 0 && slices.ContainsFunc(plan, func(a soakNemesisAction) bool { return a.Kill })) {
+			t.Errorf("the nemesis killed %d times (plan %v) and the processes were restarted %d times", kills, plan, restarts)
+		}
 	}
 
 	if total.Faults == 0 {
@@ -1234,4 +1247,38 @@ func runSoakChild(cfg soakChildConfig) (soakChildResult, error) {
 		soakOut.Unlock()
 	}
 	return res, nil
+}
+
+// TestSoakNemesisPlan: every plan fits its run, its actions do not
+// overlap, and no seed leaves kills (or, from two actions, stops) out.
+func TestSoakNemesisPlan(t *testing.T) {
+	for _, run := range []time.Duration{10 * time.Second, 30 * time.Second, 5 * time.Minute} {
+		t.Run(run.String(), func(t *testing.T) {
+			for seed := range uint64(2000) {
+				plan := soakNemesisPlan(seed, soakProcs, run)
+				kills := 0
+				for i, a := range plan {
+					if a.Kill {
+						kills++
+					}
+					end := run - time.Second
+					if i+1 < len(plan) {
+						end = plan[i+1].At
+					}
+					if a.At <= 0 || a.At+a.Pause > end || (!a.Kill && a.Pause < 500*time.Millisecond) || a.Proc < 0 || a.Proc >= soakProcs {
+						t.Fatalf("seed %d, %v: action %d (%v) does not fit before %v: %v", seed, run, i, a, end, plan)
+					}
+				}
+				if len(plan) > 0 && kills == 0 {
+					t.Fatalf("seed %d, %v: no kill in %v", seed, run, plan)
+				}
+				if len(plan) > 1 && kills == len(plan) {
+					t.Fatalf("seed %d, %v: no stop in %v", seed, run, plan)
+				}
+				if run >= 10*time.Second && len(plan) == 0 {
+					t.Fatalf("seed %d, %v: empty plan", seed, run)
+				}
+			}
+		})
+	}
 }

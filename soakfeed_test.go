@@ -10,6 +10,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -176,7 +177,9 @@ func (a soakNemesisAction) String() string {
 // soakNemesisPlan draws the nemesis's actions from seed: one 1–5 s after
 // the previous one ended, on a random process, half kills and half stops of 0.5–4 s (longer than
 // the graph's 2 s lease about half the time), all done a second before
-// the run ends.
+// the run ends. A plan of one action or more kills at least once, and
+// one of two or more also stops a process, so that no seed leaves the
+// take-over of a dead process's threads (or of a stopped one's) out.
 func soakNemesisPlan(seed uint64, procs int, run time.Duration) []soakNemesisAction {
 	r := rand.New(rand.NewPCG(seed, 0x6e656d65)) // "neme"
 	var plan []soakNemesisAction
@@ -189,11 +192,30 @@ func soakNemesisPlan(seed uint64, procs int, run time.Duration) []soakNemesisAct
 			a.Pause = pause
 		}
 		if at+a.Pause > run-time.Second {
-			return plan
+			break
 		}
 		plan = append(plan, a)
 		at += a.Pause // the next action comes 1–5 s after this one ends
 	}
+	kill := func(a soakNemesisAction) bool { return a.Kill }
+	if len(plan) > 0 && !slices.ContainsFunc(plan, kill) {
+		plan[0].Kill, plan[0].Pause = true, 0 // shorter: the rest still fits
+	}
+	if len(plan) > 1 && !slices.ContainsFunc(plan, func(a soakNemesisAction) bool { return !a.Kill }) {
+		// The latest kill with room for a stop of 0.5 s or more before
+		// the next action (or the end) becomes a stop.
+		for i := len(plan) - 1; i >= 0; i-- {
+			end := run - time.Second
+			if i+1 < len(plan) {
+				end = plan[i+1].At
+			}
+			if room := end - plan[i].At; room >= 500*time.Millisecond {
+				plan[i].Kill, plan[i].Pause = false, min(4*time.Second, room)
+				break
+			}
+		}
+	}
+	return plan
 }
 
 // soakSlot is one child process across its incarnations: the nemesis
