@@ -36,7 +36,10 @@
 // the Resumer for the answer to its call. Outside a runtime Ask returns
 // [ErrNoRuntime]. Interrupt values and answers are JSON: a value that cannot
 // be encoded is a [*ValueError] (matching [ErrNotSerializable]), never an
-// interrupt.
+// interrupt. Code that runs other code under its context can install a
+// [Filter] with [WithFilter]: Ask and AskKey pass every encoded question
+// through it before the Resumer records it (package nodes redacts the
+// secrets a tool body holds this way).
 //
 // # Errors
 //

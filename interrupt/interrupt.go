@@ -352,7 +352,8 @@ func KeyID(taskID, key string) string {
 // Resumer answers the Ask and AskKey calls of one task. Runtimes implement
 // it and install it with NewContext; application code does not need it.
 type Resumer interface {
-	// Answer is called once per Ask call, in call order. It returns the
+	// Answer is called once per Ask call, in call order, with the
+	// question as the context's filters (WithFilter) left it. It returns the
 	// saved answer for this call, if there is one, and the interrupt ID of
 	// the call either way. When there is no answer it records that the task
 	// raised question, so that a node that swallows the pause is still
@@ -376,6 +377,56 @@ func FromContext(ctx context.Context) (Resumer, bool) {
 	return r, ok
 }
 
+// Filter rewrites an interrupt value, the JSON encoding of a question,
+// before the runtime records it. It must return valid JSON.
+type Filter func(value json.RawMessage) json.RawMessage
+
+type filterKey struct{}
+
+// filterChain is the filters of a context, innermost first.
+type filterChain struct {
+	f     Filter
+	outer *filterChain
+}
+
+// WithFilter returns a copy of ctx in which Ask and AskKey pass every
+// question, once encoded, through f before the Resumer sees it and before
+// it goes into an *Error: what the runtime saves and shows a reviewer is
+// what f returned. A package that hands code a context it does not trust
+// to keep data out of questions (package nodes redacts the secrets a tool
+// body holds) installs one. Filters accumulate: f runs first, then the
+// filters ctx already carried, so code cannot undo a filter of a caller
+// by adding its own. Interrupt IDs do not depend on the value, so
+// answers still reach the call that asked. When f returns something
+// that is not valid JSON, Ask and AskKey return a *ValueError and raise
+// nothing. A nil f adds nothing.
+//
+// The filter applies to Ask and AskKey only: not to a NodeInterrupt a
+// node returns (the code that sees the error filters it) nor to a
+// Resumer called directly.
+func WithFilter(ctx context.Context, f Filter) context.Context {
+	if f == nil {
+		return ctx
+	}
+	outer, _ := ctx.Value(filterKey{}).(*filterChain)
+	return context.WithValue(ctx, filterKey{}, &filterChain{f: f, outer: outer})
+}
+
+// errFilterOutput is the reason of the *ValueError for a filter that
+// returned a value that is not JSON.
+var errFilterOutput = errors.New("a filter (WithFilter) returned a value that is not valid JSON")
+
+// filter passes q through the filters of ctx, innermost first.
+func filter(ctx context.Context, q json.RawMessage) (json.RawMessage, error) {
+	for c, _ := ctx.Value(filterKey{}).(*filterChain); c != nil; c = c.outer {
+		q = c.f(q)
+		if !json.Valid(q) || !utf8.Valid(q) {
+			return nil, &ValueError{Err: errFilterOutput}
+		}
+	}
+	return q, nil
+}
+
 // AskKey is Ask for a call identified by key (unique within the node)
 // rather than by its position: its interrupt ID is KeyID(task, key). Calls
 // may come in any order and from several goroutines, and a node may raise
@@ -383,7 +434,8 @@ func FromContext(ctx context.Context) (Resumer, bool) {
 // run pauses with all of them. It returns what Ask returns: ErrNoRuntime
 // outside a node, a *ValueError when question does not serialise, an
 // *Error before the answer exists, and an *AnswerError when the answer
-// does not decode into T.
+// does not decode into T. The question passes through the filters of ctx
+// (WithFilter) first.
 func AskKey[T any](ctx context.Context, key string, question any) (T, error) {
 	var zero T
 	r, ok := FromContext(ctx)
@@ -391,6 +443,9 @@ func AskKey[T any](ctx context.Context, key string, question any) (T, error) {
 		return zero, ErrNoRuntime
 	}
 	q, err := Marshal(question)
+	if err == nil {
+		q, err = filter(ctx, q)
+	}
 	if err != nil {
 		return zero, err
 	}
@@ -415,9 +470,10 @@ func decodeAnswer[T any](answer json.RawMessage, id string, answered bool, q jso
 // otherwise the zero T and an *Error that the node must return. Several calls
 // in one node are answered in order.
 //
-// Ask returns a *ValueError when question does not encode as JSON, an
-// *AnswerError when the saved answer does not decode into T, and
-// ErrNoRuntime outside a running node.
+// The question passes through the filters of ctx (WithFilter) before it
+// is recorded. Ask returns a *ValueError when question does not encode as
+// JSON (or a filter's result is not JSON), an *AnswerError when the saved
+// answer does not decode into T, and ErrNoRuntime outside a running node.
 func Ask[T any](ctx context.Context, question any) (T, error) {
 	var zero T
 	r, ok := FromContext(ctx)
@@ -425,6 +481,9 @@ func Ask[T any](ctx context.Context, question any) (T, error) {
 		return zero, ErrNoRuntime
 	}
 	q, err := Marshal(question)
+	if err == nil {
+		q, err = filter(ctx, q)
+	}
 	if err != nil {
 		return zero, err
 	}

@@ -271,3 +271,66 @@ func ExampleAsk() {
 	// true "ship order 7?"
 	// true <nil>
 }
+
+// TestFilter: a question asked under WithFilter reaches the Resumer, and
+// the *Error, as the filters left it, innermost filter first; the ID does
+// not depend on the value, so the answer still reaches the call; a
+// filter's result that is not JSON is refused and nothing is raised.
+func TestFilter(t *testing.T) {
+	replace := func(old, new string) interrupt.Filter {
+		return func(v json.RawMessage) json.RawMessage {
+			return json.RawMessage(strings.ReplaceAll(string(v), old, new))
+		}
+	}
+	keyed := func(ctx context.Context, q any) (string, error) { return interrupt.AskKey[string](ctx, "k", q) }
+	positional := func(ctx context.Context, q any) (string, error) { return interrupt.Ask[string](ctx, q) }
+	for _, tc := range []struct {
+		name    string
+		ask     func(context.Context, any) (string, error)
+		filters []interrupt.Filter // outermost first
+		id      string
+		want    string // the recorded question; "" when refused
+	}{
+		{"ask", positional, []interrupt.Filter{replace("hunter22", "[X]")}, interrupt.ID("t", 0), `"pw is [X]"`},
+		{"ask key", keyed, []interrupt.Filter{replace("hunter22", "[X]")}, interrupt.KeyID("t", "k"), `"pw is [X]"`},
+		{"none", positional, nil, interrupt.ID("t", 0), `"pw is hunter22"`},
+		{"nil filter", keyed, []interrupt.Filter{nil}, interrupt.KeyID("t", "k"), `"pw is hunter22"`},
+		// The inner filter runs first and cannot undo the outer one.
+		{"chain", keyed, []interrupt.Filter{replace("[X]", "[Y]"), replace("hunter22", "[X]")}, interrupt.KeyID("t", "k"), `"pw is [Y]"`},
+		{"inner undoes", keyed, []interrupt.Filter{replace("hunter22", "[X]"), replace("[X]", "hunter22")}, interrupt.KeyID("t", "k"), `"pw is [X]"`},
+		{"not JSON", positional, []interrupt.Filter{replace(`"`, ``)}, interrupt.ID("t", 0), ""},
+		{"not UTF-8", keyed, []interrupt.Filter{replace("hunter22", "\xff")}, interrupt.KeyID("t", "k"), ""},
+		{"nil result", keyed, []interrupt.Filter{func(json.RawMessage) json.RawMessage { return nil }}, interrupt.KeyID("t", "k"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := &fakeResumer{task: "t", answers: map[string]json.RawMessage{}}
+			ctx := interrupt.NewContext(context.Background(), res)
+			for _, f := range tc.filters {
+				ctx = interrupt.WithFilter(ctx, f)
+			}
+			_, err := tc.ask(ctx, "pw is hunter22")
+			if tc.want == "" {
+				var ve *interrupt.ValueError
+				if !errors.As(err, &ve) || !errors.Is(err, interrupt.ErrNotSerializable) || len(res.raised) != 0 {
+					t.Fatalf("error %v, raised %v; want a *ValueError and nothing raised", err, res.raised)
+				}
+				return
+			}
+			var ie *interrupt.Error
+			if !errors.As(err, &ie) {
+				t.Fatalf("error %v, want a pause", err)
+			}
+			want := []interrupt.Interrupt{{ID: tc.id, Value: json.RawMessage(tc.want)}}
+			if diff := cmp.Diff(want, res.raised); diff != "" {
+				t.Errorf("recorded (-want +got):\n%s", diff)
+			}
+			if ie.Interrupt.ID != tc.id || string(ie.Interrupt.Value) != tc.want {
+				t.Errorf("*Error carries %s %s, want %s %s", ie.Interrupt.ID, ie.Interrupt.Value, tc.id, tc.want)
+			}
+			res.answers[tc.id], res.next = json.RawMessage(`"yes"`), 0
+			if got, err := tc.ask(ctx, "pw is hunter22"); err != nil || got != "yes" {
+				t.Errorf("after the answer: %q, %v; want yes", got, err)
+			}
+		})
+	}
+}
