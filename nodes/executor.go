@@ -23,6 +23,7 @@ import (
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/internal/canon"
 	"github.com/lockstepgo/lockstep/internal/jsonschema"
+	"github.com/lockstepgo/lockstep/interrupt"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
 )
 
@@ -804,9 +805,9 @@ func (e *Executor) reconcile(ctx context.Context, c *Call, p *prepared, in ledge
 	if err != nil {
 		return Result{}, err
 	}
-	out, found, err := t.reconcile(ctx, p.args, env)
+	out, found, err := t.reconcile(e.bodyContext(ctx), p.args, env)
 	if err != nil {
-		err = e.toolError(t, 1, err)
+		err = e.toolError(t, 1, e.redactPause(err))
 		e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.String("reason", "reconcile"), slog.String("key", in.Key), e.errAttr(err))
 		return Result{}, err
 	}
@@ -958,8 +959,8 @@ func (e *Executor) attempt(ctx context.Context, t *Tool, args []byte, env Env, l
 					o = outcome{err: &PanicError{Tool: t.name, Value: e.red.String(fmt.Sprint(r)), Stack: e.red.Bytes(debug.Stack())}}
 				}
 			}()
-			out, err := t.invoke(actx, args, env)
-			return outcome{out, err}
+			out, err := t.invoke(e.bodyContext(actx), args, env)
+			return outcome{out, e.redactPause(err)}
 		}()
 		mu.Lock()
 		abandoned := gone
@@ -1007,6 +1008,36 @@ func (e *Executor) attempt(ctx context.Context, t *Tool, args []byte, env Env, l
 		return nil, ctx.Err()
 	}
 	return nil, &TimeoutError{Tool: t.name, After: t.timeout, Attempt: env.Attempt}
+}
+
+// bodyContext is the context a tool body runs under: a question it raises
+// with interrupt.Ask or interrupt.AskKey (itself, or through code it calls
+// with its context) is redacted, as its results are, before the runtime
+// saves it or shows it to a reviewer.
+func (e *Executor) bodyContext(ctx context.Context) context.Context {
+	return interrupt.WithFilter(ctx, func(v json.RawMessage) json.RawMessage { return e.red.JSON(v) })
+}
+
+// redactPause returns err, or, when err holds an *interrupt.NodeInterrupt
+// whose value holds a secret, a NodeInterrupt of the value with the
+// secrets redacted: the runtime saves that value with the task and shows
+// it to a reviewer. The error around it is then dropped (the runtime
+// keeps only the value) and the body's own value is not modified. A value
+// that does not encode is left to the runtime, which refuses it.
+func (e *Executor) redactPause(err error) error {
+	var ni *interrupt.NodeInterrupt
+	if err == nil || !errors.As(err, &ni) || ni == nil {
+		return err
+	}
+	v, merr := interrupt.Marshal(ni.Value)
+	if merr != nil {
+		return err
+	}
+	red := e.red.JSON(v)
+	if bytes.Equal(red, v) {
+		return err
+	}
+	return &interrupt.NodeInterrupt{Value: json.RawMessage(red)}
 }
 
 // fallback runs t's fallback after err, through the whole executor path.
