@@ -113,8 +113,8 @@
 // are handed to the body as Secret values that print as [REDACTED], and
 // every value of 4 bytes or more the executor has handed out is redacted
 // from error messages, log attributes, results (and so the memo, the
-// ledger and the checkpoints) and approval requests: as is, in upper and
-// lower case, with any of its characters JSON-escaped (\u0041, \/) or
+// ledger and the checkpoints), approval requests and the questions tool
+// bodies ask: as is, in upper and lower case, with any of its characters JSON-escaped (\u0041, \/) or
 // URL-escaped (%2F or %2f, + for a space), in hex of either case, and in
 // base64, whole or inside a longer encoded text such as HTTP Basic
 // credentials (there the characters it shares with its neighbours, up to
@@ -131,6 +131,14 @@
 // credentials of high entropy. A value split by the body across two
 // fields or two messages, or encoded some other way (encrypted,
 // reversed), is not recognised.
+//
+// A body's question is redacted before the runtime saves it (in the
+// checkpoint's interrupt write) or shows it to a reviewer, however the
+// body pauses: with Ask, with interrupt.Ask or interrupt.AskKey under its
+// context or one derived from it (the executor installs an
+// interrupt.WithFilter there), or by returning an *interrupt.NodeInterrupt,
+// whose value is redacted (the error around it is dropped). A body that
+// calls the interrupt.Resumer of its context itself bypasses this.
 //
 // # The tool node
 //
@@ -169,7 +177,9 @@
 // gates it); a rejection or expiry becomes a result telling the model not
 // to retry. Past WithMaxApprovalRequests requests for the same call in one
 // turn, the model is told to stop asking. Tool bodies that ask a human
-// use Ask, keyed by their call, so that parallel calls can ask at once.
+// use Ask, keyed by their call, so that parallel calls can ask at once
+// (a body's interrupt.Ask is redacted alike, but numbered by position
+// across the whole node, which parallel calls share).
 //
 // # Models and the model node
 //

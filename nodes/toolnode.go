@@ -779,7 +779,8 @@ func (n *toolNode) errorMessage(tc ToolCall, c Call, err error) *Message {
 // *interrupt.ValueError when question does not encode as JSON, an
 // *interrupt.AnswerError when the answer does not decode into T, and
 // interrupt.ErrNoRuntime outside a graph run. The question is saved with
-// the secrets the executor handed out redacted, as results are.
+// the secrets the executor handed out redacted, as results are (so is one
+// a body raises with interrupt.Ask or interrupt.AskKey itself).
 func Ask[T any](ctx context.Context, env Env, key string, question any) (T, error) {
 	if env.red != nil {
 		b, err := interrupt.Marshal(question)
