@@ -242,3 +242,117 @@ func TestRunKeyRefused(t *testing.T) {
 		t.Errorf("nodes that ran: %s", got)
 	}
 }
+
+// gatedSaver pauses after the first read of a thread (the run key lookup
+// or the head) until gate is closed, after telling listed.
+type gatedSaver struct {
+	checkpoint.Saver
+	once   atomic.Bool
+	listed chan struct{}
+	gate   chan struct{}
+}
+
+func (g *gatedSaver) pause() {
+	if g.once.CompareAndSwap(false, true) {
+		close(g.listed)
+		<-g.gate
+	}
+}
+
+func (g *gatedSaver) List(ctx context.Context, thread string, o checkpoint.ListOptions) ([]*checkpoint.Tuple, error) {
+	tps, err := g.Saver.List(ctx, thread, o)
+	g.pause()
+	return tps, err
+}
+
+func (g *gatedSaver) Get(ctx context.Context, ref checkpoint.Ref, o checkpoint.GetOptions) (*checkpoint.Tuple, error) {
+	tp, err := g.Saver.Get(ctx, ref, o)
+	g.pause()
+	return tp, err
+}
+
+// TestRunKeyRace: two Invokes with one key, the second runner (B) reading
+// the thread (its key or its head) just before the first (A) applies it, on a new thread and on
+// one with an earlier run. Exactly one applies the input; the other is
+// refused with ErrThreadBusy or ErrConflict, or returns the run's result
+// (Repeated), and a retry afterwards is Repeated. Before the key was
+// checked under the thread's lease, B found no key, waited, then applied
+// the input again (or, on the existing thread, saw the key in its second
+// look-up only and called it ErrRunKeyReused).
+func TestRunKeyRace(t *testing.T) {
+	in := graph.Set(keyState{Log: []string{"in"}}, "Log")
+	for _, tc := range []struct {
+		name    string
+		earlier bool // the thread has a run with another key
+	}{{"new thread", false}, {"existing thread", true}} {
+		for _, saverName := range []string{"memory", "sqlite"} {
+			t.Run(tc.name+"/"+saverName, func(t *testing.T) {
+				ctx := context.Background()
+				var base checkpoint.Saver = checkpoint.NewMemorySaver(nil)
+				if saverName == "sqlite" {
+					s, err := sqlite.Open(filepath.Join(t.TempDir(), "race.db"), sqlite.Config{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { s.Close() })
+					base = s
+				}
+				runs := map[string]*atomic.Int32{"a": {}, "ask": {}, "b": {}}
+				var failB atomic.Bool
+				ra, err := keyGraph(runs, &failB).Compile(graph.WithSaver(base))
+				if err != nil {
+					t.Fatal(err)
+				}
+				gated := &gatedSaver{Saver: base, listed: make(chan struct{}), gate: make(chan struct{})}
+				rb, err := keyGraph(runs, &failB).Compile(graph.WithSaver(gated))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.earlier {
+					if _, err := ra.Invoke(ctx, "t", in, graph.RunKey("k0")); err != nil {
+						t.Fatal(err)
+					}
+				}
+				type outcome struct {
+					res graph.Result[keyState]
+					err error
+				}
+				bDone := make(chan outcome)
+				go func() {
+					res, err := rb.Invoke(ctx, "t", in, graph.RunKey("k1"))
+					bDone <- outcome{res, err}
+				}()
+				<-gated.listed
+				resA, errA := ra.Invoke(ctx, "t", in, graph.RunKey("k1"))
+				close(gated.gate)
+				b := <-bDone
+				applied := 0
+				for name, o := range map[string]outcome{"A": {resA, errA}, "B": b} {
+					switch {
+					case errors.Is(o.err, checkpoint.ErrThreadBusy), errors.Is(o.err, checkpoint.ErrConflict):
+					case o.err != nil:
+						t.Errorf("%s: %v", name, o.err)
+					case o.res.Status != graph.StatusDone:
+						t.Errorf("%s: status %s", name, o.res.Status)
+					case !o.res.Repeated:
+						applied++
+					}
+				}
+				if applied != 1 {
+					t.Errorf("%d Invokes applied the input, want 1", applied)
+				}
+				res, err := ra.Invoke(ctx, "t", in, graph.RunKey("k1"))
+				if err != nil || !res.Repeated {
+					t.Errorf("retry: repeated=%v (%v), want repeated", res.Repeated, err)
+				}
+				want := []string{"in", "a", "b"}
+				if tc.earlier {
+					want = append(want, want...)
+				}
+				if diff := cmp.Diff(want, res.Values.Log); diff != "" {
+					t.Errorf("log (-want +got):\n%s", diff)
+				}
+			})
+		}
+	}
+}

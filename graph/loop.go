@@ -167,6 +167,12 @@ type run[S any] struct {
 	// concurrent task (a durable step's result) overtakes them.
 	answers   []checkpoint.TaskWrites
 	answersOn string
+
+	// repeated: the run's RunKey is that of the thread's latest input, so
+	// the run reports or continues that run (see repeat); asIs is the
+	// result of one that waits or is done, reported as it stands.
+	repeated bool
+	asIs     *Result[S]
 }
 
 func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opts []RunOption, emit func(Event[S]) bool) (Result[S], error) {
@@ -187,7 +193,6 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 	if ru.saver == nil && in.kind != inputStart {
 		return zero, fmt.Errorf("%w: cannot resume, continue or replay thread %q", ErrNoSaver, thread)
 	}
-	repeated := false
 	if ro.runKey != "" {
 		switch {
 		case in.kind != inputStart:
@@ -195,25 +200,6 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 		case ru.saver == nil:
 			return zero, fmt.Errorf("%w: thread %q: a run key is kept with the thread's checkpoints", ErrNoSaver, thread)
 		}
-		if repeated, err = r.sameRun(ctx, thread, ro.runKey); err != nil {
-			return zero, err
-		}
-	}
-	if repeated {
-		// The input was applied by an earlier call: report that run, or
-		// continue it when it stopped before its end.
-		snap, err := r.GetState(ctx, thread)
-		if err != nil {
-			return zero, err
-		}
-		if snap.Status == StatusWaiting || snap.Status == StatusDone {
-			res := Result[S]{Values: snap.Values, Status: snap.Status, Interrupts: snap.Interrupts, Next: snap.Next, Config: snap.Config, Repeated: true}
-			if snap.Status == StatusDone {
-				res.Interrupts, res.Next = nil, nil
-			}
-			return res, nil
-		}
-		in = ContinueRun[S]()
 	}
 	switch in.kind {
 	case inputStart:
@@ -228,6 +214,9 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 	if err != nil {
 		return zero, err
 	}
+	if ru.asIs != nil {
+		return *ru.asIs, nil
+	}
 	res, err := ru.loop(ctx)
 	if _, ferr := ru.flushHeld(ctx); ferr != nil {
 		// The run ended before its __start__ step, or its first write
@@ -240,7 +229,7 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 		r.cache.put(thread, ru.fr) // the last saved frame: the thread's head
 	}
 	if err == nil {
-		res.Repeated = repeated
+		res.Repeated = ru.repeated
 	}
 	return res, err
 }
@@ -417,6 +406,17 @@ func (ru *run[S]) startInput(ctx context.Context, input Update[S]) error {
 		case err != nil:
 			return err
 		default:
+			if ru.opts.runKey != "" {
+				// Under the lease, so that no other runner applies the
+				// same key between this look-up and the input's save.
+				same, err := r.sameRun(ctx, ru.thread, ru.opts.runKey)
+				if err != nil {
+					return err
+				}
+				if same {
+					return ru.repeat(f, tp)
+				}
+			}
 			head, prevStep = f, f.meta.Step
 			if !ru.opts.discard {
 				if err := r.checkNext(ru.thread, f); err != nil {
@@ -464,6 +464,30 @@ func (ru *run[S]) startInput(ctx context.Context, input Update[S]) error {
 	ru.fr = f
 	ru.step++
 	return nil
+}
+
+// repeat sets up a keyed Invoke whose key is that of the claimed head's
+// latest input: the input was applied by an earlier call. A run that waits
+// or is done is reported as it stands (ru.asIs); one that stopped before
+// its end is continued, as Continue does.
+func (ru *run[S]) repeat(f *frame[S], tp *checkpoint.Tuple) error {
+	ru.repeated = true
+	if err := ru.r.checkNext(ru.thread, f); err != nil {
+		return err
+	}
+	snap, err := ru.r.snapshot(ru.thread, f, tp, true, true)
+	if err != nil {
+		return err
+	}
+	if snap.Status == StatusWaiting || snap.Status == StatusDone {
+		res := Result[S]{Values: snap.Values, Status: snap.Status, Interrupts: snap.Interrupts, Next: snap.Next, Config: snap.Config, Repeated: true}
+		if snap.Status == StatusDone {
+			res.Interrupts, res.Next = nil, nil
+		}
+		ru.asIs = &res
+		return nil
+	}
+	return ru.resumeFrom(f, tp.Pending)
 }
 
 // encodeInput checks and encodes the input fields for the __start__
