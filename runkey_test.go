@@ -356,3 +356,53 @@ func TestRunKeyRace(t *testing.T) {
 		}
 	}
 }
+
+// TestRunKeyStream: a repeated keyed Stream of a run that waits or is done
+// streams what a caller needs to act on it: the state (EventValues at the
+// head) and, when it waits, the EventInterrupt with the same interrupts.
+// Before, it streamed nothing, so a waiting run looked like a done one.
+func TestRunKeyStream(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ask   bool
+		kinds []graph.EventKind
+	}{
+		{"done", false, []graph.EventKind{graph.EventValues}},
+		{"waiting", true, []graph.EventKind{graph.EventValues, graph.EventInterrupt}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			runs := map[string]*atomic.Int32{"a": {}, "ask": {}, "b": {}}
+			var failB atomic.Bool
+			r, err := keyGraph(runs, &failB).Compile(graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := graph.Set(keyState{Log: []string{"in"}, Ask: tc.ask}, "Log", "Ask")
+			first, err := r.Invoke(ctx, "t", in, graph.RunKey("k"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kinds []graph.EventKind
+			var last graph.Event[keyState]
+			for e, err := range r.Stream(ctx, "t", graph.StartWith(in), graph.RunKey("k")) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				kinds, last = append(kinds, e.Kind), e
+			}
+			if diff := cmp.Diff(tc.kinds, kinds); diff != "" {
+				t.Fatalf("events (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(first.Config, last.Config); diff != "" {
+				t.Errorf("last event's config (-run +repeated):\n%s", diff)
+			}
+			if diff := cmp.Diff(first.Interrupts, last.Interrupts); diff != "" {
+				t.Errorf("interrupts (-run +repeated):\n%s", diff)
+			}
+			if got := runs["a"].Load(); got != 1 {
+				t.Errorf("a ran %d times, want 1", got)
+			}
+		})
+	}
+}

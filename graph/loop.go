@@ -170,9 +170,11 @@ type run[S any] struct {
 
 	// repeated: the run's RunKey is that of the thread's latest input, so
 	// the run reports or continues that run (see repeat); asIs is the
-	// result of one that waits or is done, reported as it stands.
+	// result of one that waits or is done, reported as it stands, and
+	// asIsStep the step of its head.
 	repeated bool
 	asIs     *Result[S]
+	asIsStep int
 }
 
 func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opts []RunOption, emit func(Event[S]) bool) (Result[S], error) {
@@ -214,8 +216,14 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 	if err != nil {
 		return zero, err
 	}
-	if ru.asIs != nil {
-		return *ru.asIs, nil
+	if res := ru.asIs; res != nil {
+		// A stream of the repeated run gets what a fresh one would end
+		// with: the state and, when it waits, its interrupts.
+		ru.send(Event[S]{Kind: EventValues, Step: ru.asIsStep, Values: res.Values, Config: res.Config})
+		if res.Status == StatusWaiting {
+			ru.send(Event[S]{Kind: EventInterrupt, Step: ru.asIsStep + 1, Interrupts: res.Interrupts, Next: res.Next, Config: res.Config})
+		}
+		return *res, nil
 	}
 	res, err := ru.loop(ctx)
 	if _, ferr := ru.flushHeld(ctx); ferr != nil {
@@ -484,7 +492,7 @@ func (ru *run[S]) repeat(f *frame[S], tp *checkpoint.Tuple) error {
 		if snap.Status == StatusDone {
 			res.Interrupts, res.Next = nil, nil
 		}
-		ru.asIs = &res
+		ru.asIs, ru.asIsStep = &res, snap.Metadata.Step
 		return nil
 	}
 	return ru.resumeFrom(f, tp.Pending)

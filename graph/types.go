@@ -175,12 +175,14 @@ type runOptions struct {
 // looked up under the thread's lease, so two Invokes with one key at once
 // apply the input once: the other returns the run's result (Repeated) or
 // fails with checkpoint.ErrThreadBusy or checkpoint.ErrConflict, and its
-// retry is Repeated. A key is 1 to checkpoint.MaxRunKeyBytes bytes of
-// UTF-8 without control characters; anything else, a RunKey on Resume,
-// Continue or Replay, or a RunKey without a saver, makes the run fail with
-// ErrInvalidInput (ErrNoSaver without a saver). Finding an earlier use
-// reads the thread's input checkpoints, so a keyed Invoke on a long thread
-// costs one more query.
+// retry is Repeated. A repeated Stream that applies nothing yields the
+// state (EventValues) and, when the run waits, its EventInterrupt. A key
+// is 1 to checkpoint.MaxRunKeyBytes bytes of UTF-8 without control
+// characters; anything else, a RunKey on Resume, Continue or Replay, or a
+// RunKey without a saver, makes the run fail with ErrInvalidInput
+// (ErrNoSaver without a saver). Finding an earlier use reads the thread's
+// input checkpoints, so a keyed Invoke on a long thread costs one more
+// query.
 func RunKey(key string) RunOption {
 	return func(o *runOptions) { o.runKey, o.runKeySet = key, true }
 }
