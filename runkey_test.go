@@ -406,3 +406,84 @@ func TestRunKeyStream(t *testing.T) {
 		})
 	}
 }
+
+// TestRunKeyAfterABranch: a keyed run's input must be on the head's
+// branch for a retry to count as repeated. An update on the head keeps it
+// there (Repeated); a Replay from before it, or an update of an older
+// checkpoint, branches the thread off before it, and the retry is
+// ErrRunKeyReused rather than a Repeated that reports input the current
+// branch does not hold. On both savers.
+func TestRunKeyAfterABranch(t *testing.T) {
+	savers := map[string]func(t *testing.T) checkpoint.Saver{
+		"memory": func(t *testing.T) checkpoint.Saver { return checkpoint.NewMemorySaver(nil) },
+		"sqlite": func(t *testing.T) checkpoint.Saver {
+			s, err := sqlite.Open(filepath.Join(t.TempDir(), "branch.db"), sqlite.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		},
+	}
+	in := graph.Set(keyState{Log: []string{"in"}}, "Log")
+	for _, tc := range []struct {
+		name   string
+		branch func(t *testing.T, r *graph.Runnable[keyState], k0Head string)
+		want   error // nil: Repeated
+	}{
+		{"update on the head", func(t *testing.T, r *graph.Runnable[keyState], _ string) {
+			if _, err := r.UpdateState(context.Background(), "t", graph.Set(keyState{Log: []string{"note"}}, "Log"), graph.UpdateOptions{AsNode: "b"}); err != nil {
+				t.Fatal(err)
+			}
+		}, nil},
+		{"replay from before the run", func(t *testing.T, r *graph.Runnable[keyState], k0Head string) {
+			if _, err := r.Replay(context.Background(), "t", k0Head); err != nil {
+				t.Fatal(err)
+			}
+		}, graph.ErrRunKeyReused},
+		{"update of an older checkpoint", func(t *testing.T, r *graph.Runnable[keyState], k0Head string) {
+			if _, err := r.UpdateState(context.Background(), "t", graph.Set(keyState{Log: []string{"note"}}, "Log"), graph.UpdateOptions{AsNode: "b", CheckpointID: k0Head}); err != nil {
+				t.Fatal(err)
+			}
+		}, graph.ErrRunKeyReused},
+	} {
+		for name, open := range savers {
+			t.Run(tc.name+"/"+name, func(t *testing.T) {
+				ctx := context.Background()
+				runs := map[string]*atomic.Int32{"a": {}, "ask": {}, "b": {}}
+				var failB atomic.Bool
+				r, err := keyGraph(runs, &failB).Compile(graph.WithSaver(open(t)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := r.Invoke(ctx, "t", in, graph.RunKey("k0"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				k0Head := res.Config.CheckpointID
+				if _, err := r.Invoke(ctx, "t", in, graph.RunKey("k1")); err != nil {
+					t.Fatal(err)
+				}
+				tc.branch(t, r, k0Head)
+				before, err := r.GetState(ctx, "t")
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err = r.Invoke(ctx, "t", in, graph.RunKey("k1"))
+				switch {
+				case tc.want == nil && (err != nil || !res.Repeated):
+					t.Fatalf("retry of k1: repeated=%v (%v), want Repeated", res.Repeated, err)
+				case tc.want != nil && !errors.Is(err, tc.want):
+					t.Fatalf("retry of k1: repeated=%v (%v), want %v", res.Repeated, err, tc.want)
+				}
+				after, err := r.GetState(ctx, "t")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if after.Config != before.Config {
+					t.Errorf("the retry moved the head from %v to %v", before.Config, after.Config)
+				}
+			})
+		}
+	}
+}

@@ -44,8 +44,10 @@ var (
 	// ErrPendingInterrupt: new input sent to a thread that waits for an
 	// answer or at a breakpoint; resume it, or pass DiscardPending.
 	ErrPendingInterrupt = errors.New("graph: thread is waiting; resume it or discard the pending work explicitly")
-	// ErrRunKeyReused: Invoke's RunKey started an earlier run of the
-	// thread, which has had other input since; nothing was applied.
+	// ErrRunKeyReused: Invoke's RunKey started a run that is not the
+	// thread's current one: other input came since, or the thread was
+	// branched (Replay, UpdateState at an older checkpoint) off before that
+	// run's input. Nothing was applied.
 	ErrRunKeyReused = errors.New("graph: the run key started an earlier run of this thread")
 	// ErrInvalidInput: a malformed argument (empty or oversized thread ID,
 	// bad option, wrong Send argument...).

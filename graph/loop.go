@@ -257,7 +257,12 @@ func (r *Runnable[S]) sameRun(ctx context.Context, thread, key string) (bool, er
 	case len(latest) == 0:
 		return false, nil
 	case latest[0].Checkpoint.Metadata.RunKey == key:
-		return true, nil
+		id, err := r.branchedBelow(ctx, thread, latest[0].Checkpoint.ID)
+		if err != nil || id == "" {
+			return err == nil, err
+		}
+		return false, fmt.Errorf("%w (thread %q, checkpoint %q: checkpoint %q, written since by Replay or UpdateState at an older checkpoint, branched off before it, so the current branch may not hold that run's input)",
+			ErrRunKeyReused, thread, latest[0].Checkpoint.ID, id)
 	}
 	earlier, err := r.cfg.saver.List(ctx, thread, checkpoint.ListOptions{Filter: map[string]any{"source": input, "run_key": key}, Limit: 1})
 	if err != nil {
@@ -268,6 +273,38 @@ func (r *Runnable[S]) sameRun(ctx context.Context, thread, key string) (bool, er
 			ErrRunKeyReused, thread, earlier[0].Checkpoint.ID, latest[0].Checkpoint.ID)
 	}
 	return false, nil
+}
+
+// branchedBelow returns the ID of a fork or update checkpoint newer than
+// input whose parent is older than input, "" when there is none. Every
+// other checkpoint newer than input descends from it, so without one the
+// head's branch holds input; with one it may not (Replay, or UpdateState
+// at an older checkpoint, branched the thread off before input).
+func (r *Runnable[S]) branchedBelow(ctx context.Context, thread, input string) (string, error) {
+	const page = 16
+	for _, src := range []checkpoint.Source{checkpoint.SourceFork, checkpoint.SourceUpdate} {
+		before := ""
+	pages:
+		for {
+			ts, err := r.cfg.saver.List(ctx, thread, checkpoint.ListOptions{Filter: map[string]any{"source": string(src)}, Before: before, Limit: page})
+			if err != nil {
+				return "", fmt.Errorf("graph: thread %q: look up the run key: %w", thread, err)
+			}
+			for _, t := range ts {
+				if t.Checkpoint.ID <= input {
+					break pages
+				}
+				if t.Checkpoint.ParentID < input {
+					return t.Checkpoint.ID, nil
+				}
+			}
+			if len(ts) < page {
+				break
+			}
+			before = ts[len(ts)-1].Checkpoint.ID
+		}
+	}
+	return "", nil
 }
 
 // finish releases the lease if the run still holds it and stops the

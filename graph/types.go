@@ -169,9 +169,13 @@ type runOptions struct {
 // as it stands when it waits or is done (nothing runs, an interrupted node
 // does not run again), and continued, as Continue does, when it stopped
 // before its end (committed steps never run again; ErrThreadBusy while the
-// process that stopped still holds the thread's lease). A key that started
-// an earlier run of the thread, which has had other input since, is an
-// error matching ErrRunKeyReused, and nothing is applied. The key is
+// process that stopped still holds the thread's lease). A run that stopped
+// on a node's error is continued too, so that node runs again (call
+// GetState instead to only learn the outcome). A key that started an
+// earlier run of the thread, which has had other input since, or a run
+// the thread was branched away from since (Replay, or UpdateState at an
+// older checkpoint, forking off before the run's input), is an error
+// matching ErrRunKeyReused, and nothing is applied. The key is
 // looked up under the thread's lease, so two Invokes with one key at once
 // apply the input once: the other returns the run's result (Repeated) or
 // fails with checkpoint.ErrThreadBusy or checkpoint.ErrConflict, and its
