@@ -1,6 +1,7 @@
 package checkpointtest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -17,6 +18,7 @@ func listCases() []testCase {
 		{name: "NewestFirst", run: testListNewestFirst},
 		{name: "Filter", run: testListFilter},
 		{name: "MetadataNumbers", run: testListMetadataNumbers},
+		{name: "RunKey", run: testListRunKey},
 		{name: "BeforeAndLimit", run: testListBeforeLimit},
 		{name: "Namespaces", run: testListNamespaces},
 		{name: "EmptyThread", run: testListEmpty},
@@ -348,5 +350,45 @@ func testListMetadataNumbers(t *testing.T, f *fixture) {
 				t.Errorf("List(filter %s %v, limit %d) mismatch (-want +got):\n%s", tc.name, tc.value, limit, diff)
 			}
 		}
+	}
+}
+
+// testListRunKey: Metadata.RunKey (graph.RunKey's idempotency key on an
+// input checkpoint) comes back from Get and List as it was saved, a List
+// filter on "run_key" finds it (with and without a limit), and a caller
+// key of that name, or a run key over MaxRunKeyBytes or not UTF-8, is
+// refused with ErrInvalid.
+func testListRunKey(t *testing.T, f *fixture) {
+	l := f.line("thread-1", "")
+	put := func(key string) string {
+		req := l.request(t, l.head, set("x", `0`))
+		req.Checkpoint.Metadata.Source = checkpoint.SourceInput
+		req.Checkpoint.Metadata.RunKey = key
+		return l.put(t, req)
+	}
+	c1 := put("order-7")
+	c2 := put("")
+	c3 := put("order-8 ünïcode")
+	for id, want := range map[string]string{c1: "order-7", c2: "", c3: "order-8 ünïcode"} {
+		if got := f.get(t, l.ref(id), checkpoint.GetOptions{}).Checkpoint.Metadata.RunKey; got != want {
+			t.Errorf("Get(%s).Metadata.RunKey = %q, want %q", id, got, want)
+		}
+	}
+	for _, limit := range []int{0, 1} {
+		got := tupleIDs(f.list(t, "thread-1", checkpoint.ListOptions{Filter: map[string]any{"run_key": "order-8 ünïcode"}, Limit: limit}))
+		if want := []string{c3}; !cmp.Equal(got, want) {
+			t.Errorf("List(run_key = order-8..., limit %d) = %v, want %v", limit, got, want)
+		}
+	}
+	for name, mutate := range map[string]func(*checkpoint.PutRequest){
+		"caller key run_key": func(r *checkpoint.PutRequest) { r.Checkpoint.Metadata.Extra = map[string]any{"run_key": "x"} },
+		"run key too long": func(r *checkpoint.PutRequest) {
+			r.Checkpoint.Metadata.RunKey = strings.Repeat("k", checkpoint.MaxRunKeyBytes+1)
+		},
+		"run key not UTF-8": func(r *checkpoint.PutRequest) { r.Checkpoint.Metadata.RunKey = "bad\xff" },
+	} {
+		req := l.request(t, l.head, set("x", `0`))
+		mutate(&req)
+		wantIs(t, "Put with "+name, f.s.Put(context.Background(), req), checkpoint.ErrInvalid)
 	}
 }
