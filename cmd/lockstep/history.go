@@ -17,13 +17,16 @@ import (
 
 // checkpointJSON is one checkpoint of a thread's history.
 type checkpointJSON struct {
-	Checkpoint string    `json:"checkpoint"`
-	Parent     string    `json:"parent"`
-	Head       bool      `json:"head"`
-	Step       int       `json:"step"`
-	Source     string    `json:"source"`
-	Next       []string  `json:"next"`
-	CreatedAt  time.Time `json:"created_at"`
+	Checkpoint string `json:"checkpoint"`
+	Parent     string `json:"parent"`
+	Head       bool   `json:"head"`
+	Step       int    `json:"step"`
+	Source     string `json:"source"`
+	// RunKey is the idempotency key of the run an input checkpoint
+	// started (graph.RunKey), when it had one.
+	RunKey    string    `json:"run_key,omitempty"`
+	Next      []string  `json:"next"`
+	CreatedAt time.Time `json:"created_at"`
 	// Values is the state (a JSON object), with --values only.
 	Values json.RawMessage `json:"values,omitempty"`
 }
@@ -101,7 +104,7 @@ func (h *history) entry(i int) (checkpointJSON, error) {
 		return checkpointJSON{}, err
 	}
 	c := checkpointJSON{Checkpoint: cp.ID, Parent: cp.ParentID, Head: latest, Step: cp.Metadata.Step,
-		Source: string(cp.Metadata.Source), Next: nonNil(in.Next), CreatedAt: cp.CreatedAt.UTC()}
+		Source: string(cp.Metadata.Source), RunKey: cp.Metadata.RunKey, Next: nonNil(in.Next), CreatedAt: cp.CreatedAt.UTC()}
 	if h.values {
 		v, err := compactJSON(in.Values)
 		if err != nil {
@@ -231,7 +234,11 @@ func (e *env) printHistory(h *history) error {
 		if c.Head {
 			id += " (head)"
 		}
-		row := []string{id, strconv.Itoa(c.Step), c.Source, list(c.Next, previewNext), formatTime(c.CreatedAt)}
+		source := c.Source
+		if c.RunKey != "" {
+			source += " (key " + quote(c.RunKey) + ")"
+		}
+		row := []string{id, strconv.Itoa(c.Step), source, list(c.Next, previewNext), formatTime(c.CreatedAt)}
 		if h.values {
 			row = append(row, "")
 		}

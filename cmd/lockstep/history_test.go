@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -176,5 +178,55 @@ func TestHistoryValuesStreams(t *testing.T) {
 				t.Errorf("history --values held %d bytes while printing %d (more than half): it does not stream", held, stdout.n)
 			}
 		})
+	}
+}
+
+// TestHistoryShowsRunKey: history shows the run key of an input checkpoint
+// (graph.RunKey), so that an operator can tell whether a keyed request was
+// applied: "input (key …)" in the table and run_key in --json, and
+// nothing for checkpoints without one.
+func TestHistoryShowsRunKey(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "key.db")
+	saver, err := sqlite.Open(path, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGraphEnv(saver)
+	r, err := graph.New[Feed]().
+		AddNode("add", func(ctx context.Context, f Feed) (graph.Update[Feed], error) {
+			return graph.Set(Feed{Items: []string{"x"}}, "Items"), nil
+		}).
+		AddEdge(graph.START, "add").
+		Compile(g.options()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Invoke(ctx, threadFeed, graph.Set(Feed{Note: "a"}, "Note"), graph.RunKey("order-7")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Invoke(ctx, threadFeed, graph.Set(Feed{Note: "b"}, "Note")); err != nil {
+		t.Fatal(err)
+	}
+	saver.Close()
+	table := cli(path, cliNow(), "history", threadFeed)
+	if table.code != exitOK || strings.Count(table.stdout, `input (key "order-7")`) != 1 || strings.Count(table.stdout, "input") != 2 {
+		t.Errorf("history table (exit %d):\n%s", table.code, table.stdout)
+	}
+	js := cli(path, cliNow(), "history", threadFeed, "--json")
+	var doc struct {
+		Checkpoints []checkpointJSON `json:"checkpoints"`
+	}
+	if err := json.Unmarshal([]byte(js.stdout), &doc); err != nil {
+		t.Fatalf("history --json: %v\n%s", err, js.stdout)
+	}
+	var keys []string
+	for _, c := range doc.Checkpoints {
+		if c.Source == "input" {
+			keys = append(keys, c.RunKey)
+		}
+	}
+	if want := []string{"", "order-7"}; !slices.Equal(keys, want) {
+		t.Errorf("run keys of the input checkpoints, newest first: %q, want %q", keys, want)
 	}
 }
