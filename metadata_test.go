@@ -78,3 +78,57 @@ func TestRunMetadataReadsTheSame(t *testing.T) {
 		})
 	}
 }
+
+// TestListMetadataOnlyReadsNoState: both savers honour
+// ListOptions.MetadataOnly (the RunKey look-up relies on it to stay cheap
+// on long threads): no channels and no pending writes, the metadata as a
+// full List gives it.
+func TestListMetadataOnlyReadsNoState(t *testing.T) {
+	savers := map[string]func(t *testing.T) checkpoint.Saver{
+		"memory": func(t *testing.T) checkpoint.Saver { return checkpoint.NewMemorySaver(nil) },
+		"sqlite": func(t *testing.T) checkpoint.Saver {
+			s, err := sqlite.Open(filepath.Join(t.TempDir(), "meta.db"), sqlite.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		},
+	}
+	for name, open := range savers {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := open(t)
+			r, err := graph.New[statusState]().
+				AddNode("a", func(ctx context.Context, st statusState) (graph.Update[statusState], error) {
+					return graph.Set(statusState{Log: []string{"a"}}, "Log"), nil
+				}).
+				AddEdge(graph.START, "a").Compile(graph.WithSaver(s))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.Invoke(ctx, "t", graph.Set(statusState{Log: []string{"in"}}, "Log"), graph.RunKey("k")); err != nil {
+				t.Fatal(err)
+			}
+			full, err := s.List(ctx, "t", checkpoint.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			light, err := s.List(ctx, "t", checkpoint.ListOptions{MetadataOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(light) != len(full) || len(full) == 0 {
+				t.Fatalf("%d tuples, %d in the full list", len(light), len(full))
+			}
+			for i, tp := range light {
+				if tp.Checkpoint.Channels != nil || tp.Pending != nil {
+					t.Errorf("checkpoint %s: %d channels, %d pending writes, want none", tp.Checkpoint.ID, len(tp.Checkpoint.Channels), len(tp.Pending))
+				}
+				if diff := cmp.Diff(full[i].Checkpoint.Metadata, tp.Checkpoint.Metadata); diff != "" {
+					t.Errorf("checkpoint %s metadata (-full +light):\n%s", tp.Checkpoint.ID, diff)
+				}
+			}
+		})
+	}
+}

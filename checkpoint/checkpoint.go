@@ -379,6 +379,11 @@ type ListOptions struct {
 	Before string
 	// Limit caps the result after filtering; 0 means no limit.
 	Limit int
+	// MetadataOnly asks for each checkpoint's ID, parent, creation time,
+	// metadata and versions without its channels (Checkpoint.Channels
+	// nil) or pending writes (Tuple.Pending nil): a look-up of history
+	// that reads no state. A saver may ignore it and return whole tuples.
+	MetadataOnly bool
 }
 
 // TaskError is the JSON value of an __error__ write.

@@ -130,6 +130,20 @@ func (s *MemorySaver) Get(ctx context.Context, ref Ref, opts GetOptions) (*Tuple
 	return s.tuple(ref.Thread, ref.NS, t, c, opts.Have)
 }
 
+// metadataTuple is c without its channels and pending writes
+// (ListOptions.MetadataOnly).
+func metadataTuple(thread, ns string, c *memCheckpoint) *Tuple {
+	cp := c.cp
+	cp.Versions = maps.Clone(c.cp.Versions)
+	cp.Channels = nil
+	cp.Metadata.Parents = cloneNonEmpty(cp.Metadata.Parents)
+	if cp.Metadata.Parents == nil {
+		cp.Metadata.Parents = map[string]string{}
+	}
+	cp.Metadata.Extra = cloneExtra(cp.Metadata.Extra)
+	return &Tuple{Thread: thread, NS: ns, Checkpoint: cp}
+}
+
 func (s *MemorySaver) tuple(thread, ns string, t *memThread, c *memCheckpoint, have map[string]string) (*Tuple, error) {
 	cp := c.cp
 	cp.Versions = maps.Clone(c.cp.Versions)
@@ -239,6 +253,10 @@ func (s *MemorySaver) List(ctx context.Context, thread string, opts ListOptions)
 	}
 	out := make([]*Tuple, 0, len(items))
 	for _, it := range items {
+		if opts.MetadataOnly {
+			out = append(out, metadataTuple(it.key.thread, it.key.ns, it.c))
+			continue
+		}
 		tp, err := s.tuple(it.key.thread, it.key.ns, s.threads[it.key], it.c, nil)
 		if err != nil {
 			return nil, err

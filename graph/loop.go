@@ -248,7 +248,7 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 // ErrRunKeyReused; a thread without checkpoints has no run to repeat.
 func (r *Runnable[S]) sameRun(ctx context.Context, thread, key string) (bool, error) {
 	input := string(checkpoint.SourceInput)
-	latest, err := r.cfg.saver.List(ctx, thread, checkpoint.ListOptions{Filter: map[string]any{"source": input}, Limit: 1})
+	latest, err := r.cfg.saver.List(ctx, thread, checkpoint.ListOptions{Filter: map[string]any{"source": input}, Limit: 1, MetadataOnly: true})
 	switch {
 	case errors.Is(err, checkpoint.ErrNotFound):
 		return false, nil
@@ -264,7 +264,7 @@ func (r *Runnable[S]) sameRun(ctx context.Context, thread, key string) (bool, er
 		return false, fmt.Errorf("%w (thread %q, checkpoint %q: checkpoint %q, written since by Replay or UpdateState at an older checkpoint, branched off before it, so the current branch may not hold that run's input)",
 			ErrRunKeyReused, thread, latest[0].Checkpoint.ID, id)
 	}
-	earlier, err := r.cfg.saver.List(ctx, thread, checkpoint.ListOptions{Filter: map[string]any{"source": input, "run_key": key}, Limit: 1})
+	earlier, err := r.cfg.saver.List(ctx, thread, checkpoint.ListOptions{Filter: map[string]any{"source": input, "run_key": key}, Limit: 1, MetadataOnly: true})
 	if err != nil {
 		return false, fmt.Errorf("graph: thread %q: look up the run key: %w", thread, err)
 	}
@@ -286,7 +286,7 @@ func (r *Runnable[S]) branchedBelow(ctx context.Context, thread, input string) (
 		before := ""
 	pages:
 		for {
-			ts, err := r.cfg.saver.List(ctx, thread, checkpoint.ListOptions{Filter: map[string]any{"source": string(src)}, Before: before, Limit: page})
+			ts, err := r.cfg.saver.List(ctx, thread, checkpoint.ListOptions{Filter: map[string]any{"source": string(src)}, Before: before, Limit: page, MetadataOnly: true})
 			if err != nil {
 				return "", fmt.Errorf("graph: thread %q: look up the run key: %w", thread, err)
 			}

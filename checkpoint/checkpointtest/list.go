@@ -19,6 +19,7 @@ func listCases() []testCase {
 		{name: "Filter", run: testListFilter},
 		{name: "MetadataNumbers", run: testListMetadataNumbers},
 		{name: "RunKey", run: testListRunKey},
+		{name: "MetadataOnly", run: testListMetadataOnly},
 		{name: "BeforeAndLimit", run: testListBeforeLimit},
 		{name: "Namespaces", run: testListNamespaces},
 		{name: "EmptyThread", run: testListEmpty},
@@ -390,5 +391,44 @@ func testListRunKey(t *testing.T, f *fixture) {
 		req := l.request(t, l.head, set("x", `0`))
 		mutate(&req)
 		wantIs(t, "Put with "+name, f.s.Put(context.Background(), req), checkpoint.ErrInvalid)
+	}
+}
+
+// testListMetadataOnly: with MetadataOnly, List returns the same
+// checkpoints, in the same order, with the same IDs, parents, creation
+// times, metadata and versions as without it, filters and limits
+// included. A saver may ignore the option; one that honours it returns no
+// channels and no pending writes.
+func testListMetadataOnly(t *testing.T, f *fixture) {
+	lf := newListFixture(t, f)
+	for _, opts := range []checkpoint.ListOptions{
+		{},
+		{Filter: map[string]any{"user": "ada"}},
+		{Limit: 2},
+		{Before: lf.c4, Limit: 1},
+		{AllNamespaces: true},
+	} {
+		full := f.list(t, "thread-1", opts)
+		opts.MetadataOnly = true
+		light := f.list(t, "thread-1", opts)
+		if len(light) != len(full) {
+			t.Fatalf("List(%+v) = %d tuples, %d without MetadataOnly", opts, len(light), len(full))
+		}
+		for i := range full {
+			want, got := full[i].Checkpoint, light[i].Checkpoint
+			if full[i].NS != light[i].NS || want.ID != got.ID || want.ParentID != got.ParentID || !want.CreatedAt.Equal(got.CreatedAt) {
+				t.Errorf("List(%+v)[%d] = %s/%s parent %s at %v, want %s/%s parent %s at %v", opts, i,
+					light[i].NS, got.ID, got.ParentID, got.CreatedAt, full[i].NS, want.ID, want.ParentID, want.CreatedAt)
+			}
+			if diff := cmp.Diff(want.Metadata, got.Metadata); diff != "" {
+				t.Errorf("List(%+v)[%d] metadata (-full +metadata only):\n%s", opts, i, diff)
+			}
+			if diff := cmp.Diff(want.Versions, got.Versions); diff != "" {
+				t.Errorf("List(%+v)[%d] versions (-full +metadata only):\n%s", opts, i, diff)
+			}
+			if got.Channels != nil && !cmp.Equal(want.Channels, got.Channels) {
+				t.Errorf("List(%+v)[%d] returned channels that differ from the full list's", opts, i)
+			}
+		}
 	}
 }

@@ -232,7 +232,8 @@ func (s *Saver) readErr(op opInfo, err error) error {
 // rows (Before, Limit, filters, pruned checkpoints) are read with one
 // recursive query, and pending writes come from one query of the writes
 // table and the children's task writes (the listed rows themselves when
-// the list is a whole suffix of the history). It returns an error wrapping
+// the list is a whole suffix of the history); with MetadataOnly neither
+// versions nor writes are read. It returns an error wrapping
 // checkpoint.ErrInvalid for an empty thread or a bad filter key, a
 // *checkpoint.CorruptError when a row does not verify, and a *StoreError
 // when SQLite fails.
@@ -295,6 +296,10 @@ func (s *Saver) List(ctx context.Context, thread string, opts checkpoint.ListOpt
 				continue
 			}
 			tps = append(tps, &checkpoint.Tuple{Thread: thread, NS: r.ns, Checkpoint: cp})
+		}
+		if opts.MetadataOnly {
+			out = append(out, tps...)
+			return nil
 		}
 		for _, ns := range nsOrder {
 			var mine []*checkpoint.Tuple
