@@ -50,8 +50,11 @@ import (
 //   - a scanner advances every unfinished registered thread older than
 //     the graph's lease, whoever registered it: threads of a killed or
 //     stopped process are taken over;
-//   - a reviewer decides the pending approvals of all threads (approve or
-//     reject, sometimes two reviewers of two processes at once);
+//   - a pool of soakResolvers resolvers (8 in all, as R52 asks) acts on
+//     the pending approvals of all threads at random: each lists them,
+//     picks the oldest half the time (so that resolvers of both
+//     processes meet on it) and approves, rejects or edits it (half the
+//     amount);
 //   - the approval worker resumes the decided threads, sweeping first.
 //
 // Meanwhile the parent is a nemesis (from a 10 s soak up, or with
@@ -73,7 +76,10 @@ import (
 // was acknowledged; the provider was called at most once per idempotency
 // key, a thread whose result says it paid was paid exactly once under
 // that key, and nothing was paid without an approval; every approval has
-// at most one decision, in the table and as told to the reviewers; the
+// at most one decision, in the table and as told to the resolvers, every
+// loser was told the stored winner, and a floor of approvals
+// (soakRaceFloor) had two or more deciders at once; an edited payment
+// paid the edited amount; the
 // WAL stayed under 64 MiB throughout (under the nemesis, the WAL in use,
 // outside the stops: see the check); at least a floor of threads
 // completed during the run, so that a soak that fails everywhere cannot
@@ -88,7 +94,7 @@ import (
 // soakGoroutinesLong with LOCKSTEP_LONG=1 (16 in all, as R52 asks). The
 // seed (LOCKSTEP_SOAK_SEED, random when unset) fixes the threads, the
 // feed (which messages, in which order, when), the nemesis's plan, the
-// reviewers' choices and each process's fault stream; it is printed
+// resolvers' choices and each process's fault stream; it is printed
 // first. Goroutine interleavings are not reproducible, so a seed
 // reproduces the scenario, the faults and the nemesis's schedule, not
 // the schedule of the goroutines (nor, therefore, which work a signal
@@ -118,6 +124,8 @@ const (
 	soakWALGrace = 5 * time.Second
 	// soakConsumers is the feed's consumers per process.
 	soakConsumers = 2
+	// soakResolvers is the resolvers per process (R52's 8 with 2).
+	soakResolvers = 4
 )
 
 // soakChildConfig is what the parent hands a child, as JSON in the
@@ -146,7 +154,7 @@ type soakChildResult struct {
 	TakenOver  int            // scanner runs of threads its runners did not start
 	Faults     int            // faults injected
 	Ops        int            // database operations seen by the fault driver
-	Decided    int            // decisions its reviewers recorded
+	Decided    int            // decisions its resolvers recorded
 	Lost       int            // decisions refused because another won
 	Resumed    int            // threads its worker resumed
 	Continued  int            // Continue calls on failed or pending threads
@@ -383,7 +391,8 @@ func runSoak(t *testing.T, o soakOptions) *soakRecorder {
 	runUntil, drainUntil := start.Add(dur), start.Add(dur+drain)
 	type child struct {
 		results      []soakChildResult // the last report of each incarnation
-		decided      []string          // "id outcome"
+		decided      []string          // "id outcome reviewer"
+		lost         []string          // "id outcome reviewer raced"
 		incarnations int
 		err          error
 		stderr       string
@@ -426,6 +435,8 @@ func runSoak(t *testing.T, o soakOptions) *soakRecorder {
 					switch kind {
 					case "DECIDED":
 						c.decided = append(c.decided, rest)
+					case "LOST":
+						c.lost = append(c.lost, rest)
 					case "STATS", "RESULT":
 						var r soakChildResult
 						if err := json.Unmarshal([]byte(rest), &r); err != nil {
@@ -480,7 +491,8 @@ func runSoak(t *testing.T, o soakOptions) *soakRecorder {
 	})
 
 	var total soakChildResult
-	decisions := map[string][]string{} // approval ID → outcomes reviewers were told they recorded
+	decisions := map[string][]string{} // approval ID → "outcome reviewer" each winner was told it recorded
+	losses := map[string][]soakLoss{}  // approval ID → what each loser was told
 	restarts := 0
 	for p, c := range children {
 		if c.err != nil {
@@ -496,6 +508,14 @@ func runSoak(t *testing.T, o soakOptions) *soakRecorder {
 		for _, d := range c.decided {
 			id, outcome, _ := strings.Cut(d, " ")
 			decisions[id] = append(decisions[id], outcome)
+		}
+		for _, l := range c.lost {
+			id, rest, _ := strings.Cut(l, " ")
+			i := strings.LastIndexByte(rest, ' ')
+			if i < 0 {
+				t.Fatalf("process %d: LOST line %q", p, l)
+			}
+			losses[id] = append(losses[id], soakLoss{winner: rest[:i], raced: rest[i+1:] == "true"})
 		}
 	}
 	t.Logf("soak: %v (seed %d): %d threads started by runners, %d restarts; feed: %d deliveries, %d handled, %d duplicates refused, %d given back; %d faults injected in %d operations; %d decisions (%d lost races), %d resumed by workers, %d continues, %d scanner runs of others' threads, %d run errors %v (first: %s)",
@@ -563,7 +583,7 @@ func runSoak(t *testing.T, o soakOptions) *soakRecorder {
 	if len(total.Others) > 0 {
 		t.Logf("some run errors of kind other: %q", total.Others)
 	}
-	soakCheck(t, r, soakCheckInput{db: db, provider: provider, feed: feed, seed: seed, messages: messages, told: decisions, start: start, runUntil: runUntil})
+	soakCheck(t, r, soakCheckInput{db: db, provider: provider, feed: feed, seed: seed, messages: messages, told: decisions, lost: losses, start: start, runUntil: runUntil})
 	return r
 }
 
@@ -573,8 +593,17 @@ type soakCheckInput struct {
 	feed            *sql.DB
 	seed            uint64
 	messages        int
-	told            map[string][]string // approval ID → outcomes reviewers were told they recorded
+	told            map[string][]string   // approval ID → "outcome reviewer" each winner was told it recorded
+	lost            map[string][]soakLoss // approval ID → what each loser was told
 	start, runUntil time.Time
+}
+
+// soakLoss is what a resolver that lost was told: the winner ("outcome
+// reviewer"), and whether its attempt began before the winner's decision
+// (a race, not a late click).
+type soakLoss struct {
+	winner string
+	raced  bool
 }
 
 // soakCheck opens the file without faults and checks the invariants.
@@ -745,26 +774,31 @@ func soakCheck(t *testing.T, r *soakRecorder, in soakCheckInput) {
 	// result says it ran (executed, or replayed from the ledger) was paid
 	// exactly once, under the key the result names; a thread was only
 	// paid after an approval.
-	rows, err := app.provider.db.QueryContext(ctx, `SELECT key, thread, calls FROM payments`)
+	rows, err := app.provider.db.QueryContext(ctx, `SELECT key, thread, calls, amount FROM payments`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	paid := map[string][]string{} // thread → keys paid under
+	amounts := map[string]int{}   // thread → the amount paid (the last payment's)
 	for rows.Next() {
 		var key, thread string
-		var calls int
-		if err := rows.Scan(&key, &thread, &calls); err != nil {
+		var calls, amount int
+		if err := rows.Scan(&key, &thread, &calls, &amount); err != nil {
 			t.Fatal(err)
 		}
 		if calls != 1 {
 			r.fail("payments", "pay was called %d times with key %s (thread %s)", calls, key, thread)
 		}
 		paid[thread] = append(paid[thread], key)
+		amounts[thread] = amount
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
 	rows.Close()
+	allowed := func(m nodes.ToolMeta) bool {
+		return m.Approval == string(approval.Approved) || m.Approval == string(approval.Edited)
+	}
 	ran := func(m nodes.ToolMeta) bool {
 		return m.Status == nodes.StatusExecuted || m.Status == nodes.StatusReplayed
 	}
@@ -774,7 +808,7 @@ func soakCheck(t *testing.T, r *soakRecorder, in soakCheckInput) {
 		switch {
 		case len(keys) != 1:
 			r.fail("payments", "thread %s paid %d times", thread, len(keys))
-		case m.Approval != string(approval.Approved):
+		case !allowed(m):
 			r.fail("payments", "thread %s was paid without an approval (approval %q): %s", thread, m.Approval, payText[thread])
 		case !ran(m):
 			// The payment happened but the model was told otherwise: see
@@ -782,18 +816,26 @@ func soakCheck(t *testing.T, r *soakRecorder, in soakCheckInput) {
 			untold = append(untold, thread+": "+payText[thread])
 		}
 	}
-	approved, rejected := 0, 0
+	approved, edited, rejected := 0, 0, 0
 	for thread, m := range payMeta {
 		if ran(m) && (len(paid[thread]) != 1 || paid[thread][0] != m.Key) {
 			r.fail("payments", "thread %s says pay ran with key %s; the provider holds payments under %v", thread, m.Key, paid[thread])
 		}
 		switch m.Approval {
-		case string(approval.Approved):
+		case string(approval.Approved), string(approval.Edited):
 			// Approved and done: the payment happened (exactly once, as
-			// checked above), whatever the model was told.
+			// checked above), whatever the model was told, for the
+			// amount asked, or the edited one.
 			approved++
+			_, want := soakOrder(thread)
+			if m.Approval == string(approval.Edited) {
+				edited++
+				want = soakEditedAmount(want)
+			}
 			if len(paid[thread]) == 0 {
-				r.fail("payments", "thread %s: pay was approved and the thread is done, but the provider was never paid (%s): %s", thread, m.Status, payText[thread])
+				r.fail("payments", "thread %s: pay was %s and the thread is done, but the provider was never paid (%s): %s", thread, m.Approval, m.Status, payText[thread])
+			} else if amounts[thread] != want {
+				r.fail("payments", "thread %s: pay was %s and paid %d, want %d: %s", thread, m.Approval, amounts[thread], want, payText[thread])
 			}
 		case string(approval.Rejected):
 			rejected++
@@ -801,9 +843,9 @@ func soakCheck(t *testing.T, r *soakRecorder, in soakCheckInput) {
 	}
 	// Floors: a soak whose payments never ran, or never were refused,
 	// checks exactly-once on nothing.
-	t.Logf("payments: %d threads approved (%d paid, %d told otherwise), %d rejected", approved, len(paid), len(untold), rejected)
-	if approved == 0 || rejected == 0 {
-		r.fail("payments", "%d threads had pay approved and %d rejected, want at least 1 of each", approved, rejected)
+	t.Logf("payments: %d threads approved (%d of them edited; %d paid, %d told otherwise), %d rejected", approved, edited, len(paid), len(untold), rejected)
+	if approved == edited || edited == 0 || rejected == 0 {
+		r.fail("payments", "%d threads had pay approved as asked, %d edited and %d rejected, want at least 1 of each", approved-edited, edited, rejected)
 	}
 	if len(untold) > 0 {
 		// When ledger.Complete fails after the effect and the node then
@@ -818,23 +860,23 @@ func soakCheck(t *testing.T, r *soakRecorder, in soakCheckInput) {
 		t.Logf("%d threads were paid once while their tool result says the call did not run, e.g. %s", len(untold), untold[0])
 	}
 
-	// Approvals: one decision per ID in the table; reviewers were told
+	// Approvals: one decision per ID in the table; resolvers were told
 	// they won at most once per ID, and what they were told is what is
 	// stored.
 	stored := map[string]string{}
-	drows, err := sdb.QueryContext(ctx, `SELECT id, outcome FROM approval_decisions`)
+	drows, err := sdb.QueryContext(ctx, `SELECT id, outcome, reviewer FROM approval_decisions`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for drows.Next() {
-		var id, outcome string
-		if err := drows.Scan(&id, &outcome); err != nil {
+		var id, outcome, reviewer string
+		if err := drows.Scan(&id, &outcome, &reviewer); err != nil {
 			t.Fatal(err)
 		}
 		if _, dup := stored[id]; dup {
 			r.fail("approvals", "approval %s has two decision rows", id)
 		}
-		stored[id] = outcome
+		stored[id] = outcome + " " + reviewer
 	}
 	if err := drows.Err(); err != nil {
 		t.Fatal(err)
@@ -848,7 +890,34 @@ func soakCheck(t *testing.T, r *soakRecorder, in soakCheckInput) {
 			r.fail("approvals", "approval %s: reviewer told %q, stored %q", id, outcomes[0], stored[id])
 		}
 	}
+	// Every loser was told the stored winner; and the pool raced: a
+	// floor of approvals had a loser whose attempt began before the
+	// winner's decision (the store's DecidedAt, a conservative test).
+	raced, losses := 0, 0
+	for id, ls := range in.lost {
+		race := false
+		for _, l := range ls {
+			losses++
+			race = race || l.raced
+			if l.winner != stored[id] {
+				r.fail("approvals", "approval %s: a loser was told %q won, stored %q", id, l.winner, stored[id])
+			}
+		}
+		if race {
+			raced++
+		}
+	}
+	floor := soakRaceFloor(in.runUntil.Sub(in.start))
+	t.Logf("approvals: %d decided, %d lost attempts on %d of them, %d with two or more deciders at once (floor %d)", len(stored), losses, len(in.lost), raced, floor)
+	if raced < floor {
+		r.fail("races", "%d approvals had two or more deciders at once, want at least %d", raced, floor)
+	}
 }
+
+// soakRaceFloor is how many approvals of a run of d must have had two or
+// more deciders at once: 5 a second (about 20 a second were measured in a
+// 5 s soak without the nemesis).
+func soakRaceFloor(d time.Duration) int { return max(10, 5*int(d.Seconds())) }
 
 // soakCheckSnapshot says what is wrong with a thread's final snapshot, or
 // "" when its status, Next and Tasks agree.
@@ -1197,42 +1266,64 @@ func runSoakChild(cfg soakChildConfig) (soakChildResult, error) {
 		return true
 	}
 
-	// decide has this process's reviewers decide one page of pending
-	// approvals; rng picks the verdict and whether a second reviewer
-	// clicks at the same time.
-	decide := func(rng *rand.Rand, rngMu *sync.Mutex) {
+	// resolve is one resolver's attempt at one pending approval: approve
+	// it, reject it, or (a gate, not a run-again question) approve it
+	// with half the amount, as pick says. The winner prints DECIDED, a
+	// loser LOST with the winner the store told it of, and whether its
+	// attempt began before the winner's decision (then two deciders
+	// raced on it; a loser that began later clicked on a stale list).
+	resolve := func(name string, it approval.Item, pick float64) {
+		begun := time.Now()
+		var d approval.Decision
+		var err error
+		switch {
+		case pick < 0.6:
+			d, err = app.inbox.Approve(ctx, it.ID, name, "soak")
+		case pick < 0.85:
+			d, err = app.inbox.Reject(ctx, it.ID, name, "soak")
+		case it.Request.Kind == "" || it.Request.Kind == approval.KindGate:
+			order, amount := soakOrder(it.Thread)
+			args := fmt.Sprintf(`{"order":%q,"amount":%d}`, order, soakEditedAmount(amount))
+			d, err = app.inbox.Edit(ctx, it.ID, name, json.RawMessage(args), "soak: half")
+		default:
+			d, err = app.inbox.Approve(ctx, it.ID, name, "soak")
+		}
+		var ad *approval.AlreadyDecidedError
+		switch {
+		case err == nil:
+			decided.Add(1)
+			soakPrintf("DECIDED %s %s %s\n", it.ID, d.Outcome, d.Reviewer)
+		case errors.As(err, &ad):
+			lost.Add(1)
+			soakPrintf("LOST %s %s %s %t\n", it.ID, ad.Winner.Outcome, ad.Winner.Reviewer, begun.Before(ad.Winner.DecidedAt))
+		}
+	}
+	// resolver is one of the pool's resolvers: it lists the pending
+	// approvals and acts on one of them, the oldest half the time (so that
+	// resolvers meet on it), else one at random.
+	resolver := func(k int) {
+		rng := rand.New(rand.NewPCG(procSeed, uint64(k)+7))
+		name := fmt.Sprintf("resolver-%d.%d-%d", cfg.Proc, cfg.Incarnation, k)
+		for time.Now().Before(cfg.RunUntil) {
+			page, err := app.inbox.List(ctx, approval.Filter{Limit: 50})
+			if err == nil && len(page.Items) > 0 { // else a fault, or nothing to do
+				i := 0
+				if rng.IntN(2) == 0 {
+					i = rng.IntN(len(page.Items))
+				}
+				resolve(name, page.Items[i], rng.Float64())
+			}
+			time.Sleep(time.Duration(10+rng.IntN(40)) * time.Millisecond)
+		}
+	}
+	// decideAll has one resolver act on every listed approval (the drain).
+	decideAll := func(rng *rand.Rand) {
 		page, err := app.inbox.List(ctx, approval.Filter{Limit: 50})
 		if err != nil {
 			return // a fault: the next pass lists again
 		}
 		for _, it := range page.Items {
-			rngMu.Lock()
-			approve, race := rng.Float64() < 0.85, rng.Float64() < 0.3
-			rngMu.Unlock()
-			click := func(reviewer string, approve bool) {
-				var d approval.Decision
-				var err error
-				if approve {
-					d, err = app.inbox.Approve(ctx, it.ID, reviewer, "soak")
-				} else {
-					d, err = app.inbox.Reject(ctx, it.ID, reviewer, "soak")
-				}
-				switch {
-				case err == nil:
-					decided.Add(1)
-					soakPrintf("DECIDED %s %s\n", it.ID, d.Outcome)
-				case errors.Is(err, approval.ErrAlreadyDecided):
-					lost.Add(1)
-				}
-			}
-			if race {
-				var w sync.WaitGroup
-				w.Go(func() { click(fmt.Sprintf("reviewer-%d-a", cfg.Proc), approve) })
-				w.Go(func() { click(fmt.Sprintf("reviewer-%d-b", cfg.Proc), !approve) })
-				w.Wait()
-			} else {
-				click(fmt.Sprintf("reviewer-%d", cfg.Proc), approve)
-			}
+			resolve(fmt.Sprintf("resolver-%d.%d-drain", cfg.Proc, cfg.Incarnation), it, rng.Float64())
 		}
 	}
 
@@ -1305,14 +1396,9 @@ func runSoakChild(cfg soakChildConfig) (soakChildResult, error) {
 			time.Sleep(500 * time.Millisecond)
 		}
 	})
-	rng := rand.New(rand.NewPCG(procSeed, 7))
-	var rngMu sync.Mutex
-	wg.Go(func() { // the reviewer
-		for time.Now().Before(stop) {
-			decide(rng, &rngMu)
-			time.Sleep(50 * time.Millisecond)
-		}
-	})
+	for k := range soakResolvers {
+		wg.Go(func() { resolver(k) })
+	}
 	wg.Go(func() { // the worker
 		for time.Now().Before(stop) {
 			workOnce()
@@ -1328,8 +1414,9 @@ func runSoakChild(cfg soakChildConfig) (soakChildResult, error) {
 	before.Reset()
 	after.Reset()
 	var todo []string
+	drainRng := rand.New(rand.NewPCG(procSeed, 6))
 	for time.Now().Before(cfg.DrainUntil) {
-		decide(rng, &rngMu)
+		decideAll(drainRng)
 		workOnce()
 		for consume() {
 		}

@@ -291,3 +291,6 @@ func soakFaults() (before, after *faultdb.Driver) {
 	soakAfter.Reset()
 	return soakBefore, soakAfter
 }
+
+// soakEditedAmount is the amount a resolver's edit pays instead.
+func soakEditedAmount(amount int) int { return amount / 2 }
