@@ -58,6 +58,11 @@
 // next one, and the run saves them on its own before it returns. A crash
 // before any write leaves the thread waiting with no answer saved.
 //
+// A caller that cannot tell whether an Invoke took effect (its process
+// died, its reply was lost) retries it with the same [RunKey]: the input
+// is applied once, and the retry returns that run's result
+// ([Result].Repeated), continuing the run if it stopped.
+//
 // # Inspecting
 //
 // [Runnable.GetState] and [Runnable.History] return [Snapshot] values:
@@ -98,7 +103,7 @@
 // [ErrAlreadyAnswered] or [ErrNotAnswerable]), [*UnknownNodeError],
 // [*UnknownFieldError], [*SizeError], [*EncodeError], the sentinels
 // [ErrThreadNotFound], [ErrNothingToResume], [ErrPendingInterrupt],
-// [ErrNoSaver], [ErrInvalidInput], and saver errors from package
+// [ErrRunKeyReused], [ErrNoSaver], [ErrInvalidInput], and saver errors from package
 // checkpoint. [Runnable.UpdateState] also returns [ErrAmbiguousUpdate]
 // when it cannot tell which node an update is from. A snapshot's failed
 // task carries a [*TaskError], the message and type saved with it. Compile
