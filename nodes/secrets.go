@@ -287,8 +287,9 @@ func (r *redactor) Bytes(b []byte) []byte {
 // the document's own escapes decoded first) is redacted, and the result
 // is valid JSON again (a number becomes the string [REDACTED]; two keys
 // that redact alike stay apart, the later ones suffixed #2, #3...). It
-// returns b itself when nothing changed, and what Bytes returns when b
-// is not JSON.
+// returns b itself when nothing changed and b's bytes hold no secret
+// either (they may where v does not: a member that a later one with the
+// same key replaces), and what Bytes returns when b is not JSON.
 func (r *redactor) JSON(b []byte) []byte {
 	r.mu.RLock()
 	rep := r.rep
@@ -306,9 +307,12 @@ func (r *redactor) JSON(b []byte) []byte {
 		return r.Bytes(b)
 	}
 	v, changed := r.value(v)
-	if !changed {
+	if !changed && bytes.Equal(r.Bytes(b), b) {
 		return b
 	}
+	// Encoded again even when no value changed but the bytes hold a
+	// secret: an object member that a later one with the same key
+	// replaced is not in v, but it is in b.
 	out, err := json.Marshal(v)
 	if err != nil {
 		return r.Bytes(b)

@@ -772,3 +772,39 @@ func TestReviewContextErrorRedacted(t *testing.T) {
 	scan(t, "checkpoints and pending writes", saver.bytes(), forms)
 	scan(t, "logs", []byte(logs.String()), forms)
 }
+
+// TestSecretInDuplicateKeyRedacted: encoding/json keeps the last of two
+// members with one key, so a secret in an earlier one is not in the
+// decoded value; it is in the bytes the result is saved and shown as, and
+// must be redacted there too (the JSON must stay JSON).
+func TestSecretInDuplicateKeyRedacted(t *testing.T) {
+	const secret = "sk-live-0123456789abcdef"
+	for _, out := range []string{
+		`{"token":"` + secret + `","token":"x"}`,
+		`{"a":{"token":"` + secret + `","token":"x"},"b":"` + secret + `"}`,
+		`[{"k":"\u0073k-live-0123456789abcdef","k":1}]`,
+	} {
+		tool := mustTool(t)(nodes.NewTool("echo", "Echo.", func(ctx context.Context, _ Empty, env nodes.Env) (json.RawMessage, error) {
+			if _, err := env.Secret("KEY"); err != nil {
+				return nil, err
+			}
+			return json.RawMessage(out), nil
+		}, nodes.Idempotent(), nodes.NoMemo(), nodes.Secrets("KEY")))
+		ex, err := nodes.NewExecutor([]*nodes.Tool{tool}, nodes.WithSecrets(nodes.StaticSecrets{"KEY": secret}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := ex.Execute(context.Background(), nodes.Call{Tool: "echo", Scope: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !json.Valid(res.Output) {
+			t.Errorf("result %s of %s is not JSON", res.Output, out)
+		}
+		for _, s := range decodings(string(res.Output)) {
+			if strings.Contains(s, secret) {
+				t.Errorf("result %s of %s: the credential is readable in %q", res.Output, out, s)
+			}
+		}
+	}
+}
