@@ -55,7 +55,9 @@ type Executor struct {
 	declared  []string        // declared secret names, sorted
 	red       *redactor
 	learnMu   sync.Mutex
-	learned   map[string]bool // declared names whose value red knows
+	learned   map[string]bool      // declared names whose value red knows
+	learning  map[string]bool      // declared names a call is asking the provider for
+	failedAt  map[string]time.Time // when the provider last failed for a name
 	flight    singleflight.Group
 	abandoned atomic.Int64 // attempts abandoned, ever
 	running   atomic.Int64 // abandoned bodies that have not returned
@@ -83,7 +85,10 @@ func WithLedger(l ledger.Ledger) ExecutorOption { return func(e *Executor) { e.l
 // WithSecrets sets the provider of the secrets tools declare. Besides the
 // calls of the tools, the executor asks it once for each declared name
 // before its first call runs (and the tool node before its first step),
-// so that the redactor knows every value before any text is written.
+// so that the redactor knows every value before any text is written. A
+// name the provider fails for is asked again 30 s later at the earliest,
+// and a slow provider delays only the call that asks it: other calls go
+// on meanwhile (knowing the secrets learned so far).
 func WithSecrets(p SecretProvider) ExecutorOption { return func(e *Executor) { e.secrets = p } }
 
 // WithLogger sends decision events to l (default: discarded).
@@ -204,7 +209,7 @@ func NewExecutor(tools []*Tool, opts ...ExecutorOption) (*Executor, error) {
 		}
 	}
 	e.declared = slices.Compact(slices.Sorted(slices.Values(e.declared)))
-	e.learned = map[string]bool{}
+	e.learned, e.learning, e.failedAt = map[string]bool{}, map[string]bool{}, map[string]time.Time{}
 	return e, nil
 }
 
@@ -212,24 +217,49 @@ func NewExecutor(tools []*Tool, opts ...ExecutorOption) (*Executor, error) {
 // not know yet, so that what the executor and the tool node write before
 // a tool has fetched one (approval requests, logs, the check of the
 // arguments, after a restart above all) is redacted too. A provider error
-// is not reported here: the secret is asked for again next time, and the
-// tool that needs it fails then.
+// is not reported here: the tool that needs the secret fails when it
+// fetches it, and the name is asked for again after learnRetry. The
+// provider is called without holding the executor's lock, and a name
+// another call is already asking for is skipped, so a slow or failing
+// provider delays only the calls that reach it first, never every call.
 func (e *Executor) learn(ctx context.Context) {
 	if len(e.declared) == 0 {
 		return
 	}
+	now := e.clock.Now()
+	var ask []string
 	e.learnMu.Lock()
-	defer e.learnMu.Unlock()
 	for _, name := range e.declared {
-		if e.learned[name] {
+		if e.learned[name] || e.learning[name] {
 			continue
 		}
-		if v, err := e.secrets.Secret(ctx, name); err == nil {
-			e.red.add(v)
-			e.learned[name] = true
+		if at, ok := e.failedAt[name]; ok && now.Sub(at) < learnRetry {
+			continue
 		}
+		e.learning[name] = true
+		ask = append(ask, name)
+	}
+	e.learnMu.Unlock()
+	for _, name := range ask {
+		v, err := e.secrets.Secret(ctx, name)
+		if err == nil {
+			e.red.add(v)
+		}
+		e.learnMu.Lock()
+		delete(e.learning, name)
+		if err == nil {
+			e.learned[name] = true
+			delete(e.failedAt, name)
+		} else {
+			e.failedAt[name] = e.clock.Now()
+		}
+		e.learnMu.Unlock()
 	}
 }
+
+// learnRetry is how long learn waits before it asks the provider again
+// for a name it failed to provide.
+const learnRetry = 30 * time.Second
 
 func (e *Executor) all() []*Tool {
 	out := make([]*Tool, 0, len(e.tools)+len(e.fallbacks))

@@ -18,7 +18,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	_ "github.com/mattn/go-sqlite3"
 
@@ -806,5 +808,94 @@ func TestSecretInDuplicateKeyRedacted(t *testing.T) {
 				t.Errorf("result %s of %s: the credential is readable in %q", res.Output, out, s)
 			}
 		}
+	}
+}
+
+// gatedSecrets is a SecretProvider whose "SLOW" secret waits for release
+// (or the context), whose "DOWN" secret always fails, and which counts the
+// requests for each name.
+type gatedSecrets struct {
+	release chan struct{}
+	asked   sync.Map // name → *atomic.Int32
+}
+
+func (g *gatedSecrets) count(name string) int32 {
+	v, _ := g.asked.LoadOrStore(name, new(atomic.Int32))
+	return v.(*atomic.Int32).Load()
+}
+
+func (g *gatedSecrets) Secret(ctx context.Context, name string) (string, error) {
+	v, _ := g.asked.LoadOrStore(name, new(atomic.Int32))
+	v.(*atomic.Int32).Add(1)
+	switch name {
+	case "SLOW":
+		select {
+		case <-g.release:
+			return "slow-secret-value-0001", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	case "DOWN":
+		return "", errors.New("vault unavailable")
+	}
+	return "", fmt.Errorf("no secret %q", name)
+}
+
+// TestSecretProviderDoesNotGateOtherCalls: learning the declared secrets
+// before the first call must not make every call wait for the provider. A
+// call of a tool that needs no secret completes while another call waits
+// on a slow provider, and a name the provider fails for is asked again
+// only after a pause, not on every call. Before, learn held the executor's
+// lock around the provider calls and asked for a failing name on every
+// call of every tool.
+func TestSecretProviderDoesNotGateOtherCalls(t *testing.T) {
+	g := &gatedSecrets{release: make(chan struct{})}
+	clock := newFakeClock()
+	needy := mustTool(t)(nodes.NewTool("needy", "Uses the slow secret.", func(ctx context.Context, a APIArgs, env nodes.Env) (string, error) {
+		return "ok", nil
+	}, nodes.Secrets("SLOW", "DOWN")))
+	plain := mustTool(t)(nodes.NewTool("plain", "Needs no secret.", func(ctx context.Context, a APIArgs, env nodes.Env) (string, error) {
+		return "plain ok", nil
+	}))
+	ex, err := nodes.NewExecutor([]*nodes.Tool{needy, plain}, nodes.WithSecrets(g), nodes.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first := make(chan error, 1)
+	go func() {
+		_, err := ex.Execute(ctx, nodes.Call{Tool: "plain", Scope: "s1", Args: json.RawMessage(`{"path":"/a"}`)})
+		first <- err
+	}()
+	for g.count("SLOW") == 0 { // the first call is asking the provider
+		time.Sleep(time.Millisecond)
+	}
+	res, err := ex.Execute(ctx, nodes.Call{Tool: "plain", Scope: "s2", Args: json.RawMessage(`{"path":"/b"}`)})
+	if err != nil || ctx.Err() != nil {
+		t.Fatalf("a second call while the provider is slow: %v %v (ctx %v)", res, err, ctx.Err())
+	}
+	close(g.release)
+	if err := <-first; err != nil {
+		t.Fatalf("first call: %v", err)
+	}
+	downBefore := g.count("DOWN")
+	for i := range 5 {
+		if _, err := ex.Execute(ctx, nodes.Call{Tool: "plain", Scope: fmt.Sprint("s", 10+i), Args: json.RawMessage(`{"path":"/c"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := g.count("DOWN") - downBefore; got != 0 {
+		t.Errorf("the failing name was asked %d more times within the pause, want 0", got)
+	}
+	clock.Advance(time.Minute)
+	if _, err := ex.Execute(ctx, nodes.Call{Tool: "plain", Scope: "s20", Args: json.RawMessage(`{"path":"/d"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.count("DOWN") - downBefore; got != 1 {
+		t.Errorf("after the pause the failing name was asked %d times, want 1", got)
+	}
+	if got := g.count("SLOW"); got != 1 {
+		t.Errorf("the slow name was asked %d times, want 1 (learned once)", got)
 	}
 }
