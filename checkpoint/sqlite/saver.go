@@ -200,28 +200,18 @@ func (s *Saver) writer(ctx context.Context) (*sql.Conn, error) {
 // write the file at path (when it exists) or create it in its directory
 // (when create is set), so that a read-only location fails with
 // ErrReadOnly and says why, instead of with SQLite's "unable to open
-// database file" or "attempt to write a readonly database". The file
-// created to check is removed again: SQLite creates its own.
+// database file" or "attempt to write a readonly database". It neither
+// opens the file nor creates one (see checkWrite).
 func writable(path string, create bool) error {
-	if create {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
-		switch {
-		case err == nil:
-			f.Close()
-			return os.Remove(path)
-		case errors.Is(err, fs.ErrExist):
-			return nil // an empty file appeared meanwhile: SQLite will say
-		case errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS):
-			return fmt.Errorf("%w: cannot create %s: its directory is not writable by this process (SQLite also keeps -wal and -shm files there): %w",
-				ErrReadOnly, strconv.Quote(path), err)
-		default:
-			return fmt.Errorf("checkpoint/sqlite: create %q: %w", path, err)
-		}
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0) // no O_CREATE, no O_TRUNC: changes nothing
+	err := checkWrite(path, create)
 	switch {
 	case err == nil:
-		return f.Close()
+		return nil
+	case create && (errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)):
+		return fmt.Errorf("%w: cannot create %s: its directory is not writable by this process (SQLite also keeps -wal and -shm files there): %w",
+			ErrReadOnly, strconv.Quote(path), err)
+	case create:
+		return fmt.Errorf("checkpoint/sqlite: create %q: %w", path, err)
 	case errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS):
 		return fmt.Errorf("%w: %s is not writable by this process (Open writes the database, its -wal and -shm files; to only inspect it, use the lockstep CLI): %w",
 			ErrReadOnly, strconv.Quote(path), err)
