@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -155,7 +156,14 @@ func (m *Metadata) UnmarshalJSON(b []byte) error {
 		case "run_id":
 			err = json.Unmarshal(v, &m.RunID)
 		case "run_key":
-			err = json.Unmarshal(v, &m.RunKey)
+			// Before RunKey, "run_key" was a caller key like any other
+			// (graph.WithMetadata); a value that is not a string is read
+			// back as that, not refused.
+			if bytes.HasPrefix(bytes.TrimLeft(v, " \t\r\n"), []byte(`"`)) {
+				err = json.Unmarshal(v, &m.RunKey)
+				break
+			}
+			fallthrough
 		default:
 			var x any
 			if x, err = decodeValue(v); err == nil {

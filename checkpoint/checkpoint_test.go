@@ -398,3 +398,31 @@ func TestMessagesQuoteIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestMetadataRunKeyOfAnOlderFile: metadata written before RunKey existed
+// could hold "run_key" as a caller key (graph.WithMetadata accepted it)
+// with any value. One that is not a string reads back in Extra, as it did,
+// instead of making the checkpoint unreadable (a *CorruptError for the
+// whole thread's List in the SQLite saver).
+func TestMetadataRunKeyOfAnOlderFile(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want any
+	}{
+		{`{"parents":{},"run_key":5,"source":"input","step":0}`, json.Number("5")},
+		{`{"parents":{},"run_key":true,"source":"input","step":0}`, true},
+		{`{"parents":{},"run_key":null,"source":"input","step":0}`, nil},
+	} {
+		var m checkpoint.Metadata
+		if err := json.Unmarshal([]byte(tc.in), &m); err != nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		if got, ok := m.Extra["run_key"]; !ok || got != tc.want || m.RunKey != "" {
+			t.Errorf("%s: RunKey %q, Extra %#v; want Extra run_key %#v", tc.in, m.RunKey, m.Extra, tc.want)
+		}
+	}
+	var m checkpoint.Metadata
+	if err := json.Unmarshal([]byte(`{"parents":{},"run_key":"k","source":"input","step":0}`), &m); err != nil || m.RunKey != "k" || m.Extra != nil {
+		t.Errorf("string run_key: RunKey %q Extra %v err %v", m.RunKey, m.Extra, err)
+	}
+}
