@@ -1,7 +1,6 @@
 package checkpoint
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,7 +75,7 @@ const (
 )
 
 // Metadata describes a checkpoint. It is stored as one flat JSON object:
-// "source", "step", "parents", "run_id", "run_key" and the Extra keys side by side, so
+// "source", "step", "parents", "run_id", "run-key" and the Extra keys side by side, so
 // that List filters can match any of them by equality (see
 // MetadataMatches).
 //
@@ -96,7 +95,9 @@ type Metadata struct {
 	Parents map[string]string // namespace → checkpoint ID of the parent graph; empty at the root
 	RunID   string            // the run that wrote the checkpoint
 	// RunKey is the idempotency key the caller gave the run that wrote
-	// this input checkpoint (graph.RunKey), stored as "run_key"; empty on
+	// this input checkpoint (graph.RunKey), stored as "run-key" (a name no
+	// caller key can have, so that no metadata written before RunKey
+	// existed reads as one; filter on it with RunKeyFilter); empty on
 	// every other checkpoint. At most MaxRunKeyBytes of UTF-8.
 	RunKey string
 	Extra  map[string]any // caller metadata: string, bool or number values (ValidateExtra)
@@ -105,7 +106,10 @@ type Metadata struct {
 // MaxRunKeyBytes bounds Metadata.RunKey.
 const MaxRunKeyBytes = 256
 
-var reservedMetadataKeys = map[string]bool{"source": true, "step": true, "parents": true, "run_id": true, "run_key": true}
+// RunKeyFilter is the List filter key that matches Metadata.RunKey.
+const RunKeyFilter = "run-key"
+
+var reservedMetadataKeys = map[string]bool{"source": true, "step": true, "parents": true, "run_id": true, RunKeyFilter: true}
 
 // MarshalJSON flattens Extra next to the fixed keys (which win over Extra
 // keys of the same name), writing a json.Number that holds an integer in
@@ -130,7 +134,7 @@ func (m Metadata) MarshalJSON() ([]byte, error) {
 		obj["run_id"] = m.RunID
 	}
 	if m.RunKey != "" {
-		obj["run_key"] = m.RunKey
+		obj[RunKeyFilter] = m.RunKey
 	}
 	return json.Marshal(obj)
 }
@@ -155,15 +159,8 @@ func (m *Metadata) UnmarshalJSON(b []byte) error {
 			err = json.Unmarshal(v, &m.Parents)
 		case "run_id":
 			err = json.Unmarshal(v, &m.RunID)
-		case "run_key":
-			// Before RunKey, "run_key" was a caller key like any other
-			// (graph.WithMetadata); a value that is not a string is read
-			// back as that, not refused.
-			if bytes.HasPrefix(bytes.TrimLeft(v, " \t\r\n"), []byte(`"`)) {
-				err = json.Unmarshal(v, &m.RunKey)
-				break
-			}
-			fallthrough
+		case RunKeyFilter:
+			err = json.Unmarshal(v, &m.RunKey)
 		default:
 			var x any
 			if x, err = decodeValue(v); err == nil {
@@ -212,9 +209,12 @@ func ValidateExtra(extra map[string]any) error {
 }
 
 // ValidFilterKey reports whether k may be used as a metadata key in a List
-// filter: 1 to 64 characters from [A-Za-z0-9_]. Savers must reject other keys
-// (they are never interpolated into a query).
+// filter: 1 to 64 characters from [A-Za-z0-9_], or RunKeyFilter. Savers
+// must reject other keys (they are never interpolated into a query).
 func ValidFilterKey(k string) bool {
+	if k == RunKeyFilter {
+		return true
+	}
 	if len(k) == 0 || len(k) > 64 {
 		return false
 	}

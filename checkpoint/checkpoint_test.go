@@ -401,9 +401,11 @@ func TestMessagesQuoteIDs(t *testing.T) {
 
 // TestMetadataRunKeyOfAnOlderFile: metadata written before RunKey existed
 // could hold "run_key" as a caller key (graph.WithMetadata accepted it)
-// with any value. One that is not a string reads back in Extra, as it did,
-// instead of making the checkpoint unreadable (a *CorruptError for the
-// whole thread's List in the SQLite saver).
+// with any value. It reads back in Extra, as it did, whatever its value,
+// and never as a RunKey (which is stored as "run-key", a name no caller key
+// can have); before, a non-string value made the checkpoint unreadable (a
+// *CorruptError for the whole thread's List in the SQLite saver) and a
+// string one became a RunKey that graph.RunKey would act on.
 func TestMetadataRunKeyOfAnOlderFile(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
@@ -412,6 +414,7 @@ func TestMetadataRunKeyOfAnOlderFile(t *testing.T) {
 		{`{"parents":{},"run_key":5,"source":"input","step":0}`, json.Number("5")},
 		{`{"parents":{},"run_key":true,"source":"input","step":0}`, true},
 		{`{"parents":{},"run_key":null,"source":"input","step":0}`, nil},
+		{`{"parents":{},"run_key":"k","source":"input","step":0}`, "k"},
 	} {
 		var m checkpoint.Metadata
 		if err := json.Unmarshal([]byte(tc.in), &m); err != nil {
@@ -422,7 +425,14 @@ func TestMetadataRunKeyOfAnOlderFile(t *testing.T) {
 		}
 	}
 	var m checkpoint.Metadata
-	if err := json.Unmarshal([]byte(`{"parents":{},"run_key":"k","source":"input","step":0}`), &m); err != nil || m.RunKey != "k" || m.Extra != nil {
-		t.Errorf("string run_key: RunKey %q Extra %v err %v", m.RunKey, m.Extra, err)
+	if err := json.Unmarshal([]byte(`{"parents":{},"run-key":"k","source":"input","step":0}`), &m); err != nil || m.RunKey != "k" || m.Extra != nil {
+		t.Errorf("run-key: RunKey %q Extra %v err %v", m.RunKey, m.Extra, err)
+	}
+	b, err := json.Marshal(checkpoint.Metadata{Source: checkpoint.SourceInput, RunKey: "k", Extra: map[string]any{"run_key": "mine"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"parents":{},"run-key":"k","run_key":"mine","source":"input","step":0}`; string(b) != want {
+		t.Errorf("Marshal = %s, want %s", b, want)
 	}
 }

@@ -264,7 +264,7 @@ func (r *Runnable[S]) sameRun(ctx context.Context, thread, key string) (bool, er
 		return false, fmt.Errorf("%w (thread %q, checkpoint %q: checkpoint %q, written since by Replay or UpdateState at an older checkpoint, branched off before it, so the current branch may not hold that run's input)",
 			ErrRunKeyReused, thread, latest[0].Checkpoint.ID, id)
 	}
-	earlier, err := r.cfg.saver.List(ctx, thread, checkpoint.ListOptions{Filter: map[string]any{"source": input, "run_key": key}, Limit: 1, MetadataOnly: true})
+	earlier, err := r.cfg.saver.List(ctx, thread, checkpoint.ListOptions{Filter: map[string]any{"source": input, checkpoint.RunKeyFilter: key}, Limit: 1, MetadataOnly: true})
 	if err != nil {
 		return false, fmt.Errorf("graph: thread %q: look up the run key: %w", thread, err)
 	}

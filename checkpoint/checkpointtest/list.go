@@ -356,9 +356,10 @@ func testListMetadataNumbers(t *testing.T, f *fixture) {
 
 // testListRunKey: Metadata.RunKey (graph.RunKey's idempotency key on an
 // input checkpoint) comes back from Get and List as it was saved, a List
-// filter on "run_key" finds it (with and without a limit), and a caller
-// key of that name, or a run key over MaxRunKeyBytes or not UTF-8, is
-// refused with ErrInvalid.
+// filter on checkpoint.RunKeyFilter finds it (with and without a limit),
+// a caller key "run_key" stays a caller key (it was one before RunKey
+// existed), and a run key over MaxRunKeyBytes or not UTF-8 is refused with
+// ErrInvalid.
 func testListRunKey(t *testing.T, f *fixture) {
 	l := f.line("thread-1", "")
 	put := func(key string) string {
@@ -375,14 +376,23 @@ func testListRunKey(t *testing.T, f *fixture) {
 			t.Errorf("Get(%s).Metadata.RunKey = %q, want %q", id, got, want)
 		}
 	}
+	callers := l.request(t, l.head, set("x", `0`))
+	callers.Checkpoint.Metadata.Extra = map[string]any{"run_key": "order-7"}
+	c4 := l.put(t, callers)
+	got := f.get(t, l.ref(c4), checkpoint.GetOptions{}).Checkpoint.Metadata
+	if got.RunKey != "" || got.Extra["run_key"] != "order-7" {
+		t.Errorf("a caller key run_key read back as RunKey %q, Extra %v", got.RunKey, got.Extra)
+	}
 	for _, limit := range []int{0, 1} {
-		got := tupleIDs(f.list(t, "thread-1", checkpoint.ListOptions{Filter: map[string]any{"run_key": "order-8 ünïcode"}, Limit: limit}))
+		got := tupleIDs(f.list(t, "thread-1", checkpoint.ListOptions{Filter: map[string]any{checkpoint.RunKeyFilter: "order-8 ünïcode"}, Limit: limit}))
 		if want := []string{c3}; !cmp.Equal(got, want) {
 			t.Errorf("List(run_key = order-8..., limit %d) = %v, want %v", limit, got, want)
 		}
 	}
 	for name, mutate := range map[string]func(*checkpoint.PutRequest){
-		"caller key run_key": func(r *checkpoint.PutRequest) { r.Checkpoint.Metadata.Extra = map[string]any{"run_key": "x"} },
+		"caller key run-key": func(r *checkpoint.PutRequest) {
+			r.Checkpoint.Metadata.Extra = map[string]any{checkpoint.RunKeyFilter: "x"}
+		},
 		"run key too long": func(r *checkpoint.PutRequest) {
 			r.Checkpoint.Metadata.RunKey = strings.Repeat("k", checkpoint.MaxRunKeyBytes+1)
 		},
