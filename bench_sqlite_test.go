@@ -419,3 +419,34 @@ func BenchmarkW3Breakdown(b *testing.B) {
 	b.ReportMetric(float64(total.Nanoseconds())/1e3/float64(n), "us/cycle")
 	b.ReportMetric(float64((total-saver).Nanoseconds())/1e3/float64(n), "us/runtime")
 }
+
+// BenchmarkGetStateWarm: GetState of W3's thread waiting at its interrupt,
+// read again and again (the saver's head cache is warm): the get-state of
+// W3's cycle without the rest of the cycle around it.
+func BenchmarkGetStateWarm(b *testing.B) {
+	s, _ := openBenchDB(b, sqlite.SyncNormal)
+	r, err := w3Graph().Compile(graph.WithSaver(s))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	// As in W3's cycles after the first: the saver has read a head back
+	// before (so its head cache knows the file's data_version), and the
+	// entry read is the one the run's saves recorded.
+	for _, thread := range []string{"before", "warm"} {
+		res, err := r.Invoke(ctx, thread, graph.Set(w3State{Count: 0}, "Count"))
+		if err != nil || res.Status != graph.StatusWaiting {
+			b.Fatalf("invoke: %v %v", res.Status, err)
+		}
+		if _, err := r.GetState(ctx, "before"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		st, err := r.GetState(ctx, "warm")
+		if err != nil || len(st.Next) != 1 || len(st.Tasks) != 1 || len(st.Tasks[0].Interrupts) != 1 {
+			b.Fatalf("get state: %v %+v", err, st)
+		}
+	}
+}
