@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"maps"
 	"slices"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
@@ -59,6 +60,25 @@ type cachedHead struct {
 	// skips verifying them again. An entry recorded from a read is
 	// verified by every read, as a read of the file is.
 	own bool
+	// dec is the row decoded, once a read served from the entry found
+	// the row and its writes verified (or own); nil until then, or when
+	// the metadata has caller keys. Nothing changes it: an entry copied
+	// to add writes (addWrites) shares it, as it shares the row, and the
+	// writes it adds are this saver's own.
+	dec *decodedHead
+}
+
+// decodedHead is a cached head's checkpoint as decoded, without channels
+// and with no Metadata.Extra. A read served from it copies its maps (the
+// caller may change them) instead of decoding the row again.
+type decodedHead struct{ cp checkpoint.Checkpoint }
+
+// checkpoint returns a copy of the decoded checkpoint for a caller.
+func (d *decodedHead) checkpoint() checkpoint.Checkpoint {
+	cp := d.cp
+	cp.Versions = maps.Clone(d.cp.Versions)
+	cp.Metadata.Parents = maps.Clone(d.cp.Metadata.Parents)
+	return cp
 }
 
 const (
@@ -149,12 +169,69 @@ func writesBytes(ws []pendingRow) int {
 }
 
 // get returns a copy of the entry of (thread, ns) as getQuery would have
-// returned it, or false.
+// returned it, or false. The first read of an entry verifies and decodes
+// its row (when the saver did not write it itself, as a read of the file
+// would), and the entry keeps the decoded checkpoint: later reads copy
+// it, and copy the row's channels only if the caller needs them.
 func (c *headCache) get(thread, ns string) (getResult, bool) {
 	e := c.entry(thread, ns)
 	if e == nil {
 		return getResult{}, false
 	}
+	if e.dec == nil {
+		e.decode(thread)
+	}
+	if d := e.dec; d != nil {
+		row := &cpRow{ns: e.ns, id: e.id, parent: e.parent, step: e.step, source: e.source, created: e.created,
+			mark: e.mark, crc: e.crc, checked: true, lazy: true, chanSrc: e.channels, twSrc: e.taskWrite}
+		return getResult{row: row, cp: d.checkpoint(), decoded: true, writes: cloneWrites(e.writes), verified: true}, true
+	}
+	return e.copy(), true
+}
+
+// decode sets e.dec when e's row and writes verify and decode.
+func (e *cachedHead) decode(thread string) {
+	res := e.copy()
+	if !e.own {
+		if res.row.verify(thread) != nil {
+			return
+		}
+		for i := range res.writes {
+			if res.writes[i].verify(thread) != nil {
+				return
+			}
+		}
+	}
+	cp, err := res.row.checkpoint(thread)
+	if err != nil || cp.Metadata.Extra != nil {
+		return
+	}
+	e.dec = &decodedHead{cp: cp}
+}
+
+// cloneWrites copies pending writes, their values into one new array.
+func cloneWrites(ws []pendingRow) []pendingRow {
+	if len(ws) == 0 {
+		return nil
+	}
+	out := slices.Clone(ws)
+	n := 0
+	for _, w := range ws {
+		n += len(w.w.Value)
+	}
+	buf := make([]byte, 0, n)
+	for i := range out {
+		if v := out[i].w.Value; v != nil {
+			start := len(buf)
+			buf = append(buf, v...)
+			out[i].w.Value = buf[start:len(buf):len(buf)]
+		}
+	}
+	return out
+}
+
+// copy is the entry as getQuery would have returned it.
+func (e *cachedHead) copy() getResult {
 	// A fresh cpRow (its decoded state is filled per read) and fresh
 	// bytes: what a Get returns belongs to its caller.
 	row := &cpRow{ns: e.ns, id: e.id, parent: e.parent, step: e.step, source: e.source, created: e.created,
@@ -167,7 +244,7 @@ func (c *headCache) get(thread, ns string) (getResult, bool) {
 	for i := range writes {
 		writes[i].w.Value = bytes.Clone(writes[i].w.Value)
 	}
-	return getResult{row: row, writes: writes, verified: e.own}, true
+	return getResult{row: row, writes: writes, verified: e.own}
 }
 
 // readSize is the size headOfRead's entry would have.

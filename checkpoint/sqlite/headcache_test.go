@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
 
@@ -50,9 +51,14 @@ func viewResult(res getResult) rowView {
 func checkHeadCache(t *testing.T, s *Saver, what, thread string) {
 	t.Helper()
 	s.wsem <- struct{}{}
-	cached, ok := s.heads.get(thread, "")
+	e := s.heads.entry(thread, "")
+	var cached, served getResult
+	if e != nil {
+		cached = e.copy()
+		served, _ = s.heads.get(thread, "") // decodes the entry
+	}
 	<-s.wsem
-	if !ok {
+	if e == nil {
 		return
 	}
 	stored, err := runGet(t.Context(), s.db, checkpoint.Ref{Thread: thread})
@@ -61,6 +67,21 @@ func checkHeadCache(t *testing.T, s *Saver, what, thread string) {
 	}
 	if diff := gocmp.Diff(viewResult(stored), viewResult(cached)); diff != "" {
 		t.Errorf("%s: cached head of %s differs from the file (-file +cache):\n%s", what, thread, diff)
+	}
+	// A read served from the decoded entry gives what decoding the file's
+	// row gives.
+	want, err := stored.row.checkpoint(thread)
+	if err != nil {
+		t.Fatalf("%s: decode %s: %v", what, thread, err)
+	}
+	if !served.decoded {
+		t.Fatalf("%s: the entry of %s was not decoded", what, thread)
+	}
+	if diff := gocmp.Diff(want, served.cp); diff != "" {
+		t.Errorf("%s: decoded head of %s differs from the file (-file +cache):\n%s", what, thread, diff)
+	}
+	if served.row.chanSrc != string(stored.row.channels) || served.row.twSrc != string(stored.row.taskWrite) {
+		t.Errorf("%s: served row of %s has other channels or task writes than the file", what, thread)
 	}
 }
 
@@ -289,5 +310,42 @@ func TestHeadCacheBounds(t *testing.T) {
 	c.reset(7)
 	if len(c.entries) != 0 || len(c.nested) != 0 || c.version != 7 {
 		t.Errorf("after reset: %d entries, %d nested, version %d", len(c.entries), len(c.nested), c.version)
+	}
+}
+
+// TestHeadCacheReadsAreCopies: a read served from the head cache's
+// decoded entry hands out maps of its own; a caller that changes them
+// (and the pending writes' backing arrays by appending) changes nothing
+// another read sees.
+func TestHeadCacheReadsAreCopies(t *testing.T) {
+	s := openTemp(t, Config{Synchronous: SyncNormal})
+	ctx := t.Context()
+	l := putLine(t, s, "t", 3)
+	req := checkpoint.WritesRequest{Ref: checkpoint.Ref{Thread: "t", ID: l.head}, Lease: checkpoint.Lease{Owner: l.owner, TTL: time.Minute}, Release: true,
+		Tasks: []checkpoint.TaskWrites{{TaskID: "a", Node: "n", Path: "pull", Writes: []checkpoint.Write{{Channel: "N", Value: json.RawMessage(`1`)}, {Channel: "Log", Value: json.RawMessage(`["x"]`)}}}}}
+	if err := s.PutWrites(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	// Holding Log, as a runner does, the read needs no row but the head's
+	// and is served from the cache.
+	have := map[string]string{"Log": l.head}
+	read := func() *checkpoint.Tuple {
+		t.Helper()
+		tp, err := s.Get(ctx, checkpoint.Ref{Thread: "t"}, checkpoint.GetOptions{Have: have})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tp
+	}
+	want := read()
+	for range 3 {
+		tp := read()
+		if diff := gocmp.Diff(want, tp); diff != "" {
+			t.Fatalf("reads differ (-first +later):\n%s", diff)
+		}
+		delete(tp.Checkpoint.Versions, "N") // (a changed version would only make the next read fall back to the file)
+		tp.Checkpoint.Metadata.Parents["p"] = "x"
+		_ = append(tp.Pending[0].Value, "garbage"...)
+		tp.Checkpoint.Channels["N"] = nil
 	}
 }

@@ -40,6 +40,10 @@ type getResult struct {
 	writes   []pendingRow
 	children []*cpRow
 	verified bool // writes need no check: the head cache's own entry
+	// cp is row's checkpoint (without channels) when decoded: the head
+	// cache keeps it decoded.
+	cp      checkpoint.Checkpoint
+	decoded bool
 }
 
 // runGet runs getQuery on q: the pool (one statement, its own snapshot) or
@@ -160,9 +164,12 @@ func (s *Saver) tuple(ctx context.Context, c *sql.Conn, ref checkpoint.Ref, res 
 	if res.row == nil {
 		return nil, fmt.Errorf("%w: %s", checkpoint.ErrNotFound, ref)
 	}
-	cp, err := res.row.checkpoint(ref.Thread)
-	if err != nil {
-		return nil, err
+	cp := res.cp
+	if !res.decoded {
+		var err error
+		if cp, err = res.row.checkpoint(ref.Thread); err != nil {
+			return nil, err
+		}
 	}
 	rs := newRowSet(ref.Thread, ref.NS)
 	rs.add(res.row)

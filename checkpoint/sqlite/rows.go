@@ -31,14 +31,19 @@ type cpRow struct {
 	pruned              bool
 	crc                 int64
 
-	checked  bool
-	err      error // checksum mismatch, found by verify
-	chans    []chanBlob
-	chansErr error
-	chansOK  bool
-	tws      []indexedWrite
-	twsErr   error
-	twsOK    bool
+	checked bool
+	err     error // checksum mismatch, found by verify
+	// lazy: channels and taskWrite are still in chanSrc and twSrc (a
+	// row served from the head cache with its checkpoint decoded, whose
+	// channels are often not needed at all); blobs copies them.
+	lazy           bool
+	chanSrc, twSrc string
+	chans          []chanBlob
+	chansErr       error
+	chansOK        bool
+	tws            []indexedWrite
+	twsErr         error
+	twsOK          bool
 }
 
 // cpColumns are the columns scanRow reads, in order.
@@ -103,6 +108,13 @@ func (r *cpRow) blobs(thread string) ([]chanBlob, error) {
 	}
 	if !r.chansOK {
 		r.chansOK = true
+		if r.lazy {
+			r.lazy = false
+			r.channels = []byte(r.chanSrc)
+			if r.twSrc != "" {
+				r.taskWrite = []byte(r.twSrc)
+			}
+		}
 		r.chans, r.chansErr = decodeChannels(r.channels, r.id)
 		if r.chansErr != nil {
 			r.chansErr = r.corrupt(thread, "channels", r.chansErr)
@@ -185,13 +197,16 @@ func scanWrite(sc scannable) (pendingRow, error) {
 // its children in child order, each applied as PutWrites applies writes:
 // a regular write is ignored when its (task, index) exists, a special one
 // replaces it. The result is ordered by task, then index; nil when empty.
+// Without children own is sorted in place: callers pass a slice of their
+// own.
 func mergePending(own []indexedWrite, children [][]indexedWrite) []checkpoint.PendingWrite {
 	type key struct {
 		task string
 		idx  int
 	}
-	all := slices.Clone(own)
+	all := own
 	if len(children) > 0 {
+		all = slices.Clone(own)
 		at := make(map[key]int, len(own))
 		for i, w := range all {
 			at[key{w.w.TaskID, w.idx}] = i
@@ -235,12 +250,16 @@ type rowSet struct {
 	complete   map[chainKey]bool // missing found every row of this chain
 }
 
+// newRowSet returns an empty row set; its maps are made on first use (a
+// read that the caller's Have leaves with nothing to walk needs none).
 func newRowSet(thread, ns string) *rowSet {
-	return &rowSet{thread: thread, ns: ns, rows: map[string]*cpRow{}, memo: map[chainKey][]checkpoint.Blob{},
-		claimed: map[chainKey]bool{}, complete: map[chainKey]bool{}}
+	return &rowSet{thread: thread, ns: ns}
 }
 
 func (rs *rowSet) add(r *cpRow) {
+	if rs.rows == nil {
+		rs.rows = map[string]*cpRow{}
+	}
 	if _, ok := rs.rows[r.id]; !ok {
 		rs.rows[r.id] = r
 	}
@@ -261,6 +280,9 @@ func (e errMissing) Error() string { return "missing blob for version " + strcon
 
 // isMissing reports whether err is (or wraps) an errMissing.
 func isMissing(err error) bool {
+	if err == nil {
+		return false
+	}
 	var m errMissing
 	return errors.As(err, &m)
 }
@@ -309,6 +331,9 @@ func (rs *rowSet) missing(ch, v, stop string) (string, error) {
 		}
 		v = b.Base
 	}
+	if rs.complete == nil && len(path) > 0 {
+		rs.complete = map[chainKey]bool{}
+	}
 	for _, k := range path {
 		rs.complete[k] = true
 	}
@@ -349,6 +374,9 @@ func (rs *rowSet) chain(ch, version, stop string) ([]checkpoint.Blob, error) {
 			return nil, fmt.Errorf("cycle in blob chain at version %q", v)
 		}
 		v = b.Base
+	}
+	if rs.memo == nil {
+		rs.memo, rs.claimed = map[chainKey][]checkpoint.Blob{}, map[chainKey]bool{}
 	}
 	var out []checkpoint.Blob
 	switch {
