@@ -1062,11 +1062,14 @@ func TestDurableRefusesWhatItCannotKeep(t *testing.T) {
 // step's fence) alike. Continuing the thread then runs fn once.
 func TestDurableUnderCancelledContext(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		resume bool // the step runs in a resumed node, after its answer
+		name        string
+		resume      bool // the step runs in a resumed node, after its answer
+		duringFence bool // cancelled while the step's fence claims the thread
 	}{
 		{name: "first run"},
 		{name: "resume", resume: true},
+		{name: "first run, cancelled during the fence", duringFence: true},
+		{name: "resume, cancelled during the fence", resume: true, duringFence: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -1074,14 +1077,19 @@ func TestDurableUnderCancelledContext(t *testing.T) {
 			var stepErr error
 			cctx, cancel := context.WithCancel(ctx)
 			defer cancel()
-			saver := checkpoint.NewMemorySaver(nil)
+			var armed atomic.Bool
+			saver := &cancelOnClaim{Saver: checkpoint.NewMemorySaver(nil), armed: &armed, cancel: cancel}
 			r := mustCompile(t, graph.New[State]().AddNode("n", func(ctx context.Context, s State) (graph.Update[State], error) {
 				if tc.resume {
 					if _, err := interrupt.Ask[string](ctx, "go?"); err != nil {
 						return graph.Update[State]{}, err
 					}
 				}
-				cancel()
+				if tc.duringFence {
+					armed.Store(true)
+				} else {
+					cancel()
+				}
 				v, err := graph.Durable(ctx, "effect", func(ctx context.Context) (int, error) { return int(ran.Add(1)), nil })
 				if ctx.Err() != nil && stepErr == nil {
 					stepErr = err
@@ -1123,6 +1131,31 @@ func TestDurableUnderCancelledContext(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cancelOnClaim is a saver that, once armed, cancels a context right after
+// a Claim or PutWrites succeeds: a run cancelled while a durable step's
+// fence writes (a claim on a first run; on a resume, the held answers).
+type cancelOnClaim struct {
+	checkpoint.Saver
+	armed  *atomic.Bool
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClaim) Claim(ctx context.Context, ref checkpoint.Ref, l checkpoint.Lease) error {
+	err := c.Saver.Claim(ctx, ref, l)
+	if err == nil && c.armed.Load() {
+		c.cancel()
+	}
+	return err
+}
+
+func (c *cancelOnClaim) PutWrites(ctx context.Context, req checkpoint.WritesRequest) error {
+	err := c.Saver.PutWrites(ctx, req)
+	if err == nil && c.armed.Load() {
+		c.cancel()
+	}
+	return err
 }
 
 // TestDurableNested: a durable step may call others with fn's context; a

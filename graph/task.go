@@ -355,6 +355,10 @@ func Durable[T any](ctx context.Context, name string, fn func(ctx context.Contex
 		if err := sp.fence(ctx); err != nil {
 			return zero, fmt.Errorf("graph: durable step %q not run: %w", name, err)
 		}
+		if ctx.Err() != nil {
+			// Cancelled while the fence wrote: fn still must not start.
+			return zero, fmt.Errorf("graph: %s not run: %w", sp.describe(name), context.Cause(ctx))
+		}
 	}
 	v, err := fn(context.WithValue(ctx, durableKey{}, &durableCall{sp: sp, name: name, outer: callOf(ctx)}))
 	if err != nil {
