@@ -18,17 +18,22 @@ import (
 // gets the same ID, which is how saved writes find their task again; tasks
 // of different threads never share one, even when checkpoint IDs repeat.
 func TaskID(thread, checkpointID, ns string, step int, node, path string, triggers []string) string {
-	h := sha256.New()
-	for _, s := range []string{thread, checkpointID, ns, strconv.Itoa(step), node, path} {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
+	// The hash input is built in a buffer that stays on the stack for
+	// usual sizes (a sha256.New digest escapes to the heap); the bytes
+	// hashed are the same: each part followed by a zero byte.
+	var buf [256]byte
+	in := buf[:0]
+	for _, s := range []string{thread, checkpointID, ns} {
+		in = append(append(in, s...), 0)
 	}
+	in = append(strconv.AppendInt(in, int64(step), 10), 0)
+	in = append(append(in, node...), 0)
+	in = append(append(in, path...), 0)
 	for _, s := range triggers {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
+		in = append(append(in, s...), 0)
 	}
-	var sum [sha256.Size]byte
-	b := h.Sum(sum[:0])
+	sum := sha256.Sum256(in)
+	b := sum[:]
 	var out [36]byte
 	hex.Encode(out[0:8], b[0:4])
 	out[8] = '-'
