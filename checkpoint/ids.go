@@ -21,6 +21,9 @@ type IDGenerator struct {
 	now  Clock
 	rand io.Reader
 	last [16]byte
+	// rnd receives the random bits: a buffer of the generator's own
+	// (under mu), since a local array handed to an io.Reader escapes.
+	rnd [10]byte
 }
 
 // NewIDGenerator returns a generator reading time from now and randomness
@@ -55,10 +58,11 @@ func (g *IDGenerator) NextID(after string) (string, error) {
 	for i := 0; i < 6; i++ {
 		id[i] = byte(ms >> (40 - 8*i))
 	}
-	if _, err := io.ReadFull(g.rand, id[6:]); err != nil {
+	if _, err := io.ReadFull(g.rand, g.rnd[:]); err != nil {
 		// A failing reader leaves zero bits; monotonicity below still holds.
-		clear(id[6:])
+		clear(g.rnd[:])
 	}
+	copy(id[6:], g.rnd[:])
 	id[6] = 0x70 | id[6]&0x0f // version 7
 	id[8] = 0x80 | id[8]&0x3f // RFC 4122 variant
 	floor := g.last
