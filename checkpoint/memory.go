@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -269,7 +270,7 @@ func (s *MemorySaver) List(ctx context.Context, thread string, opts ListOptions)
 func (s *MemorySaver) thread(k threadKey) *memThread {
 	t := s.threads[k]
 	if t == nil {
-		t = &memThread{checkpoints: make(map[string]*memCheckpoint, 16), blobs: make(map[blobKey]Blob, 32)}
+		t = &memThread{ids: make([]string, 0, 16), checkpoints: make(map[string]*memCheckpoint, 16), blobs: make(map[blobKey]Blob, 32)}
 		s.threads[k] = t
 	}
 	return t
@@ -455,19 +456,21 @@ func (s *MemorySaver) checkPut(req *PutRequest, now time.Time) error {
 		}
 	}
 	cp := &req.Checkpoint
-	conflict := &ConflictError{Thread: req.Thread, NS: req.NS, Expected: cp.ParentID, Head: head}
+	conflict := func() error {
+		return &ConflictError{Thread: req.Thread, NS: req.NS, Expected: cp.ParentID, Head: head}
+	}
 	if req.Fork {
 		if cp.ParentID != "" && (t == nil || t.checkpoints[cp.ParentID] == nil) {
-			return conflict
+			return conflict()
 		}
 		if cp.ID <= head { // it could never be the head (the latest checkpoint)
-			return conflict
+			return conflict()
 		}
 	} else if head != cp.ParentID {
-		return conflict
+		return conflict()
 	}
 	if t != nil && t.checkpoints[cp.ID] != nil {
-		return conflict
+		return conflict()
 	}
 	return nil
 }
@@ -503,10 +506,31 @@ func (s *MemorySaver) applyPut(req *PutRequest, now time.Time) {
 }
 
 func (s *MemorySaver) addWrites(c *memCheckpoint, tasks []TaskWrites, now time.Time) {
+	n, size := 0, 0
+	for _, tw := range tasks {
+		for _, w := range tw.Writes {
+			n++
+			size += len(w.Value)
+		}
+	}
+	if n == 0 {
+		return
+	}
+	c.writes = slices.Grow(c.writes, n)
+	// The values are copied (the caller may reuse its slices) into one
+	// array: they belong to c and go when it goes. Each is capped so that
+	// an append to one cannot reach the next.
+	arena := make([]byte, 0, size)
 	for _, tw := range tasks {
 		for pos, w := range tw.Writes {
 			idx := WriteIndex(w.Channel, pos)
-			pw := PendingWrite{TaskID: tw.TaskID, Node: tw.Node, Path: tw.Path, Channel: w.Channel, Value: bytes.Clone(w.Value)}
+			var value json.RawMessage
+			if w.Value != nil {
+				start := len(arena)
+				arena = append(arena, w.Value...)
+				value = arena[start:len(arena):len(arena)]
+			}
+			pw := PendingWrite{TaskID: tw.TaskID, Node: tw.Node, Path: tw.Path, Channel: w.Channel, Value: value}
 			found := -1
 			for i, old := range c.writes {
 				if old.TaskID == tw.TaskID && old.idx == idx {
@@ -526,14 +550,14 @@ func (s *MemorySaver) addWrites(c *memCheckpoint, tasks []TaskWrites, now time.T
 			}
 		}
 	}
-	less := func(a, b memWrite) bool {
-		if a.TaskID != b.TaskID {
-			return a.TaskID < b.TaskID
+	order := func(a, b memWrite) int {
+		if c := strings.Compare(a.TaskID, b.TaskID); c != 0 {
+			return c
 		}
-		return a.idx < b.idx
+		return cmp.Compare(a.idx, b.idx)
 	}
-	if !sort.SliceIsSorted(c.writes, func(i, j int) bool { return less(c.writes[i], c.writes[j]) }) {
-		sort.SliceStable(c.writes, func(i, j int) bool { return less(c.writes[i], c.writes[j]) })
+	if !slices.IsSortedFunc(c.writes, order) {
+		slices.SortStableFunc(c.writes, order)
 	}
 }
 

@@ -49,3 +49,49 @@ func TestMemoryPruneClaimedThread(t *testing.T) {
 		t.Errorf("Prune = %d, %v; want 0, nil", n, err)
 	}
 }
+
+// The values of a put's pending writes (ParentWrites and Writes) are
+// copied into one array per checkpoint: changing the request afterwards,
+// or appending to a value a Get returned, changes nothing stored.
+func TestMemoryPutWritesCopied(t *testing.T) {
+	ctx := context.Background()
+	s := checkpoint.NewMemorySaver(nil)
+	lease := checkpoint.Lease{Owner: "o", TTL: time.Minute}
+	put := func(id, parent string, parentWrites, writes []checkpoint.TaskWrites) {
+		t.Helper()
+		req := checkpoint.PutRequest{Thread: "t", Lease: lease, ParentWrites: parentWrites, Writes: writes,
+			Checkpoint: checkpoint.Checkpoint{ID: id, ParentID: parent, Metadata: checkpoint.Metadata{Source: checkpoint.SourceLoop}}}
+		if err := s.Put(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b, c := []byte(`"aa"`), []byte(`"bb"`), []byte(`"cc"`)
+	put("1", "", nil, []checkpoint.TaskWrites{{TaskID: "x", Writes: []checkpoint.Write{{Channel: "w", Value: c}}}})
+	put("2", "1", []checkpoint.TaskWrites{{TaskID: "t1", Writes: []checkpoint.Write{{Channel: "u", Value: a}, {Channel: "v", Value: b}}}}, nil)
+	copy(a, `"AA"`)
+	copy(b, `"BB"`)
+	copy(c, `"CC"`)
+	tp, err := s.Get(ctx, checkpoint.Ref{Thread: "t", ID: "1"}, checkpoint.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = append(tp.Pending[0].Value, `XX`...) // t1's "u": must not reach "v"
+	tp, err = s.Get(ctx, checkpoint.Ref{Thread: "t", ID: "1"}, checkpoint.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range tp.Pending {
+		got = append(got, w.TaskID+" "+w.Channel+" "+string(w.Value))
+	}
+	want := []string{`t1 u "aa"`, `t1 v "bb"`, `x w "cc"`}
+	if len(got) != len(want) {
+		t.Fatalf("pending = %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("pending = %q, want %q", got, want)
+			break
+		}
+	}
+}
