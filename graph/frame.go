@@ -42,6 +42,10 @@ type frame[S any] struct {
 	// sharedVersions says versions is still the parent frame's map, to be
 	// copied before the first change.
 	sharedVersions bool
+	// ownVersions says versions is a copy that only this frame refers to
+	// (clearInternal made it): encodeFrame turns it into the checkpoint's
+	// map instead of copying it once more.
+	ownVersions bool
 }
 
 // startInput is the input waiting in the __start__ channel.
@@ -80,6 +84,9 @@ func (f *frame[S]) derive(own bool) *frame[S] {
 	}
 	if own {
 		n.spare, f.spare = f.spare, nil
+	}
+	if f.ownVersions {
+		f.ownVersions = false // n refers to the map too
 	}
 	return n
 }
@@ -387,14 +394,15 @@ func (r *Runnable[S]) decodeFields(m map[string]json.RawMessage) (S, error) {
 
 // encodeFrame builds the checkpoint for f under the new ID: versions with
 // the dirty channels moved to id, and one blob per dirty channel (only the
-// new items of an append field).
+// new items of an append field). When f owns its versions map (see
+// ownVersions), the checkpoint takes it over and f's map then holds the
+// new versions: callers discard a frame whose save failed.
 func (r *Runnable[S]) encodeFrame(f *frame[S], id string) (checkpoint.Checkpoint, error) {
 	cp := checkpoint.Checkpoint{
 		ID:        id,
 		ParentID:  f.parentID,
 		CreatedAt: f.createdAt,
 		Metadata:  f.meta,
-		Versions:  maps.Clone(f.versions),
 		Channels:  make(map[string][]checkpoint.Blob, len(f.dirty)),
 		Mark:      f.mark,
 	}
@@ -423,9 +431,18 @@ func (r *Runnable[S]) encodeFrame(f *frame[S], id string) (checkpoint.Checkpoint
 		if err != nil {
 			return cp, err
 		}
-		cp.Versions[ch] = id
 		cp.Channels[ch] = blobs[n : n+1 : n+1]
 		n++
+	}
+	// The versions change only once every blob is encoded: an encoding
+	// error leaves f as it was.
+	if f.ownVersions {
+		cp.Versions, f.ownVersions = f.versions, false
+	} else {
+		cp.Versions = maps.Clone(f.versions)
+	}
+	for ch := range f.dirty {
+		cp.Versions[ch] = id
 	}
 	return cp, nil
 }
@@ -460,7 +477,7 @@ func (r *Runnable[S]) encodeInternal(f *frame[S], ch string) (json.RawMessage, e
 // markSaved records that f was saved as checkpoint cp: dirty channels are
 // now stored.
 func (f *frame[S]) markSaved(cp *checkpoint.Checkpoint) {
-	f.id, f.versions, f.createdAt, f.sharedVersions = cp.ID, cp.Versions, cp.CreatedAt, false
+	f.id, f.versions, f.createdAt, f.sharedVersions, f.ownVersions = cp.ID, cp.Versions, cp.CreatedAt, false, false
 	f.dirty = nil
 }
 
@@ -471,7 +488,7 @@ func (f *frame[S]) markInternal(ch string) { f.setDirty(ch, dirtyMark{full: true
 func (f *frame[S]) clearInternal(ch string) {
 	if _, ok := f.versions[ch]; ok {
 		if f.sharedVersions {
-			f.versions, f.sharedVersions = maps.Clone(f.versions), false
+			f.versions, f.sharedVersions, f.ownVersions = maps.Clone(f.versions), false, true
 		}
 		delete(f.versions, ch)
 	}
