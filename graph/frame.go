@@ -84,6 +84,10 @@ func (f *frame[S]) derive(own bool) *frame[S] {
 	}
 	if own {
 		n.spare, f.spare = f.spare, nil
+		if n.dirty == nil && f.dirty != nil {
+			// f's saved and emptied map (markSaved) is reused.
+			n.dirty, f.dirty = f.dirty, nil
+		}
 	}
 	if f.ownVersions {
 		f.ownVersions = false // n refers to the map too
@@ -478,7 +482,7 @@ func (r *Runnable[S]) encodeInternal(f *frame[S], ch string) (json.RawMessage, e
 // now stored.
 func (f *frame[S]) markSaved(cp *checkpoint.Checkpoint) {
 	f.id, f.versions, f.createdAt, f.sharedVersions, f.ownVersions = cp.ID, cp.Versions, cp.CreatedAt, false, false
-	f.dirty = nil
+	clear(f.dirty) // kept for the frame derived from f to reuse
 }
 
 // markInternal marks a scheduling channel changed.
