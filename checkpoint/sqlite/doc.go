@@ -142,7 +142,7 @@
 //	  parent_checkpoint_id       the checkpoint it was written after (NULL for the first)
 //	  step, source               copies of the metadata fields, for SQL
 //	  created_at                 RFC 3339, UTC, nine fraction digits
-//	  metadata                   JSON object: source, step, parents, run_id and caller keys, flat
+//	  metadata                   JSON object: source, step, parents, run_id, run-key (input checkpoints of a keyed run) and caller keys, flat
 //	  versions                   JSON object: channel -> version (the ID of the checkpoint that wrote it)
 //	  channels                   JSON object: the channels this checkpoint changed, each
 //	                               {"value": <json>}, or {"append": <json array of new items>,
