@@ -387,7 +387,13 @@ func runSoak(t *testing.T, o soakOptions) *soakRecorder {
 	if err := fillSoakFeed(ctx, feed, seed, messages, start, dur); err != nil {
 		t.Fatal(err)
 	}
-	drain := 20*time.Second + dur/4
+	// The drain must outlast the pay tool's ledger lease (nodes' lease():
+	// 3 attempts of DefaultTimeout, their backoff and 30 s, about 140 s):
+	// a process stopped or killed in the middle of a payment leaves its
+	// intent in progress, the outcome unknown, until that lease ends, and
+	// only then is a human asked and the thread finished (R34). It costs
+	// nothing when every thread finishes sooner: the drain ends then.
+	drain := 20*time.Second + dur/4 + soakPayLease
 	runUntil, drainUntil := start.Add(dur), start.Add(dur+drain)
 	type child struct {
 		results      []soakChildResult // the last report of each incarnation
@@ -1478,3 +1484,8 @@ func TestSoakNemesisPlan(t *testing.T) {
 		})
 	}
 }
+
+// soakPayLease bounds the ledger lease of the soak's pay tool (nodes'
+// default for a tool with DefaultTimeout and the default retry policy,
+// about 140 s), with a margin.
+const soakPayLease = 150 * time.Second
