@@ -189,6 +189,23 @@ func startChild(t *testing.T, role, db string, w witness, thread string) (string
 	return string(out), fmt.Errorf("child %s: %v (stderr: %s)", role, err, stderr.String())
 }
 
+// reopenCrash opens a crash test's database after its children died, as a
+// restarted process does, and compiles the crash graph on it. The saver is
+// closed when the test ends.
+func reopenCrash(t *testing.T, db string, w witness) (*graph.Runnable[crashState], *sqlite.Saver) {
+	t.Helper()
+	s, err := sqlite.Open(db, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	r, err := crashGraph(w).Compile(graph.WithSaver(s), graph.WithLeaseTTL(crashLease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, s
+}
+
 // retryBusy retries op while the dead child's lease has not expired.
 func retryBusy[T any](t *testing.T, op func() (T, error)) (T, error) {
 	t.Helper()
@@ -214,16 +231,11 @@ func TestCrashAfterInterruptSaved(t *testing.T) {
 	if !strings.Contains(out, "WAITING") {
 		t.Fatalf("child did not reach the interrupt: %q", out)
 	}
-	s, err := sqlite.Open(db, sqlite.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	r, s := reopenCrash(t, db, w)
 	var ok string
 	if err := s.DB().QueryRow("PRAGMA integrity_check").Scan(&ok); err != nil || ok != "ok" {
 		t.Fatalf("integrity_check = %q, %v", ok, err)
 	}
-	r, _ := crashGraph(w).Compile(graph.WithSaver(s), graph.WithLeaseTTL(crashLease))
 	ctx := context.Background()
 	snap, err := r.GetState(ctx, "t1")
 	if err != nil || snap.Status != graph.StatusWaiting || len(snap.Interrupts) != 1 || snap.Next[0] != "ask" {
@@ -255,12 +267,7 @@ func TestCrashAfterResumedNodeBeforeCheckpoint(t *testing.T) {
 	if _, err := startChild(t, "resume-then-die", db, w, "t1"); err != nil {
 		t.Fatal(err)
 	}
-	s, err := sqlite.Open(db, sqlite.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	r, _ := crashGraph(w).Compile(graph.WithSaver(s), graph.WithLeaseTTL(crashLease))
+	r, _ := reopenCrash(t, db, w)
 	ctx := context.Background()
 	snap, err := r.GetState(ctx, "t1")
 	// The answer is saved and the node has not committed: nothing waits for
@@ -302,12 +309,7 @@ func TestCrashAfterCommitBeforeAck(t *testing.T) {
 			if _, err := startChild(t, "runkey-then-die", db, w, "t1"); err != nil {
 				t.Fatal(err)
 			}
-			s, err := sqlite.Open(db, sqlite.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			r, _ := crashGraph(w).Compile(graph.WithSaver(s), graph.WithLeaseTTL(crashLease))
+			r, _ := reopenCrash(t, db, w)
 			ctx := context.Background()
 			input := graph.Set(crashState{Log: []string{"in"}}, "Log")
 			if w.count("before") != killAt-1 {

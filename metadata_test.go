@@ -3,12 +3,10 @@ package lockstep_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/lockstepgo/lockstep/checkpoint"
-	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/graph"
 )
 
@@ -19,17 +17,7 @@ import (
 // never from the frame the run saved (which holds the caller's Go types),
 // and this pins that.
 func TestRunMetadataReadsTheSame(t *testing.T) {
-	savers := map[string]func(t *testing.T) checkpoint.Saver{
-		"memory": func(t *testing.T) checkpoint.Saver { return checkpoint.NewMemorySaver(nil) },
-		"sqlite": func(t *testing.T) checkpoint.Saver {
-			s, err := sqlite.Open(filepath.Join(t.TempDir(), "meta.db"), sqlite.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		},
-	}
+	savers := everySaver()
 	g := func() *graph.Graph[statusState] {
 		return graph.New[statusState]().
 			AddNode("a", func(ctx context.Context, s statusState) (graph.Update[statusState], error) {
@@ -84,17 +72,7 @@ func TestRunMetadataReadsTheSame(t *testing.T) {
 // on long threads): no channels and no pending writes, the metadata as a
 // full List gives it.
 func TestListMetadataOnlyReadsNoState(t *testing.T) {
-	savers := map[string]func(t *testing.T) checkpoint.Saver{
-		"memory": func(t *testing.T) checkpoint.Saver { return checkpoint.NewMemorySaver(nil) },
-		"sqlite": func(t *testing.T) checkpoint.Saver {
-			s, err := sqlite.Open(filepath.Join(t.TempDir(), "meta.db"), sqlite.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		},
-	}
+	savers := everySaver()
 	for name, open := range savers {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()

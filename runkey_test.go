@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/lockstepgo/lockstep/checkpoint"
-	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/interrupt"
 )
@@ -62,17 +60,7 @@ func keyGraph(runs map[string]*atomic.Int32, failB *atomic.Bool) *graph.Graph[ke
 // key of an earlier run is ErrRunKeyReused and applies nothing; bad keys
 // and keys where they mean nothing are refused. On both savers.
 func TestRunKey(t *testing.T) {
-	savers := map[string]func(t *testing.T) checkpoint.Saver{
-		"memory": func(t *testing.T) checkpoint.Saver { return checkpoint.NewMemorySaver(nil) },
-		"sqlite": func(t *testing.T) checkpoint.Saver {
-			s, err := sqlite.Open(filepath.Join(t.TempDir(), "key.db"), sqlite.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		},
-	}
+	savers := everySaver()
 	in := func(ask bool) graph.Update[keyState] {
 		return graph.Set(keyState{Log: []string{"in"}, Ask: ask}, "Log", "Ask")
 	}
@@ -285,18 +273,10 @@ func TestRunKeyRace(t *testing.T) {
 		name    string
 		earlier bool // the thread has a run with another key
 	}{{"new thread", false}, {"existing thread", true}} {
-		for _, saverName := range []string{"memory", "sqlite"} {
+		for saverName, open := range everySaver() {
 			t.Run(tc.name+"/"+saverName, func(t *testing.T) {
 				ctx := context.Background()
-				var base checkpoint.Saver = checkpoint.NewMemorySaver(nil)
-				if saverName == "sqlite" {
-					s, err := sqlite.Open(filepath.Join(t.TempDir(), "race.db"), sqlite.Config{})
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { s.Close() })
-					base = s
-				}
+				base := open(t)
 				runs := map[string]*atomic.Int32{"a": {}, "ask": {}, "b": {}}
 				var failB atomic.Bool
 				ra, err := keyGraph(runs, &failB).Compile(graph.WithSaver(base))
@@ -414,17 +394,7 @@ func TestRunKeyStream(t *testing.T) {
 // ErrRunKeyReused rather than a Repeated that reports input the current
 // branch does not hold. On both savers.
 func TestRunKeyAfterABranch(t *testing.T) {
-	savers := map[string]func(t *testing.T) checkpoint.Saver{
-		"memory": func(t *testing.T) checkpoint.Saver { return checkpoint.NewMemorySaver(nil) },
-		"sqlite": func(t *testing.T) checkpoint.Saver {
-			s, err := sqlite.Open(filepath.Join(t.TempDir(), "branch.db"), sqlite.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		},
-	}
+	savers := everySaver()
 	in := graph.Set(keyState{Log: []string{"in"}}, "Log")
 	for _, tc := range []struct {
 		name   string
