@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/examples/internal/demotest"
 	"github.com/lockstepgo/lockstep/nodes"
 )
 
@@ -21,67 +20,44 @@ import (
 // (Robert booked once, Ana waiting for the travel desk), and a third run
 // books nothing.
 func TestRunAfterStoppedRun(t *testing.T) {
-	points := []string{graph.HookAfterTask, graph.HookBeforeSave, graph.HookAfterSave}
-	// Count the points of an uninterrupted run.
-	counts := map[string]int{}
-	if _, err := Run(context.Background(), Config{DB: filepath.Join(t.TempDir(), "lockstep.db"), hook: func(p string) { counts[p]++ }}); err != nil {
-		t.Fatal(err)
+	run := func(ctx context.Context, db string, hook func(string)) error {
+		_, err := Run(ctx, Config{DB: db, hook: hook})
+		return err
 	}
-	for _, point := range points {
-		if counts[point] == 0 {
-			t.Fatalf("an uninterrupted run passes %s no time", point)
+	demotest.AtEveryStop(t, run, func(t *testing.T, db string) {
+		var out bytes.Buffer
+		c, err := Run(context.Background(), Config{DB: db, Out: &out})
+		if err != nil {
+			t.Fatalf("the run after the stop: %v\noutput:\n%s", err, out.String())
 		}
-		for k := 1; k <= counts[point]; k++ {
-			t.Run(fmt.Sprintf("%s#%d", point, k), func(t *testing.T) {
-				db := filepath.Join(t.TempDir(), "lockstep.db")
-				ctx, cancel := context.WithCancel(context.Background())
-				defer cancel()
-				seen := 0
-				_, err := Run(ctx, Config{DB: db, hook: func(p string) {
-					if p == point {
-						if seen++; seen == k {
-							cancel()
-						}
-					}
-				}})
-				if err == nil {
-					t.Logf("the stopped run returned no error")
-				}
-				var out bytes.Buffer
-				c, err := Run(context.Background(), Config{DB: db, Out: &out})
-				if err != nil {
-					t.Fatalf("the run after the stop: %v\noutput:\n%s", err, out.String())
-				}
-				if c.Bookings != 1 {
-					t.Errorf("after the run after the stop hotel_bookings holds %d rows, want 1\noutput:\n%s", c.Bookings, out.String())
-				}
-				a, err := open(context.Background(), Config{DB: db})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer a.saver.Close()
-				got := map[string]string{}
-				for _, thread := range []string{ThreadCompliance, ThreadApproval} {
-					snap, err := a.r.GetState(context.Background(), thread)
-					if err != nil {
-						t.Fatal(err)
-					}
-					got[thread] = fmt.Sprintf("%s %v", snap.Status, snap.Next)
-				}
-				want := map[string]string{ThreadCompliance: "done []", ThreadApproval: "waiting [tools]"}
-				if d := cmp.Diff(want, got); d != "" {
-					t.Errorf("threads after the run after the stop (-want +got):\n%s\noutput:\n%s", d, out.String())
-				}
-				bs, err := a.api.Bookings(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(bs) != 1 || bs[0].Guest != correctedGuest {
-					t.Errorf("hotel_bookings = %+v, want one booking for %s", bs, correctedGuest)
-				}
-			})
+		if c.Bookings != 1 {
+			t.Errorf("after the run after the stop hotel_bookings holds %d rows, want 1\noutput:\n%s", c.Bookings, out.String())
 		}
-	}
+		a, err := open(context.Background(), Config{DB: db})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.saver.Close()
+		got := map[string]string{}
+		for _, thread := range []string{ThreadCompliance, ThreadApproval} {
+			snap, err := a.r.GetState(context.Background(), thread)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[thread] = fmt.Sprintf("%s %v", snap.Status, snap.Next)
+		}
+		want := map[string]string{ThreadCompliance: "done []", ThreadApproval: "waiting [tools]"}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("threads after the run after the stop (-want +got):\n%s\noutput:\n%s", d, out.String())
+		}
+		bs, err := a.api.Bookings(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bs) != 1 || bs[0].Guest != correctedGuest {
+			t.Errorf("hotel_bookings = %+v, want one booking for %s", bs, correctedGuest)
+		}
+	})
 }
 
 // TestScriptsAnswerReplayedBooking: a run stopped after book_hotel booked
