@@ -32,7 +32,9 @@ func (c *frameCache[S]) put(thread string, f *frame[S]) {
 	if c.max <= 0 {
 		return
 	}
-	f.ownVersions = false // cp refers to f's versions map too
+	if f.versionsOwner == versionsOwn {
+		f.versionsOwner = versionsShared // cp refers to f's versions map too
+	}
 	cp := *f
 	cp.spare, cp.dirty = nil, nil
 	c.mu.Lock()

@@ -39,14 +39,26 @@ type frame[S any] struct {
 	// saved: they get blobs in the next Put.
 	dirty map[string]dirtyMark
 
-	// sharedVersions says versions is still the parent frame's map, to be
-	// copied before the first change.
-	sharedVersions bool
-	// ownVersions says versions is a copy that only this frame refers to
-	// (clearInternal made it): encodeFrame turns it into the checkpoint's
-	// map instead of copying it once more.
-	ownVersions bool
+	// versionsOwner says who else refers to the versions map.
+	versionsOwner versionsOwner
 }
+
+// versionsOwner says who else refers to a frame's versions map, so that
+// it is copied only when it must be.
+type versionsOwner uint8
+
+const (
+	// versionsShared: others may read the map (the checkpoint it was
+	// saved as, the frame cache); the frame may still change it.
+	versionsShared versionsOwner = iota
+	// versionsParents: the map is still the parent frame's, to be copied
+	// before the first change.
+	versionsParents
+	// versionsOwn: a copy only this frame refers to (clearInternal made
+	// it): encodeFrame turns it into the checkpoint's map instead of
+	// copying it once more.
+	versionsOwn
+)
 
 // startInput is the input waiting in the __start__ channel.
 type startInput struct {
@@ -67,20 +79,20 @@ func newFrame[S any]() *frame[S] {
 // empty, and versions is shared until the copy changes it.
 func (f *frame[S]) derive(own bool) *frame[S] {
 	n := &frame[S]{
-		thread:         f.thread,
-		id:             f.id,
-		parentID:       f.parentID,
-		createdAt:      f.createdAt,
-		meta:           f.meta,
-		versions:       f.versions,
-		sharedVersions: true,
-		mark:           f.mark,
-		state:          f.state,
-		triggers:       cloneMap(f.triggers),
-		joins:          cloneMap(f.joins),
-		sends:          f.sends,
-		start:          f.start,
-		dirty:          cloneMap(f.dirty),
+		thread:        f.thread,
+		id:            f.id,
+		parentID:      f.parentID,
+		createdAt:     f.createdAt,
+		meta:          f.meta,
+		versions:      f.versions,
+		versionsOwner: versionsParents,
+		mark:          f.mark,
+		state:         f.state,
+		triggers:      cloneMap(f.triggers),
+		joins:         cloneMap(f.joins),
+		sends:         f.sends,
+		start:         f.start,
+		dirty:         cloneMap(f.dirty),
 	}
 	if own {
 		n.spare, f.spare = f.spare, nil
@@ -89,8 +101,8 @@ func (f *frame[S]) derive(own bool) *frame[S] {
 			n.dirty, f.dirty = f.dirty, nil
 		}
 	}
-	if f.ownVersions {
-		f.ownVersions = false // n refers to the map too
+	if f.versionsOwner == versionsOwn {
+		f.versionsOwner = versionsShared // n refers to the map too
 	}
 	return n
 }
@@ -399,7 +411,7 @@ func (r *Runnable[S]) decodeFields(m map[string]json.RawMessage) (S, error) {
 // encodeFrame builds the checkpoint for f under the new ID: versions with
 // the dirty channels moved to id, and one blob per dirty channel (only the
 // new items of an append field). When f owns its versions map (see
-// ownVersions), the checkpoint takes it over and f's map then holds the
+// versionsOwn), the checkpoint takes it over and f's map then holds the
 // new versions: callers discard a frame whose save failed.
 func (r *Runnable[S]) encodeFrame(f *frame[S], id string) (checkpoint.Checkpoint, error) {
 	cp := checkpoint.Checkpoint{
@@ -440,8 +452,8 @@ func (r *Runnable[S]) encodeFrame(f *frame[S], id string) (checkpoint.Checkpoint
 	}
 	// The versions change only once every blob is encoded: an encoding
 	// error leaves f as it was.
-	if f.ownVersions {
-		cp.Versions, f.ownVersions = f.versions, false
+	if f.versionsOwner == versionsOwn {
+		cp.Versions, f.versionsOwner = f.versions, versionsShared
 	} else {
 		cp.Versions = maps.Clone(f.versions)
 	}
@@ -481,7 +493,7 @@ func (r *Runnable[S]) encodeInternal(f *frame[S], ch string) (json.RawMessage, e
 // markSaved records that f was saved as checkpoint cp: dirty channels are
 // now stored.
 func (f *frame[S]) markSaved(cp *checkpoint.Checkpoint) {
-	f.id, f.versions, f.createdAt, f.sharedVersions, f.ownVersions = cp.ID, cp.Versions, cp.CreatedAt, false, false
+	f.id, f.versions, f.createdAt, f.versionsOwner = cp.ID, cp.Versions, cp.CreatedAt, versionsShared
 	clear(f.dirty) // kept for the frame derived from f to reuse
 }
 
@@ -491,8 +503,8 @@ func (f *frame[S]) markInternal(ch string) { f.setDirty(ch, dirtyMark{full: true
 // clearInternal removes a scheduling channel.
 func (f *frame[S]) clearInternal(ch string) {
 	if _, ok := f.versions[ch]; ok {
-		if f.sharedVersions {
-			f.versions, f.sharedVersions, f.ownVersions = maps.Clone(f.versions), false, true
+		if f.versionsOwner == versionsParents {
+			f.versions, f.versionsOwner = maps.Clone(f.versions), versionsOwn
 		}
 		delete(f.versions, ch)
 	}
