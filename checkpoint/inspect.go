@@ -99,6 +99,21 @@ type InspectedTask struct {
 // Done reports whether the task finished (has writes).
 func (t *InspectedTask) Done() bool { return t.Result != nil }
 
+// Status returns where the task stands: "done" (it has writes), "waiting"
+// (an interrupt without an answer), "failed" (an error and nothing
+// waiting) or "pending" (not run yet, or stopped before it finished).
+func (t *InspectedTask) Status() string {
+	switch {
+	case t.Done():
+		return "done"
+	case len(t.Pending()) > 0:
+		return "waiting"
+	case t.Error != nil:
+		return "failed"
+	}
+	return "pending"
+}
+
 // Pending returns the task's interrupts that have no answer, unless the task
 // finished.
 func (t *InspectedTask) Pending() []Interrupt {

@@ -126,7 +126,7 @@ func buildState(ctx context.Context, tp *checkpoint.Tuple, in *checkpoint.Inspec
 	}
 	for i := range in.Tasks {
 		t := &in.Tasks[i]
-		tj := taskJSON{ID: t.ID, Node: t.Name, Path: t.Path, Status: taskStatus(t), Error: t.Error,
+		tj := taskJSON{ID: t.ID, Node: t.Name, Path: t.Path, Status: t.Status(), Error: t.Error,
 			Interrupts: []interruptJSON{}, Result: t.Result}
 		for _, it := range t.Interrupts {
 			_, answered := t.Answered[it.ID]
@@ -162,18 +162,6 @@ func approvalOf(ctx context.Context, store approval.Store, it checkpoint.Interru
 		return nil, fmt.Errorf("read the decision of approval %s: %w", it.ID, err)
 	}
 	return st, nil
-}
-
-func taskStatus(t *checkpoint.InspectedTask) string {
-	switch {
-	case t.Done():
-		return "done"
-	case len(t.Pending()) > 0:
-		return "waiting"
-	case t.Error != nil:
-		return "failed"
-	}
-	return "pending"
 }
 
 // stateHint says in one line what to do next about the thread.

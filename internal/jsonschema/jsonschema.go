@@ -8,6 +8,7 @@ import (
 	"math"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -264,138 +265,175 @@ func applyTag(s *Schema, tag string) error {
 }
 
 // Validate checks doc against s. It returns a *ValidationError naming the
-// first offending value.
+// first offending value (the first of ValidateAll's, in path order).
 func Validate(s *Schema, doc []byte) error {
+	if ps := ValidateAll(s, doc); len(ps) > 0 {
+		return ps[0]
+	}
+	return nil
+}
+
+// MaxProblems caps what ValidateAll reports: a hostile document (a
+// million unknown fields) cannot make an unbounded report.
+const MaxProblems = 100
+
+// ValidateAll checks doc against s and returns every problem found, each
+// at its path, sorted by path and then reason; nil when doc matches. A
+// document that is not canonical JSON (bad syntax, duplicate keys, invalid
+// UTF-8) has one problem, where canon found it. Below a value of the wrong
+// type nothing more is checked; at most MaxProblems are returned.
+func ValidateAll(s *Schema, doc []byte) []*ValidationError {
 	if _, err := canon.JSON(doc); err != nil {
 		var ce *canon.Error
 		if errors.As(err, &ce) {
-			return &ValidationError{Path: ce.Path, Reason: ce.Reason}
+			return []*ValidationError{{Path: ce.Path, Reason: ce.Reason}}
 		}
-		return &ValidationError{Path: "$", Reason: err.Error()}
+		return []*ValidationError{{Path: "$", Reason: err.Error()}}
 	}
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return &ValidationError{Path: "$", Reason: err.Error()}
+		return []*ValidationError{{Path: "$", Reason: err.Error()}}
 	}
-	return check(s, v, "$")
+	var ps problems
+	ps.check(s, v, "$")
+	slices.SortFunc(ps.list, func(a, b *ValidationError) int {
+		if c := strings.Compare(a.Path, b.Path); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Reason, b.Reason)
+	})
+	if len(ps.list) > MaxProblems {
+		ps.list = ps.list[:MaxProblems]
+	}
+	return ps.list
 }
 
-func check(s *Schema, v any, path string) error {
+// problems collects a document's failures, all of them (a document is at
+// most as large as its caller allows), so that the sorted report's first
+// MaxProblems are the same whatever the order of a map's keys.
+type problems struct{ list []*ValidationError }
+
+func (ps *problems) add(path, format string, args ...any) {
+	ps.list = append(ps.list, &ValidationError{Path: path, Reason: fmt.Sprintf(format, args...)})
+}
+
+func (ps *problems) check(s *Schema, v any, path string) {
 	if s == nil {
-		return nil
+		return
 	}
-	bad := func(format string, args ...any) error {
-		return &ValidationError{Path: path, Reason: fmt.Sprintf(format, args...)}
-	}
+	bad := func(format string, args ...any) { ps.add(path, format, args...) }
 	switch s.Type {
 	case "":
 	case "object":
 		obj, ok := v.(map[string]any)
 		if !ok {
-			return bad("want an object, got %s", kind(v))
+			bad("want an object, got %s", kind(v))
+			return
 		}
 		for _, r := range s.Required {
 			if _, ok := obj[r]; !ok {
-				return &ValidationError{Path: path + "." + r, Reason: "required field is missing"}
+				ps.add(path+"."+r, "required field is missing")
 			}
 		}
 		for k, fv := range obj {
-			ps, ok := s.Properties[k]
+			ps2, ok := s.Properties[k]
 			if !ok {
 				switch ap := s.AdditionalProperties.(type) {
 				case bool:
 					if !ap {
-						return &ValidationError{Path: path + "." + k, Reason: "unknown field"}
+						ps.add(path+"."+k, "unknown field")
 					}
 					continue
 				case *Schema:
-					ps = ap
+					ps2 = ap
 				case nil:
 					if s.Properties != nil {
-						return &ValidationError{Path: path + "." + k, Reason: "unknown field"}
+						ps.add(path+"."+k, "unknown field")
 					}
 					continue
 				default: // not a schema check knows: refuse rather than pass
-					return &ValidationError{Path: path + "." + k, Reason: "the schema's additionalProperties cannot be checked"}
+					ps.add(path+"."+k, "the schema's additionalProperties cannot be checked")
+					continue
 				}
 			}
-			if err := check(ps, fv, path+"."+k); err != nil {
-				return err
-			}
+			ps.check(ps2, fv, path+"."+k)
 		}
 	case "array":
 		arr, ok := v.([]any)
 		if !ok {
-			return bad("want an array, got %s", kind(v))
+			bad("want an array, got %s", kind(v))
+			return
 		}
 		if s.MinItems != nil && len(arr) < *s.MinItems {
-			return bad("want at least %d items, got %d", *s.MinItems, len(arr))
+			bad("want at least %d items, got %d", *s.MinItems, len(arr))
 		}
 		if s.MaxItems != nil && len(arr) > *s.MaxItems {
-			return bad("want at most %d items, got %d", *s.MaxItems, len(arr))
+			bad("want at most %d items, got %d", *s.MaxItems, len(arr))
 		}
 		for i, e := range arr {
-			if err := check(s.Items, e, fmt.Sprintf("%s[%d]", path, i)); err != nil {
-				return err
-			}
+			ps.check(s.Items, e, fmt.Sprintf("%s[%d]", path, i))
 		}
 	case "string":
 		str, ok := v.(string)
 		if !ok {
-			return bad("want a string, got %s", kind(v))
+			bad("want a string, got %s", kind(v))
+			return
 		}
 		n := utf8.RuneCountInString(str)
 		if s.MinLength != nil && n < *s.MinLength {
-			return bad("want at least %d characters, got %d", *s.MinLength, n)
+			bad("want at least %d characters, got %d", *s.MinLength, n)
 		}
 		if s.MaxLength != nil && n > *s.MaxLength {
-			return bad("want at most %d characters, got %d", *s.MaxLength, n)
+			bad("want at most %d characters, got %d", *s.MaxLength, n)
 		}
 		if s.Pattern != "" {
 			re, err := regexp.Compile(s.Pattern)
 			if err != nil || !re.MatchString(str) {
-				return bad("does not match pattern %q", s.Pattern)
+				bad("does not match pattern %q", s.Pattern)
 			}
 		}
 		if s.Format == "date-time" {
 			if _, err := time.Parse(time.RFC3339Nano, str); err != nil {
-				return bad("want an RFC 3339 date-time")
+				bad("want an RFC 3339 date-time")
 			}
 		}
 	case "boolean":
 		if _, ok := v.(bool); !ok {
-			return bad("want a boolean, got %s", kind(v))
+			bad("want a boolean, got %s", kind(v))
+			return
 		}
 	case "integer", "number":
 		n, ok := v.(json.Number)
 		if !ok {
-			return bad("want %s, got %s", article(s.Type), kind(v))
+			bad("want %s, got %s", article(s.Type), kind(v))
+			return
 		}
 		f, err := n.Float64()
 		if err != nil {
-			return bad("number out of range")
+			bad("number out of range")
+			return
 		}
 		if s.Type == "integer" {
 			c, _ := canon.Number(string(n))
 			if strings.ContainsAny(c, ".e") && !isBigInteger(c) {
-				return bad("want an integer, got %s", n)
+				bad("want an integer, got %s", n)
 			}
 		}
 		if s.Minimum != nil && f < *s.Minimum {
-			return bad("want at least %v, got %s", *s.Minimum, n)
+			bad("want at least %v, got %s", *s.Minimum, n)
 		}
 		if s.Maximum != nil && f > *s.Maximum {
-			return bad("want at most %v, got %s", *s.Maximum, n)
+			bad("want at most %v, got %s", *s.Maximum, n)
 		}
 	default:
-		return bad("schema has unknown type %q", s.Type)
+		bad("schema has unknown type %q", s.Type)
+		return
 	}
 	if len(s.Enum) > 0 && !inEnum(s.Enum, v) {
-		return bad("must be one of %v", s.Enum)
+		bad("must be one of %v", s.Enum)
 	}
-	return nil
 }
 
 // isBigInteger reports whether a canonical number in exponent form is an

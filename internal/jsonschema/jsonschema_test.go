@@ -3,6 +3,7 @@ package jsonschema
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -191,4 +192,65 @@ func TestEnumOfArraysAndObjects(t *testing.T) {
 			t.Errorf("Validate(%s) = %v, want accepted %v", doc, err, ok)
 		}
 	}
+}
+
+// TestValidateAll: every problem of a document is reported at its path,
+// sorted, so that a reviewer fixing an edit sees them all at once; the
+// report is capped, and Validate returns its first entry.
+func TestValidateAll(t *testing.T) {
+	s, err := For[closeArgs]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type problem struct{ Path, Reason string }
+	for _, tc := range []struct {
+		name string
+		doc  string
+		want []problem
+	}{
+		{"valid", `{"ticket_id":"TKT-3","priority":2}`, nil},
+		{"many", `{"priority":9,"tags":["a","b","c","d"],"mode":"x","extra":1,"reason":7}`, []problem{
+			{"$.extra", "unknown field"},
+			{"$.mode", "must be one of [soft hard]"},
+			{"$.priority", "want at most 5, got 9"},
+			{"$.reason", "want a string, got a number"},
+			{"$.tags", "want at most 3 items, got 4"},
+			{"$.ticket_id", "required field is missing"},
+		}},
+		{"not an object", `[1]`, []problem{{"$", "want an object, got an array"}}},
+		{"not JSON", `{"ticket_id":`, []problem{{"$.ticket_id", "unexpected end of input"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []problem
+			for _, p := range ValidateAll(s, []byte(tc.doc)) {
+				got = append(got, problem{p.Path, p.Reason})
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("ValidateAll(%s) (-want +got):\n%s", tc.doc, d)
+			}
+			err := Validate(s, []byte(tc.doc))
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Errorf("Validate = %v, want nil", err)
+				}
+				return
+			}
+			var ve *ValidationError
+			if !errors.As(err, &ve) || ve.Path != tc.want[0].Path || ve.Reason != tc.want[0].Reason {
+				t.Errorf("Validate = %v, want the first problem %v", err, tc.want[0])
+			}
+		})
+	}
+	t.Run("capped", func(t *testing.T) {
+		doc := []byte(`{"ticket_id":"TKT-1"`)
+		for i := range MaxProblems + 50 {
+			doc = fmt.Appendf(doc, `,"x%04d":1`, i)
+		}
+		doc = append(doc, '}')
+		ps := ValidateAll(s, doc)
+		if len(ps) != MaxProblems || ps[0].Path != "$.x0000" || ps[MaxProblems-1].Path != fmt.Sprintf("$.x%04d", MaxProblems-1) {
+			t.Errorf("ValidateAll of %d unknown fields returned %d problems from %s to %s; want the first %d in path order",
+				MaxProblems+50, len(ps), ps[0].Path, ps[len(ps)-1].Path, MaxProblems)
+		}
+	})
 }
