@@ -84,6 +84,21 @@
 //	note: lost parcels are refunded
 //	next step: thread "refund-7" is not resumed by this command: a process running approval.Worker …
 //
+//	lockstep serve [--addr HOST:PORT] [--reviewer NAME]
+//
+// Serves the reviewers' web inbox (package approval/reviewweb) on the
+// database until Ctrl-C: the pending approvals of all threads, each with
+// its arguments, rationale, context, time left, the thread's history and
+// graph, and a form to approve, edit or reject it; a JSON API and live
+// updates. It prints the URL and a one-time login token that signs one
+// browser in as --reviewer (default: the user's name). Decisions are the
+// approval package's first-wins transition, as for approve and reject,
+// and like them they do not resume the thread. --addr defaults to
+// 127.0.0.1:8080; keep it on loopback.
+//
+//	lockstep approvals for ./lockstep.db on http://127.0.0.1:8080
+//	open http://127.0.0.1:8080/login?token=…
+//
 //	lockstep graph [NAME]
 //
 // Prints the Mermaid flowchart of a registered example graph (without a
