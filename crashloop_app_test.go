@@ -588,10 +588,12 @@ func openLoopApp(ctx context.Context, dir string, sc loopScenario, gen int, rep 
 	}
 	// The desk owns the order threads of the file (others may share it).
 	ours := func(thread string) bool { return strings.HasPrefix(thread, "order-") }
-	a.inbox = approval.NewInbox(a.saver, a.store, now).ForThreads(ours)
-	a.worker = approval.NewWorker(a.store, approval.ResumeGraph(a.run), approval.WorkerOptions{
-		Now: now, Concurrency: sc.Parallel, Backoff: func(int) time.Duration { return time.Millisecond }, Threads: ours,
-	})
+	a.inbox = approval.NewInbox(a.saver, a.store).ForThreads(ours)
+	if a.worker, err = approval.NewWorker(a.store, approval.ResumeGraph(a.run), approval.WorkerOptions{
+		Concurrency: sc.Parallel, Backoff: func(int) time.Duration { return time.Millisecond }, Threads: ours,
+	}); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 

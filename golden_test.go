@@ -291,8 +291,11 @@ func openGoldenApproval(ctx context.Context, path, runs string) (_ goldenApp, er
 	if err != nil {
 		return nil, err
 	}
-	inbox := approval.NewInbox(saver, store, goldenNow)
-	worker := approval.NewWorker(store, approval.ResumeGraph(r), approval.WorkerOptions{Now: goldenNow})
+	inbox := approval.NewInbox(saver, store)
+	worker, err := approval.NewWorker(store, approval.ResumeGraph(r), approval.WorkerOptions{})
+	if err != nil {
+		return nil, err
+	}
 	app := &goldenGraphApp[nodes.AgentState]{
 		saver: saver, r: r, fx: fx, thread: goldenApprovalThread,
 		input: graph.Set(nodes.AgentState{Messages: []nodes.Message{{Role: nodes.RoleUser, Content: "Please clean up /srv/old.log."}}}, "Messages"),

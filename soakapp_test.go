@@ -245,12 +245,14 @@ func openSoakApp(ctx context.Context, cfg soakAppConfig) (_ *soakApp, err error)
 	if a.runner, err = agent.Compile(graph.WithSaver(saver), graph.WithLeaseTTL(lease), graph.WithLogger(slog.New(slog.DiscardHandler))); err != nil {
 		return nil, err
 	}
-	a.inbox = approval.NewInbox(saver, a.store, time.Now)
-	a.worker = approval.NewWorker(a.store, approval.ResumeGraph(a.runner), approval.WorkerOptions{
+	a.inbox = approval.NewInbox(saver, a.store)
+	if a.worker, err = approval.NewWorker(a.store, approval.ResumeGraph(a.runner), approval.WorkerOptions{
 		Lease:   4 * lease,
 		Backoff: func(n int) time.Duration { return min(time.Duration(n)*50*time.Millisecond, time.Second) },
 		Sweeper: a.inbox,
-	})
+	}); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 

@@ -37,7 +37,7 @@ type Subscription interface {
 // WaitOptions bound Wait.
 type WaitOptions struct {
 	// Timeout bounds the wait; 0 waits until the request's ExpiresAt,
-	// which bounds it in any case.
+	// which bounds it in any case. A negative Timeout is refused.
 	Timeout time.Duration
 	// Now is the clock that stamps decisions and judges expiry (default
 	// time.Now). The wait itself is timed by the runtime's timers.
@@ -57,10 +57,13 @@ type WaitOptions struct {
 // ErrChannel) when the channel fails to subscribe, publish or deliver, so
 // the caller aborts the turn; ctx's error when ctx ends first; and an
 // *Error matching ErrInvalidRequest or ErrInvalidExpiry for a request that
-// cannot be decided. Nothing is recorded: Wait is for flows without a
-// Store.
+// cannot be decided, and one matching ErrInvalidConfig for a negative
+// Timeout. Nothing is recorded: Wait is for flows without a Store.
 func Wait(ctx context.Context, ch Channel, id string, req Request, opts WaitOptions) (Decision, error) {
 	now := clockOrNow(opts.Now)
+	if opts.Timeout < 0 {
+		return Decision{}, newError(id, ErrInvalidConfig, "WaitOptions.Timeout is %v (0 waits until the request expires)", opts.Timeout)
+	}
 	if id == "" {
 		return Decision{}, newError(id, ErrInvalidRequest, "empty approval ID")
 	}
@@ -99,12 +102,12 @@ func Wait(ctx context.Context, ch Channel, id string, req Request, opts WaitOpti
 	if v.Outcome == Expired {
 		return Decision{}, newError(id, ErrInvalidDecision, "a reviewer cannot expire a request")
 	}
-	d, derr := decide(item, v, now())
-	if errors.Is(derr, ErrExpired) {
-		return expire(item, now(), "the answer came after the request expired; treated as rejected")
-	}
+	d, late, derr := decide(item, v, now())
 	if derr != nil {
 		return Decision{}, derr
+	}
+	if late != nil {
+		return expire(item, d.DecidedAt, "the answer came after the request expired; treated as rejected")
 	}
 	return d, nil
 }

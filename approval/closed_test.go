@@ -68,14 +68,14 @@ func TestClosedStore(t *testing.T) {
 			return err
 		}},
 		{"ClaimResume", "a1", func(ctx context.Context, s approval.Store, _, _ approval.Item) error {
-			_, err := s.ClaimResume(ctx, "a1", epoch.Add(time.Hour))
+			_, err := s.ClaimResume(ctx, "a1", time.Hour)
 			return err
 		}},
 		{"FinishResume", "a1", func(ctx context.Context, s approval.Store, _, _ approval.Item) error {
 			return s.FinishResume(ctx, "a1", "resumed")
 		}},
 		{"RetryResume", "a1", func(ctx context.Context, s approval.Store, _, _ approval.Item) error {
-			return s.RetryResume(ctx, "a1", "busy", epoch.Add(time.Hour))
+			return s.RetryResume(ctx, "a1", "busy", time.Hour)
 		}},
 		{"RecordOutcome", "a1", func(ctx context.Context, s approval.Store, a1, _ approval.Item) error {
 			return s.RecordOutcome(ctx, "a1", approval.Execution{IdempotencyKey: "k1", ArgsHash: a1.Request.ArgsHash, Result: json.RawMessage(`{"ok":true}`)})

@@ -2,6 +2,7 @@ package approval
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 	"unicode"
@@ -152,40 +153,62 @@ func foldWidth(s string) string {
 // human outcomes need a valid request that has not expired; an expiry
 // needs one that has (or that can never be decided); an edit keeps the
 // tool and must match the stored schema.
-func decide(item Item, v Verdict, now time.Time) (Decision, error) {
+//
+// A human verdict that arrives when the request has expired is refused,
+// and its arrival is an observation of the expiry, which must be recorded
+// so that no later verdict can approve the request (a clock stepped back
+// would otherwise let one through). decide then returns the Expired
+// decision to record as d and the refusal as late (an *Error matching
+// ErrExpired): the store records d, first-wins, and returns late, or the
+// *AlreadyDecidedError of whatever won.
+func decide(item Item, v Verdict, now time.Time) (d Decision, late *Error, err error) {
 	id := item.ID
 	if id == "" {
-		return Decision{}, newError(id, ErrNotFound, "empty approval ID")
+		return Decision{}, nil, newError(id, ErrNotFound, "empty approval ID")
 	}
 	if err := checkVerdict(id, v); err != nil {
-		return Decision{}, err
+		return Decision{}, nil, err
 	}
 	req := item.Request
-	d := Decision{ID: id, Outcome: v.Outcome, Reviewer: v.Reviewer, Note: v.Note, ArgsHash: req.ArgsHash, DecidedAt: now.UTC()}
+	d = Decision{ID: id, Outcome: v.Outcome, Reviewer: v.Reviewer, Note: v.Note, ArgsHash: req.ArgsHash, DecidedAt: now.UTC()}
 	if v.Outcome == Expired {
 		if req.validate(id) == nil && !req.Expired(now) {
-			return Decision{}, newError(id, ErrInvalidDecision, "cannot expire before %s", req.ExpiresAt.UTC().Format(time.RFC3339Nano))
+			return Decision{}, nil, newError(id, ErrInvalidDecision, "cannot expire before %s", req.ExpiresAt.UTC().Format(time.RFC3339Nano))
 		}
-		return d, nil
+		return d, nil, nil
 	}
 	if err := req.validate(id); err != nil {
-		return Decision{}, err
+		return Decision{}, nil, err
 	}
 	if req.Expired(now) {
-		return Decision{}, newError(id, ErrExpired, "expired at %s", req.ExpiresAt.UTC().Format(time.RFC3339Nano))
+		exp := Decision{ID: id, Outcome: Expired, Reviewer: ExpiryReviewer, Note: expiryNote(req), ArgsHash: req.ArgsHash, DecidedAt: now.UTC()}
+		return exp, newError(id, ErrExpired, "expired at %s, before this %s verdict, and the expiry is recorded (no decision can approve it any more)",
+			req.ExpiresAt.UTC().Format(time.RFC3339Nano), v.Outcome), nil
 	}
 	if v.Outcome == Edited {
 		args, err := checkEdit(id, req, v)
 		if err != nil {
-			return Decision{}, err
+			return Decision{}, nil, err
 		}
 		h, herr := ArgsHash(req.Tool, args)
 		if herr != nil {
-			return Decision{}, newError(id, ErrInvalidArgs, "arguments are not canonical JSON")
+			return Decision{}, nil, newError(id, ErrInvalidArgs, "arguments are not canonical JSON")
 		}
 		d.Args, d.ArgsHash = args, h
 	}
-	return d, nil
+	return d, nil, nil
+}
+
+// expiryNote is the note of an Expired decision on a valid request: it
+// tells the model (and the audit) why the call was not approved, and what
+// to do instead.
+func expiryNote(r Request) string {
+	owner := r.Owner
+	if owner == "" {
+		owner = "the tool's owner"
+	}
+	return fmt.Sprintf("nobody decided before %s; expired requests are rejected; escalate to %s instead of retrying",
+		r.ExpiresAt.UTC().Format(time.RFC3339), owner)
 }
 
 // checkEdit validates edited arguments and returns their canonical form.

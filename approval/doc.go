@@ -44,8 +44,8 @@
 //     matches its arguments, so the decision covers exactly the call that
 //     was shown.
 //  4. The request has not expired: now >= ExpiresAt means expired, by the
-//     store's clock, whether or not a sweeper ran. A decision 1 ns late
-//     fails with [ErrExpired].
+//     store's clock, whether or not a sweeper ran. A verdict 1 ns late
+//     fails with [ErrExpired], and records the expiry (see Expiry).
 //  5. An edit keeps the tool and its arguments match the JSON Schema stored
 //     in the request; the decision's ArgsHash covers the edited arguments.
 //     The tool node evaluates the gate again for the edited call.
@@ -54,7 +54,8 @@
 //     the winner and what was decided, and changes nothing. Decisions
 //     never change.
 //
-// Refused verdicts change nothing. Every decision records the reviewer,
+// Refused verdicts change nothing, except that a late one records the
+// expiry it observed. Every decision records the reviewer,
 // the time, the note, the edited arguments if any, and a snapshot of the
 // request as it was shown (tool, arguments and hash, rationale, context,
 // risk, rule, owner, created and expires) with its thread and checkpoint.
@@ -74,20 +75,59 @@
 // # Expiry
 //
 // A request expires at its ExpiresAt ([Rules.TTL], 24h by default, at
-// most [MaxTTL]). Expiry means reject-and-escalate, never approve:
-// [Inbox.Sweep] records an Expired decision by [ExpiryReviewer] for every
-// pending approval that expired (or whose request can never be decided),
-// first-wins against racing reviewers, and the note tells the model to
-// escalate to the owner rather than retry. Between the deadline and the
-// sweep nothing can approve: rule 4 applies at decision time. A clock that
-// moves backwards after a decision changes nothing (rule 6).
+// most [MaxTTL]). Expiry means reject-and-escalate, never approve, and it
+// is a recorded, one-way transition: the first to see a request expired
+// records an Expired decision by [ExpiryReviewer], first-wins against
+// racing reviewers, whose note tells the model to escalate to the owner
+// rather than retry. Seeing it is any of: a verdict that arrives late
+// ([Store.Decide], [Inbox.Decide] and its Approve, Reject and Edit: the
+// verdict is refused with [ErrExpired] and the expiry recorded),
+// [Inbox.Get] (ErrExpired), [Inbox.List] (the expired request is not
+// listed; [Page].Expired counts it) and [Inbox.Sweep] (which also expires
+// requests that can never be decided). From then on nothing moves the
+// request out of expired: a clock that steps back (an NTP step) finds the
+// decision recorded (rule 6), the [Worker] resumes the thread with the
+// expiry, and the tool node does not run an approved call when the store
+// it reports to holds another decision for it, such as the expiry (see
+// nodes.WithOutcomeRecorder). An Inbox reads time from its store
+// ([Store.Now]), so what it lists as pending is what the store lets a
+// reviewer decide.
+//
+// # Clocks
+//
+// Every time that is stored and later compared with "now" is stamped by
+// the clock that compares it, so that two clocks can never disagree about
+// it:
+//
+//   - The store's clock (the now of [NewMemoryStore] and [OpenSQLStore])
+//     stamps decisions, resume claims ([WorkerOptions].Lease), retries
+//     ([WorkerOptions].Backoff), finished resumes and outcomes, and
+//     judges expiry. An [Inbox] and a [Worker] have no clock of their
+//     own: they read the store's, or hand it durations.
+//   - The tool node's clock (nodes.WithNodeClock) stamps a request's
+//     CreatedAt and ExpiresAt, which the store's clock judges: give both
+//     the same clock. Across processes, that is the machines' wall clocks,
+//     which must agree.
+//   - The checkpoint saver's clock (sqlite.Config.Now,
+//     checkpoint.NewMemorySaver) stamps and judges the threads' leases
+//     (graph.WithLeaseTTL), and the ledger's (ledger.Options.Now) its
+//     intents' leases: each is given a duration and stamps it itself.
+//   - [WaitOptions].Now stamps the decisions of [Wait] and judges expiry
+//     there; nothing is stored.
+//
+// A clock moved on purpose (a demo that lets a request expire without
+// waiting) must not be one that stamps leases or retries that another
+// process reads: they would be in that process's future.
 //
 // # Resuming
 //
 // The [Worker] lists decided approvals whose thread was not resumed
 // ([Store.Unresumed]), claims one at a time ([Store.ClaimResume], a lease
-// that lapses if the worker dies), and calls its [ResumeFunc] with the
-// decision. It marks the approval resumed when the call returned nil, or
+// that lapses if the worker dies and is handed back if it is stopped),
+// and calls its [ResumeFunc] with the decision. The worker has no clock:
+// it passes the store durations (the claim's lease, a retry's backoff),
+// and the store stamps them on its own clock, the one that later compares
+// them, so no stored time comes from another clock. It marks the approval resumed when the call returned nil, or
 // an error showing the thread no longer waits on it (the runtime's
 // ErrAlreadyAnswered, ErrUnknownInterrupt, ErrNothingToResume,
 // ErrThreadNotFound); a busy thread (checkpoint.ErrThreadBusy,
@@ -157,8 +197,11 @@
 // Refusals are [*Error] values matching one sentinel each: [ErrNotFound],
 // [ErrExpired], [ErrInvalidDecision], [ErrInvalidArgs], [ErrInvalidRequest],
 // [ErrInvalidExpiry], [ErrInvalidFilter], [ErrNotApproved],
-// [ErrArgsMismatch], [ErrOutcomeRecorded], and [ErrClosed] for any call on
-// a closed store (or a SQLStore whose database was closed). A lost race is an
+// [ErrArgsMismatch], [ErrOutcomeRecorded], [ErrInvalidConfig] for a
+// configuration out of range ([Rules.Validate], [NewWorker],
+// [WaitOptions], a claim's lease: a zero value means the default, and no
+// other value is ever replaced by it), and [ErrClosed] for any call on a
+// closed store (or a SQLStore whose database was closed). A lost race is an
 // [*AlreadyDecidedError] (matching [ErrAlreadyDecided], and [ErrExpired]
 // when the sweeper won). A failed confirmation channel is a [*ChannelError]
 // (matching [ErrChannel]; a closed [MemoryChannel] says

@@ -52,6 +52,10 @@ var (
 	// ErrSchemaVersion: the database holds approval tables of a newer
 	// schema than this build knows.
 	ErrSchemaVersion = errors.New("approval: unsupported schema version")
+	// ErrInvalidConfig: Rules, WorkerOptions, WaitOptions or an argument
+	// of the same kind (a claim's lease) holds a value outside its range.
+	// A zero value means the default; nothing else is ever replaced by it.
+	ErrInvalidConfig = errors.New("approval: invalid configuration")
 	// ErrClosed: the store was closed (MemoryStore.Close, SQLStore.Close),
 	// or the database under a SQLStore was closed by its owner (the
 	// checkpoint saver's Close). Nothing was read or written.

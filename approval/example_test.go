@@ -57,7 +57,7 @@ func Example() {
 	res, _ := run.Invoke(ctx, "ticket-1", graph.Set(Ticket{Amount: 40}, "Amount"))
 	fmt.Println("run:", res.Status)
 
-	inbox := approval.NewInbox(saver, store, now)
+	inbox := approval.NewInbox(saver, store)
 	page, _ := inbox.List(ctx, approval.Filter{Owner: "payments"})
 	for _, it := range page.Items {
 		fmt.Println("pending:", it.Thread, it.Request.Tool, string(it.Request.Args))
@@ -67,7 +67,10 @@ func Example() {
 	_, err = inbox.Reject(ctx, id, "bob", "")
 	fmt.Println("approved by", d.Reviewer+"; bob too late:", errors.Is(err, approval.ErrAlreadyDecided))
 
-	worker := approval.NewWorker(store, approval.ResumeGraph(run), approval.WorkerOptions{Now: now})
+	worker, err := approval.NewWorker(store, approval.ResumeGraph(run), approval.WorkerOptions{})
+	if err != nil {
+		panic(err)
+	}
 	rep, _ := worker.RunOnce(ctx)
 	fmt.Println("resumed:", rep.Resumed)
 

@@ -104,7 +104,10 @@ func FuzzDecideEdit(f *testing.F) {
 	f.Fuzz(func(t *testing.T, schema string, args []byte) {
 		req := fuzzRequest(t, `{"ticket_id":"TKT-3"}`, json.RawMessage(schema))
 		item := Item{ID: "appr-1", Thread: "t1", Request: req}
-		d, err := decide(item, Verdict{Outcome: Edited, Reviewer: "alice", Args: args}, now)
+		d, late, err := decide(item, Verdict{Outcome: Edited, Reviewer: "alice", Args: args}, now)
+		if late != nil {
+			t.Fatalf("the request expired at %s, before now: %v", req.ExpiresAt, late)
+		}
 		if err != nil {
 			var e *Error
 			if !errors.As(err, &e) {

@@ -395,3 +395,13 @@ func allPending(t testing.TB, in *approval.Inbox, f approval.Filter) []approval.
 		f.Cursor = p.Next
 	}
 }
+
+// newWorker builds a worker; a configuration error fails the test.
+func newWorker(t testing.TB, store approval.Store, resume approval.ResumeFunc, opts approval.WorkerOptions) *approval.Worker {
+	t.Helper()
+	w, err := approval.NewWorker(store, resume, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}

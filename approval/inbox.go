@@ -32,9 +32,13 @@ const MaxFilterBytes = 1024
 type Inbox struct {
 	lister  checkpoint.InterruptLister
 	store   Store
-	now     func() time.Time
 	threads func(thread string) bool
 }
+
+// now reads the store's clock, the one that decides: an inbox has no clock
+// of its own, so what it lists as pending is what its store would let a
+// reviewer decide.
+func (in *Inbox) now() time.Time { return in.store.Now() }
 
 func (in *Inbox) owns(thread string) bool { return in.threads == nil || in.threads(thread) }
 
@@ -49,10 +53,10 @@ func (in *Inbox) ForThreads(keep func(thread string) bool) *Inbox {
 }
 
 // NewInbox returns an inbox over the pending interrupts of lister (the
-// checkpoint saver) and the decisions of store, reading time from now (nil
-// means time.Now; use the same clock as the store).
-func NewInbox(lister checkpoint.InterruptLister, store Store, now func() time.Time) *Inbox {
-	return &Inbox{lister: lister, store: store, now: clockOrNow(now)}
+// checkpoint saver) and the decisions of store. It reads time from the
+// store (Store.Now), so that listing, expiry and deciding share one clock.
+func NewInbox(lister checkpoint.InterruptLister, store Store) *Inbox {
+	return &Inbox{lister: lister, store: store}
 }
 
 // Filter selects and pages pending approvals. The zero Filter lists the
@@ -79,6 +83,9 @@ type Page struct {
 	// Next is the cursor of the next page, "" after the last page. A page
 	// may be short, or even empty, while Next is set.
 	Next string
+	// Expired counts the expired requests this call read and recorded as
+	// Expired (see List).
+	Expired int
 }
 
 const cursorPrefix = "c1."
@@ -106,10 +113,15 @@ func decodeCursor(c string) (string, error) {
 
 // List returns a page of pending approvals: approval requests that wait in
 // a paused thread, have no decision and have not expired, oldest first,
-// filtered by f. It returns an *Error matching ErrInvalidFilter for a
-// negative duration, a limit out of range, a text field over
-// MaxFilterBytes or a malformed cursor, and the saver's or the store's
-// errors.
+// filtered by f. Seeing a request expired is recording it: every
+// undecided request of the inbox's threads that List reads and finds
+// expired (filtered out or not) is decided Expired by ExpiryReviewer, as
+// Sweep would, before List returns, so that no later verdict can approve
+// it even if the clock steps back (Page.Expired counts them). It returns
+// an *Error matching ErrInvalidFilter for a negative duration, a limit
+// out of range, a text field over MaxFilterBytes or a malformed cursor,
+// and the saver's or the store's errors (a failure to record an expiry
+// among them).
 //
 // A call reads the pending interrupts of all threads in pages and costs
 // O(pending interrupts) in the worst case (a filter that matches little).
@@ -131,7 +143,10 @@ func (in *Inbox) List(ctx context.Context, f Filter) (Page, error) {
 		return Page{}, err
 	}
 	now := in.now()
-	var out []Item
+	var (
+		out     []Item
+		expired int
+	)
 	for {
 		// Ask for no more than the page still needs, so that a saver page
 		// is always consumed whole and its cursor is ours.
@@ -140,18 +155,45 @@ func (in *Inbox) List(ctx context.Context, f Filter) (Page, error) {
 			return Page{}, err
 		}
 		for _, it := range items {
-			if f.matches(it, now) && in.owns(it.Thread) {
+			if !in.owns(it.Thread) {
+				continue
+			}
+			if r := it.Request; r.validate(it.ID) == nil && r.Expired(now) {
+				ok, err := in.expire(ctx, it, expiryNote(r))
+				if err != nil {
+					return Page{}, err
+				}
+				if ok {
+					expired++
+				}
+				continue
+			}
+			if f.matches(it, now) {
 				out = append(out, it)
 			}
 		}
 		if next == "" {
-			return Page{Items: out}, nil
+			return Page{Items: out, Expired: expired}, nil
 		}
 		after = next
 		if len(out) == limit {
-			return Page{Items: out, Next: encodeCursor(next)}, nil
+			return Page{Items: out, Next: encodeCursor(next), Expired: expired}, nil
 		}
 	}
+}
+
+// expire records the expiry of it, first-wins, with note. It reports
+// whether this call recorded it: a decision that won first, or a store
+// whose clock says the request has not expired yet, is not an error.
+func (in *Inbox) expire(ctx context.Context, it Item, note string) (bool, error) {
+	_, err := in.store.Decide(ctx, it, Verdict{Outcome: Expired, Reviewer: ExpiryReviewer, Note: note})
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, ErrAlreadyDecided), errors.Is(err, ErrInvalidDecision):
+		return false, nil // decided first, or not expired yet by the store's clock
+	}
+	return false, err
 }
 
 func (f Filter) matches(it Item, now time.Time) bool {
@@ -249,7 +291,9 @@ func (in *Inbox) missing(ctx context.Context, id string) error {
 // Get returns the pending approval id. It returns an *AlreadyDecidedError
 // when it has a decision (whether or not its thread was resumed yet), and
 // an *Error matching ErrNotFound when no thread waits on it and no decision
-// names it.
+// names it. A request that has expired is not pending: Get records its
+// expiry (as List does) and returns an *Error matching ErrExpired, or the
+// *AlreadyDecidedError of a decision that was recorded first.
 func (in *Inbox) Get(ctx context.Context, id string) (Item, error) {
 	it, ok, err := in.find(ctx, id)
 	if err != nil {
@@ -257,6 +301,20 @@ func (in *Inbox) Get(ctx context.Context, id string) (Item, error) {
 	}
 	if !ok {
 		return Item{}, in.missing(ctx, id)
+	}
+	if r := it.Request; r.validate(id) == nil && r.Expired(in.now()) {
+		recorded, err := in.expire(ctx, it, expiryNote(r))
+		switch {
+		case err != nil:
+			return Item{}, err
+		case recorded:
+			return Item{}, newError(id, ErrExpired, "expired at %s, and the expiry is recorded (no decision can approve it any more)",
+				r.ExpiresAt.UTC().Format(time.RFC3339Nano))
+		}
+		if err := in.missing(ctx, id); !errors.Is(err, ErrNotFound) {
+			return Item{}, err // the decision that won, or the store's failure
+		}
+		// Not expired yet by the store's clock: still pending.
 	}
 	return it, nil
 }
@@ -337,7 +395,7 @@ func (in *Inbox) Sweep(ctx context.Context) (SweepReport, error) {
 			if !in.owns(it.Thread) {
 				continue
 			}
-			note, due := expiryNote(it, now)
+			note, due := sweepNote(it, now)
 			if !due {
 				continue
 			}
@@ -348,7 +406,7 @@ func (in *Inbox) Sweep(ctx context.Context) (SweepReport, error) {
 				rep.Lost++
 				continue
 			case errors.Is(err, ErrInvalidDecision):
-				continue // not expired yet by the store's clock (skew)
+				continue // not expired yet by the store's clock
 			case err != nil:
 				return rep, err
 			}
@@ -364,9 +422,9 @@ func (in *Inbox) Sweep(ctx context.Context) (SweepReport, error) {
 	}
 }
 
-// expiryNote says whether it is due for expiry at now, and the note that
+// sweepNote says whether it is due for expiry at now, and the note that
 // tells the model (and the audit) why it was not approved.
-func expiryNote(it Item, now time.Time) (string, bool) {
+func sweepNote(it Item, now time.Time) (string, bool) {
 	r := it.Request
 	if err := r.validate(it.ID); err != nil {
 		return "the approval request was invalid (" + err.Reason + ") and could not be decided; treated as rejected", true
@@ -374,10 +432,5 @@ func expiryNote(it Item, now time.Time) (string, bool) {
 	if !r.Expired(now) {
 		return "", false
 	}
-	owner := r.Owner
-	if owner == "" {
-		owner = "the tool's owner"
-	}
-	return fmt.Sprintf("nobody decided before %s; expired requests are rejected; escalate to %s instead of retrying",
-		r.ExpiresAt.UTC().Format(time.RFC3339), owner), true
+	return expiryNote(r), true
 }

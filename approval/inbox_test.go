@@ -88,7 +88,7 @@ func TestInboxList(t *testing.T) {
 	clock := newClock()
 	store := approval.NewMemoryStore(clock.Now)
 	r, saver := newAsker(t)
-	in := approval.NewInbox(saver, store, clock.Now)
+	in := approval.NewInbox(saver, store)
 
 	reqs := map[string]approval.Request{
 		"t0": requestFor(t, "refund", "payments", epoch, time.Hour),
@@ -177,22 +177,33 @@ func TestInboxList(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Set(epoch.Add(11 * time.Minute)) // t1 expired
-	if diff := cmp.Diff([]string{"t0", "t5"}, threads(allPending(t, in, approval.Filter{}))); diff != "" {
+	p, err := in.List(ctx, approval.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"t0", "t5"}, threads(p.Items)); diff != "" {
 		t.Errorf("after deciding t2 and t3 and t1 expiring (-want +got):\n%s", diff)
 	}
-	// The sweeper rejects t1 (expired) and t6 (undecodable), and leaves the
-	// plain question alone.
+	// Listing saw t1 expired, so it recorded the expiry.
+	if p.Expired != 1 {
+		t.Errorf("List recorded %d expiries, want 1 (t1)", p.Expired)
+	}
+	if rec, err := store.Get(ctx, id["t1"]); err != nil || rec.Decision.Outcome != approval.Expired || rec.Decision.Reviewer != approval.ExpiryReviewer {
+		t.Errorf("t1 after List saw it expired: %+v, %v; want recorded as expired by %s", rec.Decision, err, approval.ExpiryReviewer)
+	}
+	// The sweeper rejects t6 (undecodable), and leaves the plain question
+	// alone.
 	rep, err := in.Sweep(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(approval.SweepReport{Expired: 2, Invalid: 1}, rep); diff != "" {
+	if diff := cmp.Diff(approval.SweepReport{Expired: 1, Invalid: 1}, rep); diff != "" {
 		t.Errorf("sweep (-want +got):\n%s", diff)
 	}
 	if _, err := store.Get(ctx, id["t4"]); !errors.Is(err, approval.ErrNotFound) {
 		t.Errorf("the plain question was decided: %v", err)
 	}
-	w := approval.NewWorker(store, approval.ResumeGraph(r), approval.WorkerOptions{Now: clock.Now})
+	w := newWorker(t, store, approval.ResumeGraph(r), approval.WorkerOptions{})
 	if rep, err := w.RunOnce(ctx); err != nil || rep.Resumed != 4 {
 		t.Fatalf("worker: %+v, %v", rep, err)
 	}
@@ -216,7 +227,7 @@ func TestInboxInvalid(t *testing.T) {
 	db, _ := tempDB(t)
 	store := openSQLStore(t, db, clock.Now)
 	r, saver := newAsker(t)
-	in := approval.NewInbox(saver, store, clock.Now)
+	in := approval.NewInbox(saver, store)
 	pending := ask(t, r, "p", requestFor(t, "refund", "payments", epoch, time.Hour))
 	decided := ask(t, r, "d", requestFor(t, "refund", "payments", epoch, time.Hour))
 	question := ask(t, r, "q", "what is your name?")
@@ -289,7 +300,7 @@ func TestAuditTrail(t *testing.T) {
 			clock := newClock()
 			store, _ := k.open(t, clock.Now)
 			f := newFixture(t, clock, store)
-			in := approval.NewInbox(f.saver, store, clock.Now)
+			in := approval.NewInbox(f.saver, store)
 			id := f.start(t, "audit", "order-77", 120)
 			shown, err := in.Get(ctx, id)
 			if err != nil {
@@ -301,7 +312,7 @@ func TestAuditTrail(t *testing.T) {
 				t.Fatal(err)
 			}
 			clock.Add(time.Minute)
-			w := approval.NewWorker(store, approval.ResumeGraph(f.run), approval.WorkerOptions{Now: clock.Now})
+			w := newWorker(t, store, approval.ResumeGraph(f.run), approval.WorkerOptions{})
 			if rep, err := w.RunOnce(ctx); err != nil || rep.Resumed != 1 {
 				t.Fatalf("worker: %+v, %v", rep, err)
 			}

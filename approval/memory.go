@@ -79,7 +79,7 @@ func (s *MemoryStore) Decide(ctx context.Context, item Item, v Verdict) (Decisio
 	if r, ok := s.recs[item.ID]; ok {
 		return Decision{}, &AlreadyDecidedError{ID: item.ID, Winner: cloneDecision(r.rec.Decision)}
 	}
-	d, err := decide(item, v, s.now())
+	d, late, err := decide(item, v, s.now())
 	if err != nil {
 		return Decision{}, err
 	}
@@ -87,6 +87,9 @@ func (s *MemoryStore) Decide(ctx context.Context, item Item, v Verdict) (Decisio
 		ID: item.ID, Thread: item.Thread, Checkpoint: item.Checkpoint,
 		Request: cloneRequest(item.Request), Decision: cloneDecision(d),
 	}}
+	if late != nil {
+		return Decision{}, late // the expiry that the late verdict observed is recorded
+	}
 	return d, nil
 }
 
@@ -150,8 +153,11 @@ func (s *MemoryStore) Unresumed(ctx context.Context, limit int) ([]Record, error
 
 // ClaimResume implements Store. After Close it fails with an *Error matching
 // ErrClosed.
-func (s *MemoryStore) ClaimResume(ctx context.Context, id string, until time.Time) (bool, error) {
+func (s *MemoryStore) ClaimResume(ctx context.Context, id string, lease time.Duration) (bool, error) {
 	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if err := checkLease(id, lease); err != nil {
 		return false, err
 	}
 	now := s.now()
@@ -167,7 +173,7 @@ func (s *MemoryStore) ClaimResume(ctx context.Context, id string, until time.Tim
 	if !r.rec.Resume.At.IsZero() || r.rec.Resume.NotBefore.After(now) {
 		return false, nil
 	}
-	r.rec.Resume.NotBefore = until.UTC()
+	r.rec.Resume.NotBefore = now.Add(lease).UTC()
 	return true, nil
 }
 
@@ -195,10 +201,14 @@ func (s *MemoryStore) FinishResume(ctx context.Context, id, note string) error {
 
 // RetryResume implements Store. After Close it fails with an *Error matching
 // ErrClosed.
-func (s *MemoryStore) RetryResume(ctx context.Context, id, reason string, at time.Time) error {
+func (s *MemoryStore) RetryResume(ctx context.Context, id, reason string, after time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := checkDelay(id, after); err != nil {
+		return err
+	}
+	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.closedError(id); err != nil {
@@ -210,7 +220,7 @@ func (s *MemoryStore) RetryResume(ctx context.Context, id, reason string, at tim
 	}
 	if r.rec.Resume.At.IsZero() {
 		r.rec.Resume.Attempts++
-		r.rec.Resume.LastError, r.rec.Resume.NotBefore = truncate(reason, maxErrorBytes), at.UTC()
+		r.rec.Resume.LastError, r.rec.Resume.NotBefore = truncate(reason, maxErrorBytes), now.Add(after).UTC()
 	}
 	return nil
 }
@@ -268,6 +278,9 @@ func (s *MemoryStore) Audit(ctx context.Context, id string) (Trail, error) {
 	}
 	return t, nil
 }
+
+// Now implements Store: it reads the clock the store was made with.
+func (s *MemoryStore) Now() time.Time { return s.now() }
 
 func cloneRequest(r Request) Request {
 	r.Args, r.Context, r.Schema = cloneRaw(r.Args), cloneRaw(r.Context), cloneRaw(r.Schema)

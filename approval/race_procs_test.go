@@ -150,7 +150,7 @@ func TestResolveRaceProcesses(t *testing.T) {
 	for i := range raceProcApprovals {
 		f.start(t, fmt.Sprintf("thread-%03d", i), fmt.Sprintf("order-%03d", i), 10+i)
 	}
-	in := approval.NewInbox(saver, store, clock.Now)
+	in := approval.NewInbox(saver, store)
 	items := allPending(t, in, approval.Filter{Limit: approval.MaxPageSize})
 	if len(items) != raceProcApprovals {
 		t.Fatalf("%d pending, want %d", len(items), raceProcApprovals)
@@ -353,7 +353,7 @@ func TestResolveRaceProcesses(t *testing.T) {
 
 	// The resumed runs follow the winners.
 	clock.Set(raceProcDecidedAt.Add(time.Minute))
-	w := approval.NewWorker(store, approval.ResumeGraph(f.run), approval.WorkerOptions{Now: clock.Now})
+	w := newWorker(t, store, approval.ResumeGraph(f.run), approval.WorkerOptions{})
 	rep, err := w.RunOnce(ctx)
 	if err != nil || rep.Resumed != raceProcApprovals {
 		t.Fatalf("worker: %+v, %v; want %d resumed", rep, err, raceProcApprovals)
@@ -406,7 +406,7 @@ func TestHelperResolveRace(t *testing.T) {
 	if err != nil {
 		t.Fatalf("process %d: open the store: %v", proc, err)
 	}
-	items := allPending(t, approval.NewInbox(saver, store, now), approval.Filter{Limit: approval.MaxPageSize})
+	items := allPending(t, approval.NewInbox(saver, store), approval.Filter{Limit: approval.MaxPageSize})
 
 	var (
 		out  sync.Mutex // one whole line per write

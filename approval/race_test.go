@@ -70,7 +70,7 @@ func TestResolveRace(t *testing.T) {
 			clock := newClock()
 			store, _ := k.open(t, clock.Now)
 			f := newFixture(t, clock, store)
-			in := approval.NewInbox(f.saver, store, clock.Now)
+			in := approval.NewInbox(f.saver, store)
 			for i := range approvals {
 				f.start(t, fmt.Sprintf("thread-%03d", i), fmt.Sprintf("order-%03d", i), 10+i)
 			}
@@ -110,7 +110,7 @@ func TestResolveRace(t *testing.T) {
 				t.Errorf("inbox after the race: %d items, %v; decided approvals must leave it", len(p.Items), err)
 			}
 
-			w := approval.NewWorker(store, approval.ResumeGraph(f.run), approval.WorkerOptions{Now: clock.Now})
+			w := newWorker(t, store, approval.ResumeGraph(f.run), approval.WorkerOptions{})
 			rep, err := w.RunOnce(ctx)
 			if err != nil || rep.Resumed != approvals {
 				t.Fatalf("worker: %+v, %v", rep, err)

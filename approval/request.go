@@ -177,13 +177,19 @@ type ArgRule func(tool string, args json.RawMessage) string
 // thresholds as ArgRules instead of raising a tool's tier, so reviewers see
 // few requests and keep reading them (approval fatigue turns reviews into
 // rubber stamps).
+//
+// The zero value of a field means its default; any other value outside
+// its range is refused by Validate (which nodes.NewExecutor and the tool
+// node call when the agent is built), never replaced by the default.
 type Rules struct {
-	// MinRisk is the lowest tier that needs a human (default RiskHigh).
+	// MinRisk is the lowest tier that needs a human ("" means RiskHigh;
+	// a name that is not a tier is refused).
 	MinRisk Risk
 	// ArgRules gate calls by their arguments, in order; the first match
-	// names the rule.
+	// names the rule. A nil entry is refused.
 	ArgRules []ArgRule
-	// TTL is how long a request waits before it expires (default 24h).
+	// TTL is how long a request waits before it expires (0 means
+	// DefaultTTL; a negative TTL, or one above MaxTTL, is refused).
 	TTL time.Duration
 	// Owners maps tool names to who decides; Owner is the default.
 	Owners map[string]string
@@ -208,12 +214,40 @@ func (r Rules) Requires(tool string, risk Risk, args json.RawMessage) (bool, str
 	return false, ""
 }
 
-// TTLOrDefault returns the rules' request lifetime (24h when unset).
+// DefaultTTL is the lifetime of a request under Rules whose TTL is zero.
+const DefaultTTL = 24 * time.Hour
+
+// TTLOrDefault returns the rules' request lifetime: TTL, or DefaultTTL
+// when TTL is zero. A TTL that Validate refuses is returned as it is, so
+// that a request raised with it fails Request.Validate rather than living
+// for a day.
 func (r Rules) TTLOrDefault() time.Duration {
-	if r.TTL <= 0 {
-		return 24 * time.Hour
+	if r.TTL == 0 {
+		return DefaultTTL
 	}
 	return r.TTL
+}
+
+// Validate checks the rules as they are configured, before any call is
+// gated: TTL is zero (DefaultTTL) or positive and at most MaxTTL, MinRisk
+// is empty or a declared tier, and no ArgRule is nil. It returns an
+// *Error matching ErrInvalidConfig that names the field; a value out of
+// range is never replaced by the default.
+func (r Rules) Validate() error {
+	switch {
+	case r.TTL < 0:
+		return newError("", ErrInvalidConfig, "Rules.TTL is %v; a request's lifetime must be positive (0 means %v)", r.TTL, DefaultTTL)
+	case r.TTL > MaxTTL:
+		return newError("", ErrInvalidConfig, "Rules.TTL is %v, more than MaxTTL (%v)", r.TTL, MaxTTL)
+	case r.MinRisk != "" && !r.MinRisk.Valid():
+		return newError("", ErrInvalidConfig, "Rules.MinRisk %s is not a risk tier (want none, low, medium, high or critical)", quoteShort(string(r.MinRisk)))
+	}
+	for i, ar := range r.ArgRules {
+		if ar == nil {
+			return newError("", ErrInvalidConfig, "Rules.ArgRules[%d] is nil", i)
+		}
+	}
+	return nil
 }
 
 // OwnerOf returns who decides calls of tool.

@@ -2,6 +2,7 @@ package approval_test
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -50,7 +51,44 @@ func TestRulesRequires(t *testing.T) {
 	if r.TTLOrDefault() != time.Minute || (approval.Rules{}).TTLOrDefault() != 24*time.Hour {
 		t.Error("TTLOrDefault")
 	}
+	if got := (approval.Rules{TTL: -time.Hour}).TTLOrDefault(); got != -time.Hour {
+		t.Errorf("TTLOrDefault of a negative TTL = %v, want it as it is (never replaced by the default)", got)
+	}
 	if r.OwnerOf("refund") != "payments" || r.OwnerOf("other") != "ops" {
 		t.Error("OwnerOf")
+	}
+}
+
+// TestRulesValidate: a rule field out of range is refused with a typed
+// error when the rules are configured, never silently replaced by its
+// default (a negative TTL used to become 24 h).
+func TestRulesValidate(t *testing.T) {
+	never := func(string, json.RawMessage) string { return "" }
+	tests := []struct {
+		name  string
+		rules approval.Rules
+		bad   bool
+	}{
+		{"zero value", approval.Rules{}, false},
+		{"all set", approval.Rules{MinRisk: approval.RiskMedium, ArgRules: []approval.ArgRule{never}, TTL: time.Hour, Owner: "ops"}, false},
+		{"MaxTTL", approval.Rules{TTL: approval.MaxTTL}, false},
+		{"negative TTL", approval.Rules{TTL: -time.Hour}, true},
+		{"one nanosecond below zero", approval.Rules{TTL: -1}, true},
+		{"TTL above MaxTTL", approval.Rules{TTL: approval.MaxTTL + 1}, true},
+		{"MinRisk not a tier", approval.Rules{MinRisk: "hihg"}, true},
+		{"MinRisk in capitals", approval.Rules{MinRisk: "HIGH"}, true},
+		{"nil ArgRule", approval.Rules{ArgRules: []approval.ArgRule{never, nil}}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.rules.Validate()
+			var e *approval.Error
+			switch {
+			case !tc.bad && err != nil:
+				t.Errorf("Validate: %v, want nil", err)
+			case tc.bad && (!errors.Is(err, approval.ErrInvalidConfig) || !errors.As(err, &e)):
+				t.Errorf("Validate: %v, want an *approval.Error matching ErrInvalidConfig", err)
+			}
+		})
 	}
 }

@@ -266,7 +266,7 @@ func (s *SQLStore) Decide(ctx context.Context, item Item, v Verdict) (_ Decision
 	} else if ok {
 		return Decision{}, &AlreadyDecidedError{ID: item.ID, Winner: w}
 	}
-	d, derr := decide(item, v, s.now())
+	d, late, derr := decide(item, v, s.now())
 	if derr != nil {
 		return Decision{}, derr
 	}
@@ -289,6 +289,9 @@ func (s *SQLStore) Decide(ctx context.Context, item Item, v Verdict) (_ Decision
 	if n, err := res.RowsAffected(); err != nil {
 		return Decision{}, fmt.Errorf("approval: record decision on approval %s: %w", quoteShort(item.ID), err)
 	} else if n == 1 {
+		if late != nil {
+			return Decision{}, late // the expiry that the late verdict observed is recorded
+		}
 		return d, nil
 	}
 	w, ok, err := s.winner(ctx, item.ID)
@@ -441,13 +444,17 @@ func (s *SQLStore) update(ctx context.Context, id, what, query string, args ...a
 //
 // After Close, or once the database was closed, it fails with an *Error
 // matching ErrClosed.
-func (s *SQLStore) ClaimResume(ctx context.Context, id string, until time.Time) (_ bool, err error) {
+func (s *SQLStore) ClaimResume(ctx context.Context, id string, lease time.Duration) (_ bool, err error) {
 	if err := s.live(id); err != nil {
 		return false, err
 	}
+	if err := checkLease(id, lease); err != nil {
+		return false, err
+	}
 	defer s.closedDB(id, &err)
+	now := s.now()
 	return s.update(ctx, id, "claim", `UPDATE approval_decisions SET resume_not_before = ?
-		WHERE id = ? AND resumed_at IS NULL AND resume_not_before <= ?`, sqlTime(until), id, sqlTime(s.now()))
+		WHERE id = ? AND resumed_at IS NULL AND resume_not_before <= ?`, sqlTime(now.Add(lease)), id, sqlTime(now))
 }
 
 // FinishResume implements Store.
@@ -468,16 +475,22 @@ func (s *SQLStore) FinishResume(ctx context.Context, id, note string) (err error
 //
 // After Close, or once the database was closed, it fails with an *Error
 // matching ErrClosed.
-func (s *SQLStore) RetryResume(ctx context.Context, id, reason string, at time.Time) (err error) {
+func (s *SQLStore) RetryResume(ctx context.Context, id, reason string, after time.Duration) (err error) {
 	if err := s.live(id); err != nil {
+		return err
+	}
+	if err := checkDelay(id, after); err != nil {
 		return err
 	}
 	defer s.closedDB(id, &err)
 	_, err = s.update(ctx, id, "defer resuming", `UPDATE approval_decisions
 		SET resume_attempts = resume_attempts + 1, resume_error = ?, resume_not_before = ?
-		WHERE id = ? AND resumed_at IS NULL`, truncate(reason, maxErrorBytes), sqlTime(at), id)
+		WHERE id = ? AND resumed_at IS NULL`, truncate(reason, maxErrorBytes), sqlTime(s.now().Add(after)), id)
 	return err
 }
+
+// Now implements Store: it reads the clock the store was opened with.
+func (s *SQLStore) Now() time.Time { return s.now() }
 
 // RecordOutcome implements OutcomeRecorder.
 //

@@ -25,6 +25,10 @@ import (
 //     written (see the package documentation, "Deciding"), with the
 //     store's clock: a refused verdict changes nothing.
 //   - Recorded decisions, outcomes and completed resumes never change.
+//   - Every time the store writes and every time it compares one with
+//     "now" come from one clock, its own (Now). Callers pass durations
+//     (a claim's lease, a retry's delay), never times, so a stored time
+//     can never come from another clock than the one that reads it.
 //
 // MemoryStore and SQLStore implement it. Both have a Close method: after
 // it (and, for a SQLStore, once its database was closed), every method
@@ -57,23 +61,31 @@ type Store interface {
 	// (ErrClosed, a database error, ctx's error).
 	Unresumed(ctx context.Context, limit int) ([]Record, error)
 
-	// ClaimResume sets Resume.NotBefore to until if the approval is still
-	// unresumed and its Resume.NotBefore has passed, so that one worker at a
-	// time resumes it. It reports whether the claim was taken, and returns
-	// an error matching ErrNotFound for an unknown ID.
-	ClaimResume(ctx context.Context, id string, until time.Time) (bool, error)
+	// ClaimResume sets Resume.NotBefore to the store's now plus lease if
+	// the approval is still unresumed and its Resume.NotBefore has passed,
+	// so that one worker at a time resumes it. It reports whether the
+	// claim was taken, and returns an error matching ErrNotFound for an
+	// unknown ID and an *Error matching ErrInvalidConfig for a lease that
+	// is not positive.
+	ClaimResume(ctx context.Context, id string, lease time.Duration) (bool, error)
 
 	// FinishResume marks the approval resumed now with note. Finishing a
 	// finished approval changes nothing and is not an error.
 	FinishResume(ctx context.Context, id, note string) error
 
 	// RetryResume records a failed resume attempt (reason, truncated),
-	// and when to try again (Resume.NotBefore).
-	RetryResume(ctx context.Context, id, reason string, at time.Time) error
+	// and that the next may start after the delay after, from the store's
+	// now (Resume.NotBefore; 0: at once, which also hands back a claim).
+	// A negative delay is an *Error matching ErrInvalidConfig.
+	RetryResume(ctx context.Context, id, reason string, after time.Duration) error
 
 	// Audit returns the whole trail of a decided approval, or an error
 	// matching ErrNotFound.
 	Audit(ctx context.Context, id string) (Trail, error)
+
+	// Now reads the store's clock: the one that stamps its decisions,
+	// claims and retries and judges expiry. An Inbox reads time from it.
+	Now() time.Time
 }
 
 // OutcomeRecorder is the one part of a Store the tool node needs: it
@@ -154,6 +166,22 @@ func checkExecution(rec Record, e Execution, at time.Time) (Execution, error) {
 // aside).
 func sameExecution(a, b Execution) bool {
 	return a.IdempotencyKey == b.IdempotencyKey && a.ArgsHash == b.ArgsHash && a.Error == b.Error && bytes.Equal(a.Result, b.Result)
+}
+
+// checkLease refuses a claim's lease that is not positive.
+func checkLease(id string, lease time.Duration) error {
+	if lease <= 0 {
+		return newError(id, ErrInvalidConfig, "a resume claim needs a positive lease, not %v", lease)
+	}
+	return nil
+}
+
+// checkDelay refuses a negative retry delay.
+func checkDelay(id string, after time.Duration) error {
+	if after < 0 {
+		return newError(id, ErrInvalidConfig, "a retry delay of %v is negative", after)
+	}
+	return nil
 }
 
 // clockOrNow returns now, or time.Now when now is nil.

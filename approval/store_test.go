@@ -189,9 +189,9 @@ func TestDecideInvalid(t *testing.T) {
 			}{
 				{"Get unknown", func() error { _, err := s.Get(ctx, "nope"); return err }, approval.ErrNotFound},
 				{"Audit unknown", func() error { _, err := s.Audit(ctx, "nope"); return err }, approval.ErrNotFound},
-				{"Claim unknown", func() error { _, err := s.ClaimResume(ctx, "nope", clock.Now()); return err }, approval.ErrNotFound},
+				{"Claim unknown", func() error { _, err := s.ClaimResume(ctx, "nope", time.Minute); return err }, approval.ErrNotFound},
 				{"Finish unknown", func() error { return s.FinishResume(ctx, "nope", "x") }, approval.ErrNotFound},
-				{"Retry unknown", func() error { return s.RetryResume(ctx, "nope", "x", clock.Now()) }, approval.ErrNotFound},
+				{"Retry unknown", func() error { return s.RetryResume(ctx, "nope", "x", 0) }, approval.ErrNotFound},
 				{"outcome of unknown", func() error { return s.RecordOutcome(ctx, "nope", approval.Execution{}) }, approval.ErrNotFound},
 				{"outcome with other arguments", func() error {
 					return s.RecordOutcome(ctx, "done", approval.Execution{IdempotencyKey: "k", ArgsHash: "0000", Result: json.RawMessage(`{"ok":true}`)})
@@ -249,9 +249,11 @@ func TestRecordOutcomeNotApproved(t *testing.T) {
 }
 
 // TestExpiryBoundary (R36 b, c, e) with an injected clock: one tick before
-// the deadline an approval works; at the deadline, and 1 ns after it
-// before any sweep, it fails with ErrExpired and records nothing; once
-// expired, a clock moved backwards changes nothing.
+// the deadline an approval works; at the deadline the first verdict to
+// arrive, whatever it says, fails with ErrExpired and records the expiry
+// (by ExpiryReviewer, at the time it arrived); every later one, 1 ns after
+// or with the clock moved back an hour, is told the expiry won and changes
+// nothing.
 func TestExpiryBoundary(t *testing.T) {
 	for _, k := range storeKinds {
 		t.Run(k.name, func(t *testing.T) {
@@ -261,6 +263,7 @@ func TestExpiryBoundary(t *testing.T) {
 			schema := refundSchema(t)
 			deadline := epoch.Add(ttl)
 			approve := approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}
+			verdicts := []approval.Verdict{approve, {Outcome: approval.Rejected, Reviewer: "bob"}, {Outcome: approval.Edited, Reviewer: "bob", Args: json.RawMessage(`{"amount":1,"order":"o"}`)}}
 
 			early := newItem(t, schema, epoch, "early")
 			clock.Set(deadline.Add(-time.Nanosecond))
@@ -268,34 +271,39 @@ func TestExpiryBoundary(t *testing.T) {
 				t.Fatalf("approve one tick before the deadline: %v", err)
 			}
 
-			late := newItem(t, schema, epoch, "late")
-			before := dump("early", "late")
-			for _, at := range []time.Time{deadline, deadline.Add(time.Nanosecond)} {
-				clock.Set(at)
-				for _, v := range []approval.Verdict{approve, {Outcome: approval.Rejected, Reviewer: "bob"}, {Outcome: approval.Edited, Reviewer: "bob", Args: json.RawMessage(`{"amount":1,"order":"o"}`)}} {
+			for _, v := range verdicts {
+				t.Run(string(v.Outcome), func(t *testing.T) {
+					late := newItem(t, schema, epoch, "late-"+string(v.Outcome))
+					clock.Set(deadline)
 					_, err := s.Decide(ctx, late, v)
-					if !errors.Is(err, approval.ErrExpired) || errors.Is(err, approval.ErrAlreadyDecided) {
-						t.Errorf("%s at deadline%+v: %v, want ErrExpired", v.Outcome, at.Sub(deadline), err)
+					var lost *approval.AlreadyDecidedError
+					if !errors.Is(err, approval.ErrExpired) || errors.As(err, &lost) {
+						t.Fatalf("%s at the deadline: %v, want an *Error matching ErrExpired", v.Outcome, err)
 					}
-				}
-			}
-			if diff := cmp.Diff(before, dump("early", "late")); diff != "" {
-				t.Errorf("a refused late decision changed the store (-before +after):\n%s", diff)
-			}
-
-			// The sweeper's decision, then the clock goes back an hour.
-			if _, err := s.Decide(ctx, late, approval.Verdict{Outcome: approval.Expired, Reviewer: approval.ExpiryReviewer, Note: "expired"}); err != nil {
-				t.Fatal(err)
-			}
-			after := dump("early", "late")
-			clock.Set(deadline.Add(-time.Hour))
-			_, err := s.Decide(ctx, late, approve)
-			var lost *approval.AlreadyDecidedError
-			if !errors.As(err, &lost) || lost.Winner.Outcome != approval.Expired || !errors.Is(err, approval.ErrExpired) {
-				t.Fatalf("approve after expiry with the clock moved back: %v, want *AlreadyDecidedError matching ErrExpired", err)
-			}
-			if diff := cmp.Diff(after, dump("early", "late")); diff != "" {
-				t.Errorf("the clock moving back changed the store (-before +after):\n%s", diff)
+					rec, err := s.Get(ctx, late.ID)
+					if err != nil {
+						t.Fatalf("the expiry the late %s observed was not recorded: %v", v.Outcome, err)
+					}
+					want := approval.Decision{ID: late.ID, Outcome: approval.Expired, Reviewer: approval.ExpiryReviewer,
+						Note:     "nobody decided before 2026-03-02T10:00:00Z; expired requests are rejected; escalate to payments instead of retrying",
+						ArgsHash: late.Request.ArgsHash, DecidedAt: deadline}
+					if diff := cmp.Diff(want, rec.Decision); diff != "" {
+						t.Errorf("recorded expiry (-want +got):\n%s", diff)
+					}
+					after := dump("early", late.ID)
+					for _, at := range []time.Time{deadline.Add(time.Nanosecond), deadline.Add(-time.Hour)} {
+						clock.Set(at)
+						for _, v2 := range verdicts {
+							_, err := s.Decide(ctx, late, v2)
+							if !errors.As(err, &lost) || lost.Winner.Outcome != approval.Expired || !errors.Is(err, approval.ErrExpired) {
+								t.Errorf("%s at deadline%+v after the expiry was recorded: %v, want *AlreadyDecidedError matching ErrExpired", v2.Outcome, at.Sub(deadline), err)
+							}
+						}
+					}
+					if diff := cmp.Diff(after, dump("early", late.ID)); diff != "" {
+						t.Errorf("verdicts after the expiry changed the store (-before +after):\n%s", diff)
+					}
+				})
 			}
 		})
 	}

@@ -78,21 +78,26 @@ func delivered[S any](ctx context.Context, r *graph.Runnable[S], rec Record) (bo
 	return false, nil
 }
 
-// WorkerOptions configure a Worker. Zero values mean the defaults.
+// WorkerOptions configure a Worker. A zero field means its default; a
+// negative one is refused by NewWorker (ErrInvalidConfig), never replaced.
+//
+// The worker has no clock: the times it stores (a claim's end, when to
+// retry) are the store's now plus Lease or Backoff, stamped by the store
+// with the same clock that later compares them (Store.Now).
 type WorkerOptions struct {
-	// Now is the clock (default time.Now); use the store's.
-	Now func() time.Time
 	// Batch is how many decisions one store query fetches (default 100).
 	Batch int
 	// Concurrency caps the resumes in flight (default 4).
 	Concurrency int
 	// Lease is how long a claimed approval is left to this worker before
-	// another may take it over, should this one die (default 1 minute).
-	// Keep it above the time a resumed run takes.
+	// another may take it over, should this one die (default 1 minute),
+	// on the store's clock. Keep it above the time a resumed run takes.
+	// A worker that is stopped (its context ends) hands its claim back.
 	Lease time.Duration
 	// Backoff is the wait before attempt n+1 after n failed attempts
-	// (default 1s doubling to at most 5 minutes). A busy thread is
-	// retried after Backoff(1).
+	// (default 1s doubling to at most 5 minutes), on the store's clock. A
+	// busy thread is retried after Backoff(1). A negative wait counts as
+	// none.
 	Backoff func(attempts int) time.Duration
 	// Sweeper, if set, is swept before every pass of Run (an *Inbox).
 	Sweeper interface {
@@ -125,17 +130,27 @@ type Worker struct {
 }
 
 // NewWorker returns a worker that resumes the decisions of store with
-// resume.
-func NewWorker(store Store, resume ResumeFunc, opts WorkerOptions) *Worker {
+// resume. It returns an *Error matching ErrInvalidConfig when store or
+// resume is nil or a field of opts is negative.
+func NewWorker(store Store, resume ResumeFunc, opts WorkerOptions) (*Worker, error) {
 	o := opts
-	o.Now = clockOrNow(o.Now)
-	if o.Batch <= 0 {
+	switch {
+	case store == nil || resume == nil:
+		return nil, newError("", ErrInvalidConfig, "a worker needs a store and a resume function")
+	case o.Batch < 0:
+		return nil, newError("", ErrInvalidConfig, "WorkerOptions.Batch is %d (0 means 100)", o.Batch)
+	case o.Concurrency < 0:
+		return nil, newError("", ErrInvalidConfig, "WorkerOptions.Concurrency is %d (0 means 4)", o.Concurrency)
+	case o.Lease < 0:
+		return nil, newError("", ErrInvalidConfig, "WorkerOptions.Lease is %v (0 means a minute)", o.Lease)
+	}
+	if o.Batch == 0 {
 		o.Batch = 100
 	}
-	if o.Concurrency <= 0 {
+	if o.Concurrency == 0 {
 		o.Concurrency = 4
 	}
-	if o.Lease <= 0 {
+	if o.Lease == 0 {
 		o.Lease = time.Minute
 	}
 	if o.Backoff == nil {
@@ -144,7 +159,7 @@ func NewWorker(store Store, resume ResumeFunc, opts WorkerOptions) *Worker {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Worker{store: store, resume: resume, o: o}
+	return &Worker{store: store, resume: resume, o: o}, nil
 }
 
 func defaultBackoff(attempts int) time.Duration {
@@ -231,7 +246,7 @@ func (r *WorkerReport) add(o WorkerReport) {
 func (w *Worker) handle(ctx context.Context, rec Record) (WorkerReport, error) {
 	var rep WorkerReport
 	log := w.o.Logger.With(slog.String("approval", rec.ID), slog.String("thread", rec.Thread))
-	ok, err := w.store.ClaimResume(ctx, rec.ID, w.o.Now().Add(w.o.Lease))
+	ok, err := w.store.ClaimResume(ctx, rec.ID, w.o.Lease)
 	if err != nil {
 		return rep, err
 	}
@@ -250,18 +265,31 @@ func (w *Worker) handle(ctx context.Context, rec Record) (WorkerReport, error) {
 		rep.Stale++
 		return rep, w.store.FinishResume(ctx, rec.ID, "the thread no longer waits on this approval: "+rerr.Error())
 	case ctx.Err() != nil:
-		// Stopping: the claim lapses after Lease and the next pass
-		// resumes (or finds the answer already delivered).
+		// Stopping: hand the claim back, so that the next pass (this
+		// program run again) resumes at once rather than after Lease, and
+		// finds the answer delivered if it was. A worker that dies
+		// instead leaves its claim to lapse.
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
+		defer cancel()
+		if herr := w.store.RetryResume(hctx, rec.ID, "the worker stopped before the resume finished: "+rerr.Error(), 0); herr != nil {
+			log.LogAttrs(ctx, slog.LevelWarn, "stopped worker could not hand its claim back; it lapses after the lease",
+				slog.String("error", herr.Error()), slog.Duration("lease", w.o.Lease))
+		}
 		return rep, ctx.Err()
 	}
 	delay := w.o.Backoff(rec.Resume.Attempts + 1)
 	if errors.Is(rerr, checkpoint.ErrThreadBusy) || errors.Is(rerr, checkpoint.ErrConflict) {
 		delay = w.o.Backoff(1)
 	}
+	delay = max(delay, 0)
 	log.LogAttrs(ctx, slog.LevelWarn, "resume failed; will retry", slog.String("error", rerr.Error()), slog.Duration("after", delay))
 	rep.Deferred++
-	return rep, w.store.RetryResume(ctx, rec.ID, rerr.Error(), w.o.Now().Add(delay))
+	return rep, w.store.RetryResume(ctx, rec.ID, rerr.Error(), delay)
 }
+
+// handBackTimeout bounds the write that hands a stopped worker's claim
+// back.
+const handBackTimeout = 5 * time.Second
 
 // notWaiting reports whether err says the thread no longer waits on the
 // approval, so resuming it again can never succeed.
@@ -271,12 +299,16 @@ func notWaiting(err error) bool {
 }
 
 // Run sweeps (when WorkerOptions.Sweeper is set) and resumes due decisions
-// every interval (default 1s) until ctx is done, and returns ctx's error.
+// every interval (0 means 1s) until ctx is done, and returns ctx's error.
 // Failures of a pass are logged and retried at the next one, except that
 // of a closed store: Run then returns that error (matching ErrClosed),
-// since no later pass can succeed.
+// since no later pass can succeed. A negative interval is an *Error
+// matching ErrInvalidConfig, and nothing runs.
 func (w *Worker) Run(ctx context.Context, every time.Duration) error {
-	if every <= 0 {
+	if every < 0 {
+		return newError("", ErrInvalidConfig, "the worker's interval is %v (0 means 1s)", every)
+	}
+	if every == 0 {
 		every = time.Second
 	}
 	t := time.NewTicker(every)

@@ -35,7 +35,7 @@ func TestWorkerResumes(t *testing.T) {
 			clock := newClock()
 			store, _ := k.open(t, clock.Now)
 			f := newFixture(t, clock, store)
-			in := approval.NewInbox(f.saver, store, clock.Now)
+			in := approval.NewInbox(f.saver, store)
 			ids := map[string]string{}
 			for _, th := range []string{"approve", "reject", "edit"} {
 				ids[th] = f.start(t, th, "order-"+th, 40)
@@ -55,7 +55,7 @@ func TestWorkerResumes(t *testing.T) {
 					t.Fatalf("thread %s is %s before the worker ran; deciding must not resume", th, s.Status)
 				}
 			}
-			w := approval.NewWorker(store, approval.ResumeGraph(f.run), approval.WorkerOptions{Now: clock.Now})
+			w := newWorker(t, store, approval.ResumeGraph(f.run), approval.WorkerOptions{})
 			rep, err := w.RunOnce(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -115,19 +115,13 @@ func TestSweepExpiresAndResumes(t *testing.T) {
 			clock := newClock()
 			store, _ := k.open(t, clock.Now)
 			f := newFixture(t, clock, store)
-			in := approval.NewInbox(f.saver, store, clock.Now)
+			in := approval.NewInbox(f.saver, store)
 			id := f.start(t, "late", "order-late", 90)
 			clock.Set(epoch.Add(ttl - time.Nanosecond))
 			if rep, err := in.Sweep(ctx); err != nil || rep != (approval.SweepReport{}) {
 				t.Fatalf("sweep before the deadline: %+v, %v; want nothing", rep, err)
 			}
 			clock.Set(epoch.Add(ttl))
-			if p, err := in.List(ctx, approval.Filter{}); err != nil || len(p.Items) != 0 {
-				t.Errorf("List at the deadline: %d items, %v; an expired request is not pending", len(p.Items), err)
-			}
-			if _, err := in.Approve(ctx, id, "alice", ""); !errors.Is(err, approval.ErrExpired) {
-				t.Errorf("approve at the deadline before the sweep: %v, want ErrExpired", err)
-			}
 			clock.Add(3 * time.Hour) // down across the deadline
 			rep, err := in.Sweep(ctx)
 			if err != nil {
@@ -139,7 +133,7 @@ func TestSweepExpiresAndResumes(t *testing.T) {
 			if rep, err := in.Sweep(ctx); err != nil || rep != (approval.SweepReport{}) {
 				t.Errorf("second sweep: %+v, %v; want nothing", rep, err)
 			}
-			w := approval.NewWorker(store, approval.ResumeGraph(f.run), approval.WorkerOptions{Now: clock.Now})
+			w := newWorker(t, store, approval.ResumeGraph(f.run), approval.WorkerOptions{})
 			if rep, err := w.RunOnce(ctx); err != nil || rep.Resumed != 1 {
 				t.Fatalf("worker: %+v, %v", rep, err)
 			}
@@ -160,6 +154,104 @@ func TestSweepExpiresAndResumes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExpirySeenStaysExpired: whoever first sees a request expired (a
+// reviewer's approve, reject or edit, a Store.Decide, Inbox.Get, a
+// listing, the sweeper) records the expiry. When the clock then steps back
+// before the deadline (an NTP step), nothing can approve the request any
+// more, the inbox does not list it, and the worker gives the thread the
+// expiry: nothing is paid.
+func TestExpirySeenStaysExpired(t *testing.T) {
+	observers := []struct {
+		name string
+		see  func(ctx context.Context, in *approval.Inbox, store approval.Store, it approval.Item) error
+	}{
+		{"approve", func(ctx context.Context, in *approval.Inbox, _ approval.Store, it approval.Item) error {
+			_, err := in.Approve(ctx, it.ID, "alice", "")
+			return wantExpired(err)
+		}},
+		{"reject", func(ctx context.Context, in *approval.Inbox, _ approval.Store, it approval.Item) error {
+			_, err := in.Reject(ctx, it.ID, "bob", "no")
+			return wantExpired(err)
+		}},
+		{"edit", func(ctx context.Context, in *approval.Inbox, _ approval.Store, it approval.Item) error {
+			_, err := in.Edit(ctx, it.ID, "carol", json.RawMessage(`{"order":"order-late","amount":5}`), "")
+			return wantExpired(err)
+		}},
+		{"store decide", func(ctx context.Context, _ *approval.Inbox, store approval.Store, it approval.Item) error {
+			_, err := store.Decide(ctx, it, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"})
+			return wantExpired(err)
+		}},
+		{"get", func(ctx context.Context, in *approval.Inbox, _ approval.Store, it approval.Item) error {
+			_, err := in.Get(ctx, it.ID)
+			return wantExpired(err)
+		}},
+		{"list", func(ctx context.Context, in *approval.Inbox, _ approval.Store, _ approval.Item) error {
+			p, err := in.List(ctx, approval.Filter{Tool: "no-such-tool"}) // filtered out, and still seen
+			if err != nil || len(p.Items) != 0 || p.Expired != 1 {
+				return fmt.Errorf("List: %d items, %d expiries recorded, %v; want 0, 1, nil", len(p.Items), p.Expired, err)
+			}
+			return nil
+		}},
+		{"sweep", func(ctx context.Context, in *approval.Inbox, _ approval.Store, _ approval.Item) error {
+			rep, err := in.Sweep(ctx)
+			if err != nil || rep != (approval.SweepReport{Expired: 1}) {
+				return fmt.Errorf("Sweep: %+v, %v; want one expiry", rep, err)
+			}
+			return nil
+		}},
+	}
+	for _, k := range storeKinds {
+		for _, o := range observers {
+			t.Run(k.name+"/"+o.name, func(t *testing.T) {
+				ctx := context.Background()
+				clock := newClock()
+				store, _ := k.open(t, clock.Now)
+				f := newFixture(t, clock, store)
+				in := approval.NewInbox(f.saver, store)
+				id := f.start(t, "late", "order-late", 90)
+				it, err := in.Get(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				clock.Set(epoch.Add(ttl))
+				if err := o.see(ctx, in, store, it); err != nil {
+					t.Fatalf("at the deadline: %v", err)
+				}
+				clock.Set(epoch.Add(ttl - time.Hour)) // the clock steps back
+				if _, err := in.Approve(ctx, id, "alice", ""); !errors.Is(err, approval.ErrExpired) {
+					t.Errorf("approve after the clock stepped back: %v, want ErrExpired", err)
+				}
+				if _, err := store.Decide(ctx, it, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}); !errors.Is(err, approval.ErrExpired) {
+					t.Errorf("Store.Decide after the clock stepped back: %v, want ErrExpired", err)
+				}
+				if p, err := in.List(ctx, approval.Filter{}); err != nil || len(p.Items) != 0 {
+					t.Errorf("List after the clock stepped back: %d items, %v; want none", len(p.Items), err)
+				}
+				w := newWorker(t, store, approval.ResumeGraph(f.run), approval.WorkerOptions{})
+				if rep, err := w.RunOnce(ctx); err != nil || rep.Resumed != 1 {
+					t.Fatalf("worker: %+v, %v", rep, err)
+				}
+				s := f.state(t, "late")
+				if s.Status != graph.StatusDone || s.Values.Outcome != approval.Expired || s.Values.Reviewer != approval.ExpiryReviewer {
+					t.Errorf("thread: %s %+v, want done with the expiry", s.Status, s.Values)
+				}
+				if n := f.witness.total(); n != 0 {
+					t.Errorf("%d payments for a request that expired", n)
+				}
+			})
+		}
+	}
+}
+
+// wantExpired returns nil for an error matching approval.ErrExpired, and
+// an error saying what came instead otherwise.
+func wantExpired(err error) error {
+	if errors.Is(err, approval.ErrExpired) {
+		return nil
+	}
+	return fmt.Errorf("got %v, want an error matching ErrExpired", err)
 }
 
 // TestApproversRaceSweeper (R36 d): 32 approvers race the sweeper on each
@@ -187,7 +279,7 @@ func TestApproversRaceSweeper(t *testing.T) {
 				approveStore = sweepStore
 			}
 			f := newFixture(t, sweepClock, sweepStore)
-			in := approval.NewInbox(f.saver, sweepStore, sweepClock.Now)
+			in := approval.NewInbox(f.saver, sweepStore)
 			approved, expired, lost := 0, 0, 0
 			for round := range approvals {
 				sweepClock.Set(epoch)
@@ -201,11 +293,12 @@ func TestApproversRaceSweeper(t *testing.T) {
 					sweepClock.Set(deadline)
 				}
 				var (
-					wg   sync.WaitGroup
-					gate = make(chan struct{})
-					mu   sync.Mutex
-					won  int
-					bad  []error
+					wg       sync.WaitGroup
+					gate     = make(chan struct{})
+					mu       sync.Mutex
+					won      int
+					recorded int // approvers who arrived late and recorded the expiry
+					bad      []error
 				)
 				for i := range approvers {
 					wg.Go(func() {
@@ -217,7 +310,9 @@ func TestApproversRaceSweeper(t *testing.T) {
 						switch {
 						case err == nil:
 							won++
-						case errors.Is(err, approval.ErrAlreadyDecided), errors.Is(err, approval.ErrExpired):
+						case errors.Is(err, approval.ErrAlreadyDecided):
+						case errors.Is(err, approval.ErrExpired):
+							recorded++
 						default:
 							bad = append(bad, err)
 						}
@@ -242,13 +337,13 @@ func TestApproversRaceSweeper(t *testing.T) {
 				switch rec.Decision.Outcome {
 				case approval.Approved:
 					approved++
-					if won != 1 || rep.Expired != 0 {
-						t.Errorf("round %d: approved, but %d approvers and the sweeper (%+v) were told they won", round, won, rep)
+					if won != 1 || rep.Expired != 0 || recorded != 0 {
+						t.Errorf("round %d: approved, but %d approvers, %d late approvers and the sweeper (%+v) were told they won", round, won, recorded, rep)
 					}
 				case approval.Expired:
 					expired++
-					if won != 0 || rep.Expired != 1 {
-						t.Errorf("round %d: expired, but %d approvers and the sweeper (%+v) were told they won", round, won, rep)
+					if won != 0 || rep.Expired+recorded != 1 {
+						t.Errorf("round %d: expired, but %d approvers, %d late approvers and the sweeper (%+v) were told they won", round, won, recorded, rep)
 					}
 				default:
 					t.Errorf("round %d: %s", round, rec.Decision.Outcome)
@@ -256,7 +351,7 @@ func TestApproversRaceSweeper(t *testing.T) {
 				lost += rep.Lost
 			}
 			t.Logf("%s: %d approved, %d expired; the sweeper lost %d races it had joined", k.name, approved, expired, lost)
-			w := approval.NewWorker(sweepStore, approval.ResumeGraph(f.run), approval.WorkerOptions{Now: sweepClock.Now})
+			w := newWorker(t, sweepStore, approval.ResumeGraph(f.run), approval.WorkerOptions{})
 			if rep, err := w.RunOnce(ctx); err != nil || rep.Resumed != approvals {
 				t.Fatalf("worker: %+v, %v", rep, err)
 			}
@@ -281,7 +376,7 @@ func TestCrashAfterDecisionBeforeResume(t *testing.T) {
 	_, path := tempDB(t)
 	f := newFixture(t, clock, nil)
 	id := f.start(t, "crash", "order-crash", 70)
-	in := approval.NewInbox(f.saver, approval.NewMemoryStore(clock.Now), clock.Now)
+	in := approval.NewInbox(f.saver, approval.NewMemoryStore(clock.Now))
 	it, err := in.Get(ctx, id)
 	if err != nil {
 		t.Fatal(err)
@@ -320,7 +415,7 @@ func TestCrashAfterDecisionBeforeResume(t *testing.T) {
 	var wg sync.WaitGroup
 	reps := make([]approval.WorkerReport, 3)
 	for i := range reps {
-		w := approval.NewWorker(store, resume, approval.WorkerOptions{Now: clock.Now})
+		w := newWorker(t, store, resume, approval.WorkerOptions{})
 		wg.Go(func() {
 			r, err := w.RunOnce(ctx)
 			if err != nil {
@@ -379,27 +474,22 @@ func TestHelperDecideThenDie(t *testing.T) {
 }
 
 // TestWorkerDiesAfterClaim (R37 in process): a worker dies after claiming
-// a decision and before resuming it. Another worker leaves it alone while
-// the claim lasts, then resumes it once.
+// a decision and before resuming it (its claim is all it leaves). Another
+// worker leaves it alone while the claim lasts, then resumes it once.
 func TestWorkerDiesAfterClaim(t *testing.T) {
 	ctx := context.Background()
 	clock := newClock()
 	store := approval.NewMemoryStore(clock.Now)
 	f := newFixture(t, clock, store)
-	in := approval.NewInbox(f.saver, store, clock.Now)
+	in := approval.NewInbox(f.saver, store)
 	id := f.start(t, "dies", "order-dies", 10)
 	if _, err := in.Approve(ctx, id, "alice", ""); err != nil {
 		t.Fatal(err)
 	}
-	dead, kill := context.WithCancel(ctx)
-	dying := approval.NewWorker(store, func(context.Context, approval.Record) error {
-		kill() // the process dies here: nothing after this runs
-		return context.Canceled
-	}, approval.WorkerOptions{Now: clock.Now, Lease: time.Minute})
-	if _, err := dying.RunOnce(dead); !errors.Is(err, context.Canceled) {
-		t.Fatalf("dying worker: %v", err)
+	if ok, err := store.ClaimResume(ctx, id, time.Minute); err != nil || !ok {
+		t.Fatalf("the dying worker's claim: %v, %v", ok, err)
 	}
-	w := approval.NewWorker(store, approval.ResumeGraph(f.run), approval.WorkerOptions{Now: clock.Now})
+	w := newWorker(t, store, approval.ResumeGraph(f.run), approval.WorkerOptions{})
 	if rep, err := w.RunOnce(ctx); err != nil || rep != (approval.WorkerReport{}) {
 		t.Fatalf("while the claim lasts: %+v, %v; want nothing due", rep, err)
 	}
@@ -412,6 +502,47 @@ func TestWorkerDiesAfterClaim(t *testing.T) {
 	}
 }
 
+// TestStoppedWorkerHandsBackItsClaim: a worker whose context ends during
+// a resume (Ctrl-C) hands its claim back, so that the program run again
+// resumes the thread at once instead of after the lease, once.
+func TestStoppedWorkerHandsBackItsClaim(t *testing.T) {
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := newClock()
+			store, _ := k.open(t, clock.Now)
+			f := newFixture(t, clock, store)
+			in := approval.NewInbox(f.saver, store)
+			id := f.start(t, "stopped", "order-stopped", 10)
+			if _, err := in.Approve(ctx, id, "alice", ""); err != nil {
+				t.Fatal(err)
+			}
+			stopped, stop := context.WithCancel(ctx)
+			w := newWorker(t, store, func(context.Context, approval.Record) error {
+				stop() // Ctrl-C while the thread is being resumed
+				return context.Canceled
+			}, approval.WorkerOptions{Lease: time.Hour})
+			if _, err := w.RunOnce(stopped); !errors.Is(err, context.Canceled) {
+				t.Fatalf("stopped worker: %v", err)
+			}
+			rec, err := store.Get(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rec.Resume.NotBefore.Equal(clock.Now()) || !strings.Contains(rec.Resume.LastError, "the worker stopped") {
+				t.Errorf("after the stop: %+v; want the claim handed back now, saying why", rec.Resume)
+			}
+			again := newWorker(t, store, approval.ResumeGraph(f.run), approval.WorkerOptions{})
+			if rep, err := again.RunOnce(ctx); err != nil || rep.Resumed != 1 {
+				t.Fatalf("run again at once: %+v, %v; want it resumed", rep, err)
+			}
+			if n := f.witness.count("stopped"); n != 1 {
+				t.Errorf("paid %d times, want 1", n)
+			}
+		})
+	}
+}
+
 // TestResumeDiesMidNode (R37, the inner window): the run dies after the
 // answer was saved and before the payment. Resuming again is refused by
 // the runtime (already answered) and the thread is pending; the worker's
@@ -421,14 +552,14 @@ func TestResumeDiesMidNode(t *testing.T) {
 	clock := newClock()
 	store := approval.NewMemoryStore(clock.Now)
 	f := newFixture(t, clock, store)
-	in := approval.NewInbox(f.saver, store, clock.Now)
+	in := approval.NewInbox(f.saver, store)
 	id := f.start(t, "mid", "order-mid", 10)
 	if _, err := in.Approve(ctx, id, "alice", ""); err != nil {
 		t.Fatal(err)
 	}
 	var once sync.Once
 	resume := approval.ResumeGraph(f.run)
-	w := approval.NewWorker(store, func(ctx context.Context, rec approval.Record) error {
+	w := newWorker(t, store, func(ctx context.Context, rec approval.Record) error {
 		run, stop := context.WithCancel(ctx)
 		defer stop()
 		f.beforePay = func(ctx context.Context) error {
@@ -440,7 +571,7 @@ func TestResumeDiesMidNode(t *testing.T) {
 			return nil
 		}
 		return resume(run, rec)
-	}, approval.WorkerOptions{Now: clock.Now})
+	}, approval.WorkerOptions{})
 	rep, err := w.RunOnce(ctx)
 	if err != nil || rep.Deferred != 1 {
 		t.Fatalf("first pass: %+v, %v; want one deferred attempt", rep, err)
@@ -490,11 +621,11 @@ func TestResumedRunStoppedAfterAStepIsContinued(t *testing.T) {
 	if err != nil || len(res.Interrupts) != 1 {
 		t.Fatalf("Invoke = %+v, %v", res, err)
 	}
-	in := approval.NewInbox(f.saver, store, clock.Now)
+	in := approval.NewInbox(f.saver, store)
 	if _, err := in.Approve(ctx, res.Interrupts[0].ID, "alice", ""); err != nil {
 		t.Fatal(err)
 	}
-	w := approval.NewWorker(store, approval.ResumeGraph(r), approval.WorkerOptions{Now: clock.Now})
+	w := newWorker(t, store, approval.ResumeGraph(r), approval.WorkerOptions{})
 	if rep, err := w.RunOnce(ctx); err != nil || rep != (approval.WorkerReport{Deferred: 1}) {
 		t.Fatalf("first pass: %+v, %v; want one deferred attempt", rep, err)
 	}
@@ -523,7 +654,7 @@ func TestWorkerBusyThread(t *testing.T) {
 		}
 	}
 	calls := map[string]int{}
-	w := approval.NewWorker(store, func(_ context.Context, rec approval.Record) error {
+	w := newWorker(t, store, func(_ context.Context, rec approval.Record) error {
 		calls[rec.ID]++
 		switch {
 		case rec.ID == "gone":
@@ -532,7 +663,7 @@ func TestWorkerBusyThread(t *testing.T) {
 			return &checkpoint.BusyError{Thread: rec.Thread}
 		}
 		return nil
-	}, approval.WorkerOptions{Now: clock.Now, Concurrency: 1})
+	}, approval.WorkerOptions{Concurrency: 1})
 	rep, err := w.RunOnce(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -562,7 +693,7 @@ func TestWorkerRun(t *testing.T) {
 		clock := &fakeClock{t: time.Now()} // the bubble's clock, for the requests
 		store := approval.NewMemoryStore(nil)
 		f := newFixture(t, clock, store)
-		in := approval.NewInbox(f.saver, store, nil)
+		in := approval.NewInbox(f.saver, store)
 		approved := f.start(t, "approved", "o1", 5)
 		f.start(t, "forgotten", "o2", 5)
 		if _, err := in.Approve(context.Background(), approved, "alice", ""); err != nil {
@@ -570,7 +701,7 @@ func TestWorkerRun(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), ttl+time.Hour)
 		defer cancel()
-		w := approval.NewWorker(store, approval.ResumeGraph(f.run), approval.WorkerOptions{Sweeper: in})
+		w := newWorker(t, store, approval.ResumeGraph(f.run), approval.WorkerOptions{Sweeper: in})
 		if err := w.Run(ctx, time.Minute); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Run: %v", err)
 		}
@@ -595,7 +726,7 @@ func TestWorkerRunStopsOnAClosedStore(t *testing.T) {
 				t.Fatal(err)
 			}
 			resumed := 0
-			w := approval.NewWorker(s, func(context.Context, approval.Record) error { resumed++; return nil }, approval.WorkerOptions{})
+			w := newWorker(t, s, func(context.Context, approval.Record) error { resumed++; return nil }, approval.WorkerOptions{})
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			if err := w.Run(ctx, time.Millisecond); !errors.Is(err, approval.ErrClosed) {
@@ -619,7 +750,7 @@ func TestResumeErrorTruncated(t *testing.T) {
 			if _, err := s.Decide(ctx, it, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.RetryResume(ctx, "x", strings.Repeat("é", 4000), clock.Now().Add(time.Second)); err != nil {
+			if err := s.RetryResume(ctx, "x", strings.Repeat("é", 4000), time.Second); err != nil {
 				t.Fatal(err)
 			}
 			rec, err := s.Get(ctx, "x")
@@ -647,7 +778,7 @@ func TestScopedInboxAndWorker(t *testing.T) {
 	mine := func(thread string) bool { return strings.HasPrefix(thread, "mine-") }
 	f.start(t, "mine-1", "o-1", 40)
 	theirs := f.start(t, "theirs-1", "o-2", 40)
-	all := approval.NewInbox(f.saver, store, clock.Now)
+	all := approval.NewInbox(f.saver, store)
 	scoped := all.ForThreads(mine)
 	page, err := scoped.List(ctx, approval.Filter{})
 	if err != nil || len(page.Items) != 1 || page.Items[0].Thread != "mine-1" {
@@ -669,14 +800,96 @@ func TestScopedInboxAndWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	var resumed []string
-	w := approval.NewWorker(store, func(ctx context.Context, rec approval.Record) error {
+	w := newWorker(t, store, func(ctx context.Context, rec approval.Record) error {
 		resumed = append(resumed, rec.Thread)
 		return nil
-	}, approval.WorkerOptions{Now: clock.Now, Threads: mine})
+	}, approval.WorkerOptions{Threads: mine})
 	if _, err := w.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"mine-1"}, resumed); diff != "" {
 		t.Errorf("resumed threads (-want +got):\n%s", diff)
+	}
+}
+
+// TestWorkerConfigRefused: worker options out of range are refused with a
+// typed error when the worker is made (or run), never replaced by the
+// defaults.
+func TestWorkerConfigRefused(t *testing.T) {
+	store := approval.NewMemoryStore(newClock().Now)
+	resume := func(context.Context, approval.Record) error { return nil }
+	tests := []struct {
+		name   string
+		store  approval.Store
+		resume approval.ResumeFunc
+		opts   approval.WorkerOptions
+	}{
+		{"nil store", nil, resume, approval.WorkerOptions{}},
+		{"nil resume", store, nil, approval.WorkerOptions{}},
+		{"negative batch", store, resume, approval.WorkerOptions{Batch: -1}},
+		{"negative concurrency", store, resume, approval.WorkerOptions{Concurrency: -4}},
+		{"negative lease", store, resume, approval.WorkerOptions{Lease: -time.Minute}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := approval.NewWorker(tc.store, tc.resume, tc.opts)
+			if w != nil || !errors.Is(err, approval.ErrInvalidConfig) {
+				t.Errorf("NewWorker: %v, %v; want nil and ErrInvalidConfig", w, err)
+			}
+		})
+	}
+	w := newWorker(t, store, resume, approval.WorkerOptions{})
+	if err := w.Run(context.Background(), -time.Second); !errors.Is(err, approval.ErrInvalidConfig) {
+		t.Errorf("Run with a negative interval: %v, want ErrInvalidConfig", err)
+	}
+	ch := approval.NewMemoryChannel(nil)
+	defer ch.Close()
+	req := newRequest(t, refundSchema(t), epoch, "o1", 10)
+	if _, err := approval.Wait(context.Background(), ch, "a1", req, approval.WaitOptions{Timeout: -time.Second}); !errors.Is(err, approval.ErrInvalidConfig) {
+		t.Errorf("Wait with a negative timeout: %v, want ErrInvalidConfig", err)
+	}
+}
+
+// TestStoreStampsItsOwnTimes: a claim's end and a retry's time are the
+// store's now plus the duration the worker asks for, so they are compared
+// later by the clock that wrote them; leases that are not positive and
+// negative delays are refused. The inbox reads the store's clock too.
+func TestStoreStampsItsOwnTimes(t *testing.T) {
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := newClock()
+			clock.Set(epoch.Add(3 * time.Hour)) // the store's clock is not the test's wall clock
+			s, _ := k.open(t, clock.Now)
+			it := newItem(t, refundSchema(t), clock.Now(), "x")
+			if _, err := s.Decide(ctx, it, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}); err != nil {
+				t.Fatal(err)
+			}
+			for _, lease := range []time.Duration{0, -time.Second} {
+				if _, err := s.ClaimResume(ctx, "x", lease); !errors.Is(err, approval.ErrInvalidConfig) {
+					t.Errorf("ClaimResume with lease %v: %v, want ErrInvalidConfig", lease, err)
+				}
+			}
+			if err := s.RetryResume(ctx, "x", "busy", -time.Second); !errors.Is(err, approval.ErrInvalidConfig) {
+				t.Errorf("RetryResume with a negative delay: %v, want ErrInvalidConfig", err)
+			}
+			if ok, err := s.ClaimResume(ctx, "x", time.Minute); err != nil || !ok {
+				t.Fatalf("claim: %v, %v", ok, err)
+			}
+			rec, _ := s.Get(ctx, "x")
+			if want := clock.Now().Add(time.Minute); !rec.Resume.NotBefore.Equal(want) {
+				t.Errorf("claimed until %v, want the store's now + lease = %v", rec.Resume.NotBefore, want)
+			}
+			if err := s.RetryResume(ctx, "x", "busy", 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			rec, _ = s.Get(ctx, "x")
+			if want := clock.Now().Add(5 * time.Second); !rec.Resume.NotBefore.Equal(want) {
+				t.Errorf("retry at %v, want the store's now + delay = %v", rec.Resume.NotBefore, want)
+			}
+			if !s.Now().Equal(clock.Now()) {
+				t.Errorf("Store.Now = %v, want its clock's %v", s.Now(), clock.Now())
+			}
+		})
 	}
 }

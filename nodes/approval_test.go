@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/graph"
@@ -33,7 +34,7 @@ func TestApprovalStoreRoundTrip(t *testing.T) {
 	if res.Status != graph.StatusWaiting {
 		t.Fatalf("status %s", res.Status)
 	}
-	inbox := approval.NewInbox(h.saver, store, clk.Now)
+	inbox := approval.NewInbox(h.saver, store)
 	page, err := inbox.List(ctx, approval.Filter{Tool: "refund"})
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +90,7 @@ func TestApprovalStoreTwoAtOnce(t *testing.T) {
 	if res.Status != graph.StatusWaiting || len(res.Interrupts) != 2 {
 		t.Fatalf("status %s with %d interrupts; want waiting on 2", res.Status, len(res.Interrupts))
 	}
-	inbox := approval.NewInbox(h.saver, store, clk.Now)
+	inbox := approval.NewInbox(h.saver, store)
 	page, err := inbox.List(ctx, approval.Filter{})
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +102,10 @@ func TestApprovalStoreTwoAtOnce(t *testing.T) {
 	if len(page.Items) != 2 || ids["r1"] == "" || ids["r2"] == "" {
 		t.Fatalf("inbox lists %d approvals (%v); want both at once", len(page.Items), ids)
 	}
-	worker := approval.NewWorker(store, approval.ResumeGraph(h.r), approval.WorkerOptions{Now: clk.Now})
+	worker, err := approval.NewWorker(store, approval.ResumeGraph(h.r), approval.WorkerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	if _, err := inbox.Approve(ctx, ids["r2"], "alice", "ok"); err != nil {
 		t.Fatal(err)
@@ -148,5 +152,60 @@ func TestApprovalStoreTwoAtOnce(t *testing.T) {
 	// Nothing is left to resume, and a late answer to a decided request is refused.
 	if rep, err := worker.RunOnce(ctx); err != nil || rep.Resumed != 0 {
 		t.Errorf("third pass: %+v, %v", rep, err)
+	}
+}
+
+// TestRecordedExpiryWins: once the approval store recorded a request's
+// expiry (an inbox listing saw it expired), an approved decision that
+// reaches the thread anyway (one made on a clock that had stepped back, or
+// assembled by hand) does not run the call: the tool node applies the
+// decision the store recorded, and the model is told the request expired.
+func TestRecordedExpiryWins(t *testing.T) {
+	ctx := context.Background()
+	rf := &refunds{}
+	clk := newFakeClock()
+	store := approval.NewMemoryStore(clk.Now)
+	h := newHarness(t, []*nodes.Tool{rf.tool(t)}, answerThenDone(call("r1", "refund", `{"order_id":"O-9","amount":40}`)), nil,
+		nodes.WithOutcomeRecorder(store))
+	res, err := h.r.Invoke(ctx, "th", userSays("refund my order O-9"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := h.request(t, res)
+	id := res.Interrupts[0].ID
+	clk.Advance(req.ExpiresAt.Sub(clk.Now()))
+	if p, err := approval.NewInbox(h.saver, store).List(ctx, approval.Filter{}); err != nil || p.Expired != 1 {
+		t.Fatalf("listing at the deadline: %+v, %v; want the expiry recorded", p, err)
+	}
+	approved := recorded(id, req, approval.Decision{Outcome: approval.Approved, Reviewer: "alice", ArgsHash: req.ArgsHash})
+	res = h.resume(t, approved)
+	if res.Status != graph.StatusDone || rf.calls.get("refund") != 0 {
+		t.Fatalf("status %s, %d refunds; want done and none", res.Status, rf.calls.get("refund"))
+	}
+	if got := observation(t, toolMessages(res.Values.Messages)[0]); got.Status != nodes.StatusExpired {
+		t.Errorf("the model was told %+v; want the recorded expiry", got)
+	}
+	if tr, err := store.Audit(ctx, id); err != nil || tr.Execution != nil {
+		t.Errorf("audit %+v, %v; want no execution", tr, err)
+	}
+}
+
+// TestApprovalRulesRefused: approval rules out of range (a negative TTL
+// used to become 24 h) are refused when the executor or the tool node is
+// built, with ErrInvalidConfig wrapping the approval package's error.
+func TestApprovalRulesRefused(t *testing.T) {
+	rf := &refunds{}
+	for _, r := range []approval.Rules{{TTL: -time.Hour}, {TTL: approval.MaxTTL + time.Hour}, {MinRisk: "hihg"}, {ArgRules: []approval.ArgRule{nil}}} {
+		_, err := nodes.NewExecutor([]*nodes.Tool{rf.tool(t)}, nodes.WithPolicy(nodes.FromRules(r)))
+		if !errors.Is(err, nodes.ErrInvalidConfig) || !errors.Is(err, approval.ErrInvalidConfig) {
+			t.Errorf("NewExecutor with rules %+v: %v, want ErrInvalidConfig", r, err)
+		}
+		ex, err := nodes.NewExecutor([]*nodes.Tool{rf.tool(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nodes.ToolNode(ex, nodes.WithApprovalRules(r)); !errors.Is(err, nodes.ErrInvalidConfig) || !errors.Is(err, approval.ErrInvalidConfig) {
+			t.Errorf("ToolNode with rules %+v: %v, want ErrInvalidConfig", r, err)
+		}
 	}
 }

@@ -163,8 +163,10 @@ func WithMaxAbandoned(n int) ExecutorOption {
 
 // NewExecutor binds tools to an agent. Their fallbacks are reachable as
 // fallbacks only. It returns an error matching ErrInvalidConfig for a nil
-// tool, two tools of one name, or a tool that declares secrets when no
-// SecretProvider is set.
+// tool, two tools of one name, a tool that declares secrets when no
+// SecretProvider is set, or a RulesPolicy whose approval.Rules fail
+// Validate (a negative TTL, an unknown MinRisk, a nil ArgRule; the
+// approval.Error is wrapped too).
 func NewExecutor(tools []*Tool, opts ...ExecutorOption) (*Executor, error) {
 	e := &Executor{
 		tools: map[string]*Tool{}, fallbacks: map[string]*Tool{},
@@ -175,6 +177,11 @@ func NewExecutor(tools []*Tool, opts ...ExecutorOption) (*Executor, error) {
 	for _, o := range opts {
 		if o != nil {
 			o(e)
+		}
+	}
+	if rp, ok := e.policy.(RulesPolicy); ok {
+		if err := rp.Rules.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: the policy's approval rules: %w", ErrInvalidConfig, err)
 		}
 	}
 	for _, t := range tools {

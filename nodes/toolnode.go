@@ -75,13 +75,15 @@ type ToolNodeOption func(*toolNode)
 // WithApprovalRules sets the rules whose TTL and owners approval requests
 // carry (default: the executor's RulesPolicy, or approval.Rules{}: 24 h,
 // no owner). They do not change which calls are gated: the executor's
-// policy decides that.
+// policy decides that. Rules that fail approval.Rules.Validate make
+// NewToolNode fail with ErrInvalidConfig.
 func WithApprovalRules(r approval.Rules) ToolNodeOption {
 	return func(n *toolNode) { n.rules, n.haveRules = r, true }
 }
 
 // WithNodeClock sets the clock of approval requests' times (default
-// time.Now).
+// time.Now): their CreatedAt and ExpiresAt, which the approval store
+// compares with its own clock to judge expiry. Give it the store's clock.
 func WithNodeClock(now func() time.Time) ToolNodeOption {
 	return func(n *toolNode) {
 		if now != nil {
@@ -111,6 +113,12 @@ func WithMaxApprovalRequests(k int) ToolNodeOption { return func(n *toolNode) { 
 // same outcome twice is not an error). A recorder error other than the
 // store's typed refusals fails the node, so that the record is retried;
 // the call itself does not run again.
+//
+// When rec also reads decisions (an approval.Store does: Get), an approved
+// or edited decision runs only if it is the decision the store recorded
+// for its approval ID: when the store holds another one (an expiry that
+// an observer recorded, a rejection), that one is applied instead, and
+// the call does not run. A failure to read fails the node.
 func WithOutcomeRecorder(rec approval.OutcomeRecorder) ToolNodeOption {
 	return func(n *toolNode) { n.recorder = rec }
 }
@@ -180,6 +188,9 @@ func NewToolNode[S any](ex *Executor, acc StateAccess[S], opts ...ToolNodeOption
 	}
 	if n.maxAsks < 1 || n.parallel < 1 {
 		return nil, fmt.Errorf("%w: max approval requests and parallelism must be at least 1", ErrInvalidConfig)
+	}
+	if err := n.rules.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: tool node approval rules: %w", ErrInvalidConfig, err)
 	}
 	return func(ctx context.Context, s S) (graph.Update[S], error) {
 		var memo map[string]MemoEntry
@@ -581,6 +592,19 @@ func (n *toolNode) decide(ctx context.Context, thread string, tc ToolCall, pc *p
 		n.ex.event(ctx, slog.LevelWarn, StatusBlocked, &c, pc.Args, slog.String("reason", "decision_id_mismatch"), n.ex.errAttr(err))
 		return outcome{Done: n.errorMessage(tc, c, err)}, nil
 	}
+	if dec.Allows() {
+		rec, err := n.recorded(ctx, dec)
+		if err != nil {
+			return outcome{}, err
+		}
+		if rec.Outcome != dec.Outcome || rec.ArgsHash != dec.ArgsHash || rec.Reviewer != dec.Reviewer || !rec.DecidedAt.Equal(dec.DecidedAt) {
+			// The store recorded another decision (an expiry an observer
+			// saw first): it is the one that counts.
+			n.ex.event(ctx, slog.LevelWarn, StatusBlocked, &c, pc.Args, slog.String("reason", "decision differs from the recorded one"),
+				slog.String("recorded", string(rec.Outcome)), slog.String("reviewer", rec.Reviewer))
+			dec = rec
+		}
+	}
 	expires := pc.CreatedAt.Add(n.rules.TTLOrDefault())
 	if dec.Allows() && !dec.DecidedAt.IsZero() && !dec.DecidedAt.Before(expires) {
 		dec.Outcome = approval.Expired // decided at or after the deadline
@@ -630,6 +654,29 @@ func (n *toolNode) decide(ctx context.Context, thread string, tc ToolCall, pc *p
 	err := fmt.Errorf("nodes: tool %q: decision with unknown outcome %s; the call was not run", pc.Tool, quote(string(dec.Outcome)))
 	n.ex.event(ctx, slog.LevelWarn, StatusBlocked, &c, pc.Args, slog.String("reason", "invalid decision"))
 	return outcome{Done: n.errorMessage(tc, c, err)}, nil
+}
+
+// decisionReader is the part of an approval.Store that reads a decision.
+type decisionReader interface {
+	Get(ctx context.Context, id string) (approval.Record, error)
+}
+
+// recorded returns the decision the recorder's store holds for dec's
+// approval ID, or dec itself when the recorder does not read decisions or
+// the store has none for it. A failure to read is returned.
+func (n *toolNode) recorded(ctx context.Context, dec approval.Decision) (approval.Decision, error) {
+	rr, ok := n.recorder.(decisionReader)
+	if !ok || dec.ID == "" {
+		return dec, nil
+	}
+	rec, err := rr.Get(ctx, dec.ID)
+	switch {
+	case errors.Is(err, approval.ErrNotFound):
+		return dec, nil
+	case err != nil:
+		return dec, fmt.Errorf("nodes: tool node: read the recorded decision of approval %s: %w", quote(dec.ID), err)
+	}
+	return rec.Decision, nil
 }
 
 // ranOf fills o.Ran from a finished approved call c: what the audit

@@ -17,6 +17,12 @@ type approvalsJSON struct {
 	Approvals []approvalJSON `json:"approvals"`
 	// NextCursor continues the listing (--cursor); "" after the last page.
 	NextCursor string `json:"next_cursor"`
+	// Expired counts the expired, undecided requests the listing read:
+	// they are not listed, and their expiry (a rejection by
+	// system:expiry) was recorded when ExpiryRecorded is true (the
+	// database has approval tables and is writable to the user).
+	Expired        int  `json:"expired"`
+	ExpiryRecorded bool `json:"expiry_recorded"`
 }
 
 // approvalJSON is one pending approval: the request and where it waits.
@@ -90,16 +96,16 @@ func approvalsCommand(fs *flag.FlagSet) runner {
 			return err
 		}
 		defer s.Close()
-		store, err := e.readDecisions(ctx, s)
+		store, durable, err := e.readDecisions(ctx, s)
 		if err != nil {
 			return err
 		}
-		page, err := approval.NewInbox(s, store, e.now).List(ctx, f)
+		page, err := approval.NewInbox(s, store).List(ctx, f)
 		if err != nil {
 			return err // a bad cursor is an approval.ErrInvalidFilter: a usage error
 		}
 		now := e.now()
-		out := approvalsJSON{Approvals: []approvalJSON{}, NextCursor: page.Next}
+		out := approvalsJSON{Approvals: []approvalJSON{}, NextCursor: page.Next, Expired: page.Expired, ExpiryRecorded: durable && page.Expired > 0}
 		for _, it := range page.Items {
 			r := it.Request
 			out.Approvals = append(out.Approvals, approvalJSON{ID: it.ID, Thread: it.Thread, Checkpoint: it.Checkpoint, Node: it.Node,
@@ -134,6 +140,22 @@ func (e *env) printApprovals(out approvalsJSON, f approval.Filter) error {
 		msg := "no pending approvals"
 		if f.Cursor != "" {
 			msg = "no more pending approvals"
+		}
+		if _, err := fmt.Fprintln(w, msg); err != nil {
+			return err
+		}
+	}
+	if out.Expired > 0 {
+		msg := fmt.Sprintf("%d expired request(s) not listed: recorded as rejected (expired, by %s); a process running approval.Worker gives the agent the rejection",
+			out.Expired, approval.ExpiryReviewer)
+		switch {
+		case out.ExpiryRecorded:
+		case e.readOnly:
+			msg = fmt.Sprintf("%d expired request(s) not listed: an expired request is rejected (not recorded here: %s is read-only to you; the application's expiry sweeper records it)",
+				out.Expired, e.opts.db)
+		default:
+			msg = fmt.Sprintf("%d expired request(s) not listed: an expired request is rejected (not recorded here: %s has no approval tables yet; the application's expiry sweeper records it)",
+				out.Expired, e.opts.db)
 		}
 		if _, err := fmt.Fprintln(w, msg); err != nil {
 			return err

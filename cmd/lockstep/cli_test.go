@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -232,7 +233,11 @@ func TestDecisions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rep, err := approval.NewWorker(store, approval.ResumeGraph(r), approval.WorkerOptions{Now: clock}).RunOnce(ctx)
+			w, err := approval.NewWorker(store, approval.ResumeGraph(r), approval.WorkerOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := w.RunOnce(ctx)
 			if err != nil || rep.Resumed != 1 {
 				t.Fatalf("worker: %+v, %v; want 1 resumed", rep, err)
 			}
@@ -252,7 +257,9 @@ func TestDecisions(t *testing.T) {
 
 // TestRefusals gives bad input to every command: each gets a clear
 // message, the documented exit code and, with --json, one JSON error
-// document; none changes a row of the database.
+// document; none changes a row of the database, except that a decision
+// arriving after the request expired records the expiry (and nothing
+// else).
 func TestRefusals(t *testing.T) {
 	f := buildFixture(t)
 	now := cliNow()
@@ -289,6 +296,7 @@ func TestRefusals(t *testing.T) {
 		{"expired", expired, nil, []string{"approve", f.refundID, "--reviewer", "alice"}, exitRefused},
 		{"expired-reject", expired, nil, []string{"reject", f.refundID, "--reviewer", "alice"}, exitRefused},
 		{"expired-json", expired, nil, []string{"approve", f.refundID, "--reviewer", "alice", "--json"}, exitRefused},
+		{"expired-edit", expired, nil, []string{"approve", f.refundID, "--reviewer", "alice", "--args", `{"order":"A-7","amount":30}`}, exitRefused},
 		{"approve-twice", now, approveAlice, []string{"approve", f.refundID, "--reviewer", "bob"}, exitRefused},
 		{"reject-after-approve", now, approveAlice, []string{"reject", f.refundID, "--reviewer", "bob", "--note", "no"}, exitRefused},
 		{"approve-twice-json", now, approveAlice, []string{"approve", f.refundID, "--reviewer", "bob", "--json"}, exitRefused},
@@ -331,6 +339,13 @@ func TestRefusals(t *testing.T) {
 				t.Errorf("stdout of a failure is not empty:\n%s", got.stdout)
 			}
 			checkGolden(t, "refuse-"+tc.name, got, goldenData{db: db})
+			if strings.HasPrefix(tc.name, "expired") {
+				// The late decision recorded the expiry, and only that.
+				if d := expiryOf(t, db, f.refundID); d == nil || d.Outcome != approval.Expired || d.Reviewer != approval.ExpiryReviewer || !d.DecidedAt.Equal(tc.now) {
+					t.Errorf("after a late decision the approval's decision is %+v, want the expiry recorded at %v", d, tc.now)
+				}
+				return
+			}
 			if diff := cmp.Diff(before, dump(t, db)); diff != "" {
 				t.Errorf("a refused command changed the database (-before +after):\n%s", diff)
 			}
@@ -502,4 +517,77 @@ WHERE thread_id = ? AND json_extract(channels, '$.Source') IS NOT NULL`, threadF
 		t.Errorf("history --json of the corrupt thread: %v", got)
 	}
 	checkOneJSON(t, got.stdout)
+}
+
+// expiryOf returns the decision recorded for approval id in the database
+// at db, or nil when there is none.
+func expiryOf(t *testing.T, db, id string) *approval.Decision {
+	t.Helper()
+	ctx := context.Background()
+	s, err := sqlite.Open(db, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	store, err := approval.OpenSQLStore(ctx, s.DB(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := store.Get(ctx, id)
+	if errors.Is(err, approval.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rec.Decision
+}
+
+// TestExpirySeenStaysExpired: once the CLI has seen a request expired (a
+// late approve, reject or edit, the approvals listing, state), the
+// expiry is recorded, and when the clock then steps back before the
+// deadline (an NTP step) no approve gets through: it is refused as
+// already expired, and the worker would give the agent the rejection.
+func TestExpirySeenStaysExpired(t *testing.T) {
+	f := buildFixture(t)
+	now := cliNow()
+	expired := t0().Add(10*time.Minute + refundTTL)
+	observers := []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"approve", []string{"approve", f.refundID, "--reviewer", "alice"}, exitRefused},
+		{"reject", []string{"reject", f.refundID, "--reviewer", "bob"}, exitRefused},
+		{"edit", []string{"approve", f.refundID, "--reviewer", "carol", "--args", `{"order":"A-7","amount":30}`}, exitRefused},
+		{"approvals", []string{"approvals"}, exitOK},
+		{"approvals-json", []string{"approvals", "--json"}, exitOK},
+		{"state", []string{"state", threadRefund}, exitOK},
+	}
+	for _, o := range observers {
+		t.Run(o.name, func(t *testing.T) {
+			db := f.copyDB(t)
+			// The email approval is decided first, so that the approval
+			// tables exist, as they do once an application opened its
+			// store.
+			if got := cli(db, now, "reject", f.emailID, "--reviewer", "dana"); got.code != exitOK {
+				t.Fatalf("reject the email: exit %d: %s", got.code, got.stderr)
+			}
+			if got := cli(db, expired, o.args...); got.code != o.code {
+				t.Fatalf("%v at the deadline: exit %d, want %d: %s%s", o.args, got.code, o.code, got.stdout, got.stderr)
+			}
+			if d := expiryOf(t, db, f.refundID); d == nil || d.Outcome != approval.Expired {
+				t.Errorf("after %v saw it expired, the refund's decision is %+v; want the expiry recorded", o.args, d)
+			}
+			stepped := expired.Add(-time.Hour) // the clock steps back
+			got := cli(db, stepped, "--json", "approve", f.refundID, "--reviewer", "alice")
+			var doc jsonError
+			if err := json.Unmarshal([]byte(got.stdout), &doc); err != nil || got.code != exitRefused || doc.Error.Winner == nil || doc.Error.Winner.Outcome != approval.Expired {
+				t.Errorf("approve after the clock stepped back: exit %d, %s; want refused, already expired", got.code, got.stdout)
+			}
+			if d := expiryOf(t, db, f.refundID); d == nil || d.Outcome != approval.Expired {
+				t.Errorf("after the clock stepped back the refund's decision is %+v; want still the expiry", d)
+			}
+		})
+	}
 }

@@ -54,6 +54,8 @@ func (e *env) openSaver(write bool) (*sqlite.Saver, error) {
 		f.Close()
 	} else if err := readOnly(path, write, err); err != nil {
 		return nil, err
+	} else {
+		e.readOnly = true
 	}
 	// OpenExisting neither creates, migrates nor otherwise changes the
 	// file: --db may name some other program's database by mistake.
@@ -131,19 +133,45 @@ func isSQLite(path string) (bool, error) {
 	return string(head) == sqliteMagic, nil
 }
 
-// readDecisions returns the approval decisions of the database for
-// reading: the SQL store when its tables exist, and otherwise an empty
-// store, so that reading never creates the approval tables.
-func (e *env) readDecisions(ctx context.Context, s *sqlite.Saver) (approval.Store, error) {
+// readDecisions returns the approval decisions of the database for a
+// command that reads them, and whether what the store records reaches the
+// file (durable). Seeing a request expired records its expiry (see
+// approval.Inbox.List), and a reading command records it too when it can:
+// the SQL store when the approval tables exist and the user may write the
+// file. Otherwise the store records in memory only: an empty store when
+// there are no approval tables (reading never creates them), and a view
+// of the SQL store whose decisions stay in memory when the file is
+// read-only to the user.
+func (e *env) readDecisions(ctx context.Context, s *sqlite.Saver) (_ approval.Store, durable bool, _ error) {
 	var n int
 	err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'approval_schema'`).Scan(&n)
 	if err != nil {
-		return nil, fmt.Errorf("read the approval tables of %s: %w", e.opts.db, err)
+		return nil, false, fmt.Errorf("read the approval tables of %s: %w", e.opts.db, err)
 	}
 	if n == 0 {
-		return approval.NewMemoryStore(e.now), nil
+		return approval.NewMemoryStore(e.now), false, nil
 	}
-	return e.writeDecisions(ctx, s)
+	st, err := e.writeDecisions(ctx, s)
+	if err != nil {
+		return nil, false, err
+	}
+	if e.readOnly {
+		return readOnlyStore{Store: st, mem: approval.NewMemoryStore(e.now)}, false, nil
+	}
+	return st, true, nil
+}
+
+// readOnlyStore is the approval store of a database the user may only
+// read: it reads the file's decisions, and records in memory only (the
+// expiries that a listing observes), so that reading never writes.
+type readOnlyStore struct {
+	approval.Store
+	mem *approval.MemoryStore
+}
+
+// Decide checks and keeps the decision in memory; nothing is written.
+func (r readOnlyStore) Decide(ctx context.Context, item approval.Item, v approval.Verdict) (approval.Decision, error) {
+	return r.mem.Decide(ctx, item, v)
 }
 
 // writeDecisions opens the approval decision store in the database,

@@ -67,28 +67,40 @@ func decideCommand(fs *flag.FlagSet, outcome approval.Outcome) runner {
 			return err
 		}
 		defer s.Close()
-		read, err := e.readDecisions(ctx, s)
+		read, durable, err := e.readDecisions(ctx, s)
 		if err != nil {
 			return err
 		}
-		item, err := approval.NewInbox(s, read, e.now).Get(ctx, id)
+		item, err := approval.NewInbox(s, read).Get(ctx, id)
 		if errors.Is(err, approval.ErrNotFound) {
 			return notFound(fmt.Sprintf("no pending approval %s in %s", quote(id), e.opts.db),
 				"run `lockstep approvals` to list the pending approvals and pass the full ID", err)
+		}
+		var lost *approval.AlreadyDecidedError
+		if errors.Is(err, approval.ErrExpired) && !errors.As(err, &lost) && !durable {
+			// Get saw the request expired and recorded that in memory:
+			// record it in the file, so that no later decision (with a
+			// clock stepped back) can approve it.
+			store, werr := e.writeDecisions(ctx, s)
+			if werr != nil {
+				return werr
+			}
+			_, err = approval.NewInbox(s, store).Get(ctx, id)
 		}
 		if err != nil {
 			return err
 		}
 		// Check the verdict by the same rules with nothing recorded, so
 		// that a refused one writes nothing, not even the approval tables.
-		if _, err := approval.NewMemoryStore(e.now).Decide(ctx, item, v); err != nil {
+		// An expiry is the exception: the decision below records it.
+		if _, err := approval.NewMemoryStore(e.now).Decide(ctx, item, v); err != nil && !errors.Is(err, approval.ErrExpired) {
 			return err
 		}
 		store, err := e.writeDecisions(ctx, s)
 		if err != nil {
 			return err
 		}
-		d, err := approval.NewInbox(s, store, e.now).Decide(ctx, id, v)
+		d, err := approval.NewInbox(s, store).Decide(ctx, id, v)
 		if err != nil {
 			return err
 		}

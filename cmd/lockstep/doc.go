@@ -63,8 +63,11 @@
 //
 // Lists the pending approval requests of all threads, oldest first: ID,
 // tool, thread, arguments, rationale, risk, owner, age and time to expiry.
-// Expired requests are not listed (they can no longer be approved; the
-// expiry sweeper rejects them). Durations are Go durations or days (90s,
+// Expired requests are not listed: they can no longer be approved, and
+// seeing one expired records its expiry, a rejection by system:expiry,
+// when the database has approval tables and is writable to the user (the
+// line below the table counts them; expired and expiry_recorded in JSON).
+// Durations are Go durations or days (90s,
 // 30m, 2h, 1d). A page holds 50 by default (at most 500); the next page's
 // --cursor is printed below the table (next_cursor in JSON).
 //
@@ -76,7 +79,10 @@
 // (approve --args) the arguments to run instead, validated against the
 // JSON Schema stored in the request. The first decision wins: a later one
 // is refused with exit code 4 and told who won and what they decided.
-// Refused decisions write nothing. These commands do not resume the
+// Refused decisions write nothing, except that a decision that arrives
+// after the request expired records the expiry (exit code 4, kind
+// expired), so that no later one, even with a clock stepped back, can
+// approve it. These commands do not resume the
 // thread: a process running approval.Worker with the graph
 // (approval.ResumeGraph) resumes it with the recorded decision.
 //
@@ -126,7 +132,10 @@
 // # Safety
 //
 // Reading commands change nothing in the database (they do not even create
-// the approval tables). No command creates, migrates or adds tables to a
+// the approval tables), with one exception: an approval request that
+// approvals or state sees expired has its expiry recorded, as any reader
+// of the approval package records it, when the approval tables exist and
+// the user may write the file. No command creates, migrates or adds tables to a
 // file that is not already a lockstep database of this version: a --db
 // that names another program's database, or one an older lockstep wrote,
 // is refused and left as it was. Values are printed as stored; the runtime never

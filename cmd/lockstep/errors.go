@@ -91,7 +91,7 @@ func explain(err error) *failure {
 	switch {
 	case errors.Is(err, approval.ErrExpired):
 		return refused(kindExpired, "cannot decide",
-			"nothing was recorded; an expired request can no longer be decided: the expiry sweeper (approval.Inbox.Sweep) records it as rejected and the agent is told to escalate")
+			"your decision was not recorded: a process running approval.Worker gives the agent the rejection (expired, by "+approval.ExpiryReviewer+"), and the agent is told to escalate")
 	case errors.Is(err, approval.ErrInvalidArgs):
 		return refused(kindInvalidArgs, "--args refused for",
 			"nothing was recorded; pass --args a JSON object that matches the tool's schema (shown by `lockstep approvals --json`)")

@@ -49,6 +49,9 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	now    func() time.Time
+	// readOnly says that openSaver found the database read-only to the
+	// user: nothing a command observes can be recorded in it.
+	readOnly bool
 }
 
 // runner runs a command with its positional arguments, after its flags
@@ -82,7 +85,7 @@ func commands() []command {
 			about:   "Lists the checkpoints of a thread, newest first: ID, step, source, next tasks and creation time."},
 		{name: "approvals", synopsis: "[--tool T] [--owner O] [--thread T] [--older-than D] [--expiring-within D] [--limit N] [--cursor C]", minArgs: 0, maxArgs: 0, setup: approvalsCommand,
 			summary: "list pending approvals across threads, oldest first",
-			about:   "Lists the approval requests that wait for a decision in paused threads, oldest first: ID,\ntool, thread, arguments, rationale, risk, owner, age and time to expiry. Expired requests\nare not listed (the expiry sweeper rejects them). Durations are Go durations or days: 90s, 30m, 2h, 1d."},
+			about:   "Lists the approval requests that wait for a decision in paused threads, oldest first: ID,\ntool, thread, arguments, rationale, risk, owner, age and time to expiry. Expired requests\nare not listed: an expired request is rejected, and seeing it expired records the rejection\n(when the database is writable to you). Durations are Go durations or days: 90s, 30m, 2h, 1d."},
 		{name: "approve", synopsis: "ID --reviewer NAME [--note TEXT] [--args JSON]", minArgs: 1, maxArgs: 1, setup: approveCommand,
 			summary: "approve a pending approval (or approve edited arguments with --args)",
 			about:   "Records an approval by the reviewer. With --args the call runs with these arguments instead,\nchecked against the tool's schema stored in the request. The first decision wins; a later one\nis refused and names the winner. The thread is not resumed here: a process running\napproval.Worker with the graph resumes it."},

@@ -97,11 +97,15 @@ func stateCommand(fs *flag.FlagSet) runner {
 		if err != nil {
 			return err
 		}
-		store, err := e.readDecisions(ctx, s)
+		store, durable, err := e.readDecisions(ctx, s)
 		if err != nil {
 			return err
 		}
-		out, err := buildState(ctx, tp, in, latest, store, e.now())
+		var observe *approval.Inbox
+		if durable && latest {
+			observe = approval.NewInbox(s, store)
+		}
+		out, err := buildState(ctx, tp, in, latest, store, observe, e.now())
 		if err != nil {
 			return err
 		}
@@ -114,8 +118,10 @@ func stateCommand(fs *flag.FlagSet) runner {
 }
 
 // buildState assembles the output of state from an inspection, looking up
-// the decisions of pending approval requests in store.
-func buildState(ctx context.Context, tp *checkpoint.Tuple, in *checkpoint.Inspection, latest bool, store approval.Store, now time.Time) (*stateJSON, error) {
+// the decisions of pending approval requests in store. With observe (the
+// head of a database whose approvals the user may write), a pending
+// request seen expired has its expiry recorded first.
+func buildState(ctx context.Context, tp *checkpoint.Tuple, in *checkpoint.Inspection, latest bool, store approval.Store, observe *approval.Inbox, now time.Time) (*stateJSON, error) {
 	cp := tp.Checkpoint
 	out := &stateJSON{Thread: tp.Thread, Checkpoint: cp.ID, Parent: cp.ParentID, Head: latest, Step: cp.Metadata.Step,
 		Source: string(cp.Metadata.Source), CreatedAt: cp.CreatedAt.UTC(), Status: in.Status, Next: nonNil(in.Next),
@@ -132,7 +138,7 @@ func buildState(ctx context.Context, tp *checkpoint.Tuple, in *checkpoint.Inspec
 			_, answered := t.Answered[it.ID]
 			ij := interruptJSON{ID: it.ID, TaskID: t.ID, Node: t.Name, Value: it.Value, Answered: answered}
 			if pending[it.ID] {
-				st, err := approvalOf(ctx, store, it, now)
+				st, err := approvalOf(ctx, store, observe, it, now)
 				if err != nil {
 					return nil, err
 				}
@@ -147,13 +153,21 @@ func buildState(ctx context.Context, tp *checkpoint.Tuple, in *checkpoint.Inspec
 }
 
 // approvalOf returns where the approval request in it stands, or nil when
-// it is not an approval request.
-func approvalOf(ctx context.Context, store approval.Store, it checkpoint.Interrupt, now time.Time) (*approvalStatus, error) {
+// it is not an approval request. With observe, an undecided request that
+// has expired has its expiry recorded (approval.Inbox.Get) before its
+// decision is read.
+func approvalOf(ctx context.Context, store approval.Store, observe *approval.Inbox, it checkpoint.Interrupt, now time.Time) (*approvalStatus, error) {
 	req, ok, perr := approval.ParseRequest(it.Value)
 	if !ok || perr != nil {
 		return nil, nil
 	}
 	st := &approvalStatus{Tool: req.Tool, Owner: req.Owner, ExpiresAt: req.ExpiresAt.UTC(), Expired: req.Expired(now)}
+	if observe != nil && st.Expired {
+		if _, err := observe.Get(ctx, it.ID); err != nil && !errors.Is(err, approval.ErrExpired) &&
+			!errors.Is(err, approval.ErrAlreadyDecided) && !errors.Is(err, approval.ErrNotFound) {
+			return nil, fmt.Errorf("record the expiry of approval %s: %w", it.ID, err)
+		}
+	}
 	rec, err := store.Get(ctx, it.ID)
 	switch {
 	case err == nil:

@@ -88,7 +88,7 @@ func pending(t *testing.T, db string) []approval.Item {
 	if err != nil {
 		t.Fatal(err)
 	}
-	page, err := approval.NewInbox(s, store, nil).List(ctx, approval.Filter{})
+	page, err := approval.NewInbox(s, store).List(ctx, approval.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func decide(t *testing.T, db, id string, v approval.Verdict) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := approval.NewInbox(s, store, nil).Decide(ctx, id, v); err != nil {
+	if _, err := approval.NewInbox(s, store).Decide(ctx, id, v); err != nil {
 		t.Fatal(err)
 	}
 }

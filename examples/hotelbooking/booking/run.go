@@ -181,10 +181,14 @@ func open(ctx context.Context, cfg Config) (_ *app, err error) {
 		return nil, err
 	}
 	owns := demo.Prefix(ThreadPrefix)
+	worker, err := approval.NewWorker(store, approval.ResumeGraph(r), approval.WorkerOptions{Threads: owns})
+	if err != nil {
+		return nil, err
+	}
 	return &app{
 		cfg: cfg, saver: saver, api: api, store: store, owns: owns, r: r, log: log,
-		inbox:  approval.NewInbox(saver, store, cfg.Now).ForThreads(owns),
-		worker: approval.NewWorker(store, approval.ResumeGraph(r), approval.WorkerOptions{Now: cfg.Now, Threads: owns}),
+		inbox:  approval.NewInbox(saver, store).ForThreads(owns),
+		worker: worker,
 	}, nil
 }
 

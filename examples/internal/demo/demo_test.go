@@ -111,7 +111,7 @@ func TestExamplesShareOneFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inbox := approval.NewInbox(s, store, nil)
+	inbox := approval.NewInbox(s, store)
 	page, err := inbox.List(ctx, approval.Filter{Thread: booking.ThreadApproval})
 	if err != nil || len(page.Items) != 1 {
 		t.Fatalf("hotel approval: %+v, %v", page.Items, err)

@@ -127,10 +127,14 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	owns := demo.Prefix(ThreadPrefix)
+	worker, err := approval.NewWorker(store, approval.ResumeGraph(r), approval.WorkerOptions{Lease: cfg.Lease, Threads: owns})
+	if err != nil {
+		return nil, err
+	}
 	return &App{
 		Shop: shop, Runnable: r, Store: store, saver: saver, clock: clock, log: log,
-		Inbox:  approval.NewInbox(saver, store, clock.Now).ForThreads(owns),
-		Worker: approval.NewWorker(store, approval.ResumeGraph(r), approval.WorkerOptions{Now: clock.Now, Lease: cfg.Lease, Threads: owns}),
+		Inbox:  approval.NewInbox(saver, store).ForThreads(owns),
+		Worker: worker,
 	}, nil
 }
 

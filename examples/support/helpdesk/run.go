@@ -127,8 +127,11 @@ func Run(ctx context.Context, cfg Config) (_ Counts, err error) {
 		return Counts{}, err
 	}
 	owns := demo.Prefix(ThreadPrefix)
-	inbox := approval.NewInbox(saver, store, cfg.Now).ForThreads(owns)
-	worker := approval.NewWorker(store, approval.ResumeGraph(r), approval.WorkerOptions{Now: cfg.Now, Threads: owns})
+	inbox := approval.NewInbox(saver, store).ForThreads(owns)
+	worker, err := approval.NewWorker(store, approval.ResumeGraph(r), approval.WorkerOptions{Threads: owns})
+	if err != nil {
+		return Counts{}, err
+	}
 
 	p := demo.NewPrinter(cfg.Out)
 	p.Printf("lockstep support desk on %s (offline: a scripted model and a fake helpdesk in tables helpdesk_tickets and helpdesk_closures)\n", cfg.DB)
