@@ -219,41 +219,6 @@ func (h decisionHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 // WithGroup implements slog.Handler (the executor logs without them).
 func (h decisionHandler) WithGroup(string) slog.Handler { return h }
 
-// Clock reads the time of a base clock plus an offset that Advance moves
-// forward, so that a program can let an approval request expire without
-// waiting for it. It is safe for concurrent use.
-type Clock struct {
-	base   func() time.Time
-	mu     sync.Mutex
-	offset time.Duration
-}
-
-// NewClock returns a clock over base (nil means time.Now).
-func NewClock(base func() time.Time) *Clock {
-	if base == nil {
-		base = time.Now
-	}
-	return &Clock{base: base}
-}
-
-// Now returns the base time plus the offset.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.base().Add(c.offset)
-}
-
-// Advance moves the clock forward by d (a negative d is ignored: the
-// clock never goes back).
-func (c *Clock) Advance(d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	c.mu.Lock()
-	c.offset += d
-	c.mu.Unlock()
-}
-
 // Prefix returns a thread filter that keeps the threads whose ID starts
 // with p.
 func Prefix(p string) func(thread string) bool {
@@ -269,6 +234,50 @@ func Unresumed(ctx context.Context, s approval.Store, owns func(thread string) b
 		return nil, err
 	}
 	return slices.DeleteFunc(all, func(r approval.Record) bool { return !owns(r.Thread) }), nil
+}
+
+// Undelivered looks among ids (the interrupts a thread's tasks raised)
+// for an approval that is decided in s and whose decision the approval
+// worker has not delivered yet, and says why not: an earlier run of the
+// program claimed it and was stopped before it finished (its claim holds
+// until after), or its last attempt failed (the next may start at
+// after), or it is due now. ok is false when there is none.
+func Undelivered(ctx context.Context, s approval.Store, ids []string) (rec approval.Record, why string, after time.Time, ok bool, err error) {
+	for _, id := range ids {
+		r, err := s.Get(ctx, id)
+		if errors.Is(err, approval.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return approval.Record{}, "", time.Time{}, false, err
+		}
+		if !r.Resume.At.IsZero() {
+			continue
+		}
+		now := s.Now()
+		after, why = now, "it is due now"
+		if r.Resume.NotBefore.After(now) {
+			after = r.Resume.NotBefore
+			why = "an earlier run of this program claimed it and was stopped before it finished; its claim holds until " + after.UTC().Format(time.RFC3339)
+		}
+		if r.Resume.LastError != "" {
+			why = "its last attempt failed (" + r.Resume.LastError + "); the next may start at " + after.UTC().Format(time.RFC3339)
+		}
+		return r, why, after, true, nil
+	}
+	return approval.Record{}, "", time.Time{}, false, nil
+}
+
+// TaskInterrupts returns the IDs of every interrupt the tasks of a
+// snapshot raised, answered or not.
+func TaskInterrupts[S any](snap graph.Snapshot[S]) []string {
+	var ids []string
+	for _, t := range snap.Tasks {
+		for _, in := range t.Interrupts {
+			ids = append(ids, in.ID)
+		}
+	}
+	return ids
 }
 
 // Printer writes a narrative and keeps the first write error, so that a

@@ -71,24 +71,13 @@ func TestBranch(t *testing.T) {
 	}
 }
 
-// TestClock: Advance moves the clock forward only.
-func TestClock(t *testing.T) {
-	base := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
-	c := demo.NewClock(func() time.Time { return base })
-	c.Advance(time.Hour)
-	c.Advance(-3 * time.Hour)
-	if got := c.Now(); !got.Equal(base.Add(time.Hour)) {
-		t.Errorf("Now = %v, want %v", got, base.Add(time.Hour))
-	}
-}
-
 // TestExamplesShareOneFile runs the four examples on one database file,
 // as their defaults do (./lockstep.db). Each example's sweeper and worker
-// keep to its own threads: the refund example moves its clock three hours
-// ahead and sweeps, and runs its worker while the hotel example's
-// approval, which expires within those three hours, is decided but not
-// resumed; the hotel approval stays the hotel's, and the hotel example
-// resumes it with its own graph.
+// keep to its own threads: the refund example sweeps (its own request,
+// dated hours back, has expired) and runs its worker while the hotel
+// example's approval is pending, then decided but not resumed; the hotel
+// approval stays the hotel's, and the hotel example resumes it with its
+// own graph.
 func TestExamplesShareOneFile(t *testing.T) {
 	ctx := context.Background()
 	db := filepath.Join(t.TempDir(), "lockstep.db")
@@ -118,8 +107,7 @@ func TestExamplesShareOneFile(t *testing.T) {
 	}
 	hotelID := page.Items[0].ID
 
-	// The refund example's clock jump and sweep leave the hotel approval
-	// pending.
+	// The refund example's sweep leaves the hotel approval pending.
 	rc, err := refunds.Run(ctx, refunds.Config{DB: db, Out: &out})
 	if err != nil {
 		t.Fatalf("refund: %v\n%s", err, out.String())

@@ -10,8 +10,10 @@
 //   - [DecisionLog] records the executor's "tool decision" events
 //     (executed, cache_hit, blocked, replayed, retry, fallback...) for the
 //     narrative and the tests;
-//   - [Clock] is a clock that a program can move forward (to expire an
-//     approval request without waiting for it);
+//   - [Undelivered] says why a decided approval's thread is not resumed
+//     yet (an earlier run that was stopped holds its claim, or its last
+//     attempt failed), so that a program reports it instead of an answer
+//     the thread has not reached;
 //   - [Prefix] and [Unresumed] pick an example's own threads, so that
 //     several examples can share one database file (their inboxes and
 //     workers are limited the same way, with approval.Inbox.ForThreads and

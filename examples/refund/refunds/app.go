@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockstepgo/lockstep/approval"
@@ -33,9 +34,14 @@ type Config struct {
 	DB string
 	// Out receives Run's narrative (nil: discarded; Open ignores it).
 	Out io.Writer
-	// Now is the base clock of approval requests, decisions, expiry and
-	// payments (nil: time.Now). Each App reads it through a clock of its
-	// own that Run moves forward to let a request expire.
+	// Now is the clock of everything the example stores (nil: time.Now):
+	// the approval store's decisions, expiry, resume claims and retries,
+	// the shop's payments, and the agent's approval requests. Run tells
+	// the expiry story as if Leo Park had asked Asked ago: while it runs
+	// his thread, the agent's clock reads Now minus Asked, so that his
+	// request is raised already old and expires without anyone waiting.
+	// Nothing else is ever moved: no lease or retry time the database
+	// holds comes from a clock other processes do not share.
 	Now func() time.Time
 	// Lease is how long a process that died keeps its claim on a thread
 	// (the graph's lease) and on an approval it was resuming (the
@@ -64,9 +70,20 @@ type App struct {
 	Store *approval.SQLStore
 
 	saver *sqlite.Saver
-	clock *demo.Clock
+	agent *storyClock
 	log   *demo.DecisionLog
 }
+
+// storyClock is the agent's clock: the App's clock, set back while a
+// story is told as if it happened earlier (only the times of the approval
+// requests the agent raises read it). It is safe for concurrent use.
+type storyClock struct {
+	now  func() time.Time
+	back atomic.Int64 // a time.Duration
+}
+
+// Now returns the App's time less the set-back.
+func (c *storyClock) Now() time.Time { return c.now().Add(-time.Duration(c.back.Load())) }
 
 // Open wires the example to cfg.DB: the saver, the shop, the ledger and the
 // approval store (each in its own tables of the file), the executor, the
@@ -84,9 +101,13 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 			saver.Close()
 		}
 	}()
-	clock := demo.NewClock(cfg.Now)
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	agentClock := &storyClock{now: now}
 	db := saver.DB()
-	shop, err := OpenShop(ctx, db, clock.Now)
+	shop, err := OpenShop(ctx, db, now)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +115,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := approval.OpenSQLStore(ctx, db, clock.Now)
+	store, err := approval.OpenSQLStore(ctx, db, now)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +132,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	for _, s := range stories() {
 		model[s.thread] = s.script()
 	}
-	agent, err := newAgent(model, ex, nodes.WithNodeClock(clock.Now), nodes.WithReviewContext(reviewContext(shop)), nodes.WithOutcomeRecorder(store))
+	agent, err := newAgent(model, ex, nodes.WithNodeClock(agentClock.Now), nodes.WithReviewContext(reviewContext(shop)), nodes.WithOutcomeRecorder(store))
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +153,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	return &App{
-		Shop: shop, Runnable: r, Store: store, saver: saver, clock: clock, log: log,
+		Shop: shop, Runnable: r, Store: store, saver: saver, agent: agentClock, log: log,
 		Inbox:  approval.NewInbox(saver, store).ForThreads(owns),
 		Worker: worker,
 	}, nil
@@ -141,9 +162,13 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 // Close closes the database.
 func (a *App) Close() error { return a.saver.Close() }
 
-// Advance moves the App's clock forward by d (requests, decisions and the
-// sweeper read it).
-func (a *App) Advance(d time.Duration) { a.clock.Advance(d) }
+// asIfAgo runs fn with the agent's clock set back by d, so that the
+// approval requests it raises are dated d earlier.
+func (a *App) asIfAgo(d time.Duration, fn func() error) error {
+	a.agent.back.Store(int64(d))
+	defer a.agent.back.Store(0)
+	return fn()
+}
 
 // Statuses returns "tool:status" for every decision of the App's executor
 // so far (blocked, approved, executed...), oldest first.

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/lockstepgo/lockstep/approval"
+	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/examples/internal/demo"
 	"github.com/lockstepgo/lockstep/examples/refund/refunds"
@@ -175,7 +177,7 @@ func TestRefund(t *testing.T) {
 		"A second worker pass resumes 0 thread(s)",
 		`Thread refund-A-1002: "Hello, Leo Park here.`,
 		"issue_refund: blocked",
-		"Nobody decides. The clock moves 3h0m0s ahead",
+		"Leo asked 3h0m0s ago (simulated",
 		"The expiry sweeper rejects 1 expired request(s) as system:expiry",
 		"issue_refund: expired",
 		"Status done. Agent to the customer: I'm sorry, Leo Park: I could not get your refund of 249.00 EUR for order A-1002 approved in time, so it has not been issued.",
@@ -219,7 +221,8 @@ func TestRefund(t *testing.T) {
 func TestRefundExpiredIsRejection(t *testing.T) {
 	ctx := context.Background()
 	db := filepath.Join(t.TempDir(), "lockstep.db")
-	a, err := refunds.Open(ctx, refunds.Config{DB: db})
+	clock := &testClock{t: time.Now()}
+	a, err := refunds.Open(ctx, refunds.Config{DB: db, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +232,7 @@ func TestRefundExpiredIsRejection(t *testing.T) {
 		t.Fatalf("start: %v, %v", res.Status, err)
 	}
 	id := res.Interrupts[0].ID
-	a.Advance(refunds.TTL)
+	clock.Advance(refunds.TTL)
 	// At the deadline nobody can approve any more, and the late click
 	// records the expiry, so the sweeper has nothing left to do.
 	if _, err := a.Inbox.Approve(ctx, id, refunds.ReviewerA, "late"); !errors.Is(err, approval.ErrExpired) {
@@ -334,5 +337,106 @@ func TestRefundCrashMidResume(t *testing.T) {
 	}
 	if rec, err = store.Get(ctx, id); err != nil || rec.Resume.At.IsZero() {
 		t.Errorf("the approval is not marked resumed: %+v, %v", rec.Resume, err)
+	}
+}
+
+// testClock is an injected clock a test moves.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// TestRefundHeldByAKilledRun: a run of the program was killed while it
+// resumed the approved refund, so its claim on the approval and its lease
+// on the thread still hold. Run again at once, the program must not say
+// the decision was delivered while the refund is unpaid, nor store a retry
+// time from a clock moved for the expiry story (it once saved one hours
+// ahead, and the next runs left the refund unpaid for that long): it says
+// when to run it again and fails, and a run after the leases pays once.
+func TestRefundHeldByAKilledRun(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "lockstep.db")
+	a, err := refunds.Open(ctx, refunds.Config{DB: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Start(ctx, refunds.ThreadPaid)
+	if err != nil || len(res.Interrupts) != 1 {
+		a.Close()
+		t.Fatalf("start: %v, %v", res.Status, err)
+	}
+	id := res.Interrupts[0].ID
+	if _, err := a.Inbox.Approve(ctx, id, refunds.ReviewerA, "ok"); err != nil {
+		a.Close()
+		t.Fatal(err)
+	}
+	a.Close()
+	// What the killed run left behind: its claim on the approval and its
+	// lease on the thread, both for held.
+	const held = time.Second
+	s, shop, store := open(t, db)
+	if ok, err := store.ClaimResume(ctx, id, held); err != nil || !ok {
+		t.Fatalf("the killed run's claim: %v, %v", ok, err)
+	}
+	head, err := s.Get(ctx, checkpoint.Ref{Thread: refunds.ThreadPaid}, checkpoint.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Claim(ctx, checkpoint.Ref{Thread: refunds.ThreadPaid, ID: head.Checkpoint.ID}, checkpoint.Lease{Owner: "killed-run", TTL: held}); err != nil {
+		t.Fatalf("the killed run's lease: %v", err)
+	}
+	heldUntil := time.Now().Add(held)
+
+	var out bytes.Buffer
+	_, err = refunds.Run(ctx, refunds.Config{DB: db, Out: &out})
+	if err == nil || !strings.Contains(err.Error(), "thread "+refunds.ThreadPaid) || !strings.Contains(err.Error(), "run the program again after") {
+		t.Errorf("run while the killed run's leases hold: %v; want an error saying when to run it again\noutput:\n%s", err, out.String())
+	}
+	if strings.Contains(out.String(), "delivered once") || len(payments(t, shop)) != 0 {
+		t.Errorf("the run claims the decision was delivered, with %d payment(s):\n%s", len(payments(t, shop)), out.String())
+	}
+	rec, err := store.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limit := heldUntil.Add(time.Minute); rec.Resume.NotBefore.After(limit) {
+		t.Errorf("the approval's next attempt is stored for %v, after %v: a time from a moved clock", rec.Resume.NotBefore, limit)
+	}
+
+	// After the leases, the program finishes both stories and pays once.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		time.Sleep(held / 2)
+		out.Reset()
+		c, err := refunds.Run(ctx, refunds.Config{DB: db, Out: &out})
+		if err == nil {
+			if c.Payments != 1 {
+				t.Errorf("%d payments, want 1\n%s", c.Payments, out.String())
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the program did not finish after the leases: %v\n%s", err, out.String())
+		}
+	}
+	for _, thread := range []string{refunds.ThreadPaid, refunds.ThreadExpired} {
+		if st := status(t, s, thread); st != "done" {
+			t.Errorf("%s: status %s, want done", thread, st)
+		}
+	}
+	if d := cmp.Diff([]string{"RF-0001 A-1001 8990"}, payments(t, shop)); d != "" {
+		t.Errorf("refund_payments (-want +got):\n%s", d)
 	}
 }

@@ -45,13 +45,17 @@ type Counts struct {
 //     one on the file, as a restarted process would), and the new App's
 //     worker resumes the thread with the recorded decision: paid once. A
 //     second worker pass finds nothing to do.
-//  2. Thread ThreadExpired: Leo Park's request waits and nobody decides.
-//     The clock moves past the request's expiry, the sweeper rejects it
-//     as expired, the worker resumes the thread, and the agent tells Leo
-//     his refund was not approved in time and what happens next.
+//  2. Thread ThreadExpired: Leo Park asked Asked ago (simulated: the
+//     agent's clock is set back by Asked while it handles his request, so
+//     nothing sleeps) and nobody decided within TTL. The sweeper rejects
+//     the expired request, the worker resumes the thread, and the agent
+//     tells Leo his refund was not approved in time and what happens next.
 //
 // A thread that already finished is not run again: a second run pays
-// nothing.
+// nothing. When a thread cannot be finished now (an earlier run of the
+// program was killed while it resumed the thread, and its claim or lease
+// still holds it), Run says so and returns an error that says when to run
+// it again; it never reports a decision delivered that was not.
 func Run(ctx context.Context, cfg Config) (_ Counts, err error) {
 	out := cfg.Out
 	if out == nil {
@@ -211,6 +215,9 @@ func paidStory(ctx context.Context, a *App, cfg Config, p *demo.Printer, c *Coun
 	if snap, err = a.Runnable.GetState(ctx, s.thread); err != nil {
 		return a, err
 	}
+	if snap.Status != graph.StatusDone {
+		return a, notFinished(ctx, a, p, s.thread, snap)
+	}
 	p.Printf("  Status %s. Agent to the customer: %s\n", snap.Status, demo.LastAnswer(snap.Values.Messages))
 	rep, err = a.Worker.RunOnce(ctx)
 	if err != nil {
@@ -271,10 +278,19 @@ func race(ctx context.Context, inbox *approval.Inbox, id string) (clicks, error)
 	return out, nil
 }
 
+// Asked is how long ago Leo Park asked for his refund, in the expiry
+// story: longer than TTL, so that his request has expired when the story
+// looks at it.
+const Asked = TTL + time.Hour
+
 // expiryStory is the second story.
 func expiryStory(ctx context.Context, a *App, p *demo.Printer, c *Counts) error {
 	s := stories()[1]
-	snap, err := begin(ctx, a, s, p)
+	var snap graph.Snapshot[nodes.AgentState]
+	err := a.asIfAgo(Asked, func() (err error) {
+		snap, err = begin(ctx, a, s, p)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -282,15 +298,14 @@ func expiryStory(ctx context.Context, a *App, p *demo.Printer, c *Counts) error 
 		done(p, snap)
 		return nil
 	}
-	page, err := a.Inbox.List(ctx, approval.Filter{Thread: s.thread})
-	if err != nil {
-		return err
+	p.Printf("  Leo asked %v ago (simulated: the agent's clock was set back by that much while it handled his request; no lease or retry time is), and nobody decided within the request's %v.\n", Asked, TTL)
+	// The request as the thread holds it: asking the inbox would already
+	// record its expiry.
+	for _, in := range snap.Interrupts {
+		if req, ok, err := approval.ParseRequest(in.Value); ok && err == nil {
+			showRequest(p, approval.Item{ID: in.ID, Thread: s.thread, Request: req})
+		}
 	}
-	for _, it := range page.Items {
-		showRequest(p, it)
-	}
-	p.Printf("  Nobody decides. The clock moves %v ahead (simulated), past the request's expiry.\n", TTL+time.Hour)
-	a.Advance(TTL + time.Hour)
 	sw, err := a.Inbox.Sweep(ctx)
 	if err != nil {
 		return err
@@ -308,9 +323,27 @@ func expiryStory(ctx context.Context, a *App, p *demo.Printer, c *Counts) error 
 	if snap, err = a.Runnable.GetState(ctx, s.thread); err != nil {
 		return err
 	}
-	p.Printf("  Status %s. Agent to the customer: %s\n", snap.Status, demo.LastAnswer(snap.Values.Messages))
 	if snap.Status != graph.StatusDone {
-		return fmt.Errorf("refunds: thread %s is %s after its expiry; inspect it with lockstep state %s", s.thread, snap.Status, s.thread)
+		return notFinished(ctx, a, p, s.thread, snap)
 	}
+	p.Printf("  Status %s. Agent to the customer: %s\n", snap.Status, demo.LastAnswer(snap.Values.Messages))
 	return nil
+}
+
+// notFinished says why the approval worker did not finish the thread of
+// snap, and returns the error Run ends with: when to run the program
+// again, and how to look at the thread meanwhile.
+func notFinished(ctx context.Context, a *App, p *demo.Printer, thread string, snap graph.Snapshot[nodes.AgentState]) error {
+	rec, why, after, ok, err := demo.Undelivered(ctx, a.Store, demo.TaskInterrupts(snap))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		p.Printf("  The thread is %s, not done.\n", snap.Status)
+		return fmt.Errorf("refunds: thread %s is %s, not done; inspect it with lockstep state %s, then run the program again", thread, snap.Status, thread)
+	}
+	p.Printf("  The approval worker could not resume the thread now: the decision on approval %s (%s by %s) is not delivered yet: %s.\n",
+		rec.ID, rec.Decision.Outcome, rec.Decision.Reviewer, why)
+	return fmt.Errorf("refunds: thread %s is %s: approval %s is decided but not delivered yet; run the program again after %s (lockstep state %s shows why it waits)",
+		thread, snap.Status, rec.ID, after.UTC().Format(time.RFC3339), thread)
 }

@@ -3,6 +3,7 @@ package helpdesk
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -193,6 +194,22 @@ func Run(ctx context.Context, cfg Config) (_ Counts, err error) {
 		printEvents(mark)
 		if snap, err = r.GetState(ctx, Thread); err != nil {
 			return c, err
+		}
+		if snap.Status != graph.StatusDone {
+			// An earlier run of the program may have been stopped while it
+			// resumed the thread: say so, and when to run again, rather
+			// than an answer the thread has not reached.
+			rec, why, after, ok, err := demo.Undelivered(ctx, store, demo.TaskInterrupts(snap))
+			if err != nil {
+				return c, err
+			}
+			if !ok {
+				return c, fmt.Errorf("helpdesk: thread %s is %s, not done; inspect it with lockstep state %s, then run the program again", Thread, snap.Status, Thread)
+			}
+			p.Printf("  The approval worker could not resume the thread now: the decision on approval %s (%s by %s) is not delivered yet: %s.\n",
+				rec.ID, rec.Decision.Outcome, rec.Decision.Reviewer, why)
+			return c, fmt.Errorf("helpdesk: thread %s is %s: approval %s is decided but not delivered yet; run the program again after %s (lockstep state %s shows why it waits)",
+				Thread, snap.Status, rec.ID, after.UTC().Format(time.RFC3339), Thread)
 		}
 		p.Printf("  Status %s. Agent: %s\n", snap.Status, demo.LastAnswer(snap.Values.Messages))
 		for _, id := range approved {
