@@ -18,8 +18,10 @@
 //     recorded decision, once (the tests also SIGKILL a real worker
 //     process right after the payment, before its checkpoint, and pay once
 //     after the restart);
-//   - expiry: a request nobody decides expires (an injected clock moves
-//     past it), the sweeper (approval.Inbox.Sweep) records it as a
+//   - expiry: a request nobody decides expires (the agent's clock is set
+//     back while it raises the request, so the request is born old; no
+//     lease or retry time the file holds is ever taken from a moved
+//     clock), the sweeper (approval.Inbox.Sweep) records it as a
 //     rejection, and the agent explains to the customer that the refund was
 //     not approved in time and what happens next;
 //   - a fake shop whose orders and payments live in their own tables
