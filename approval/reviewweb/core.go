@@ -198,6 +198,11 @@ type approvalView struct {
 func (h *Handler) lookup(ctx context.Context, id string) (approvalView, error) {
 	it, err := h.inbox.Get(ctx, id)
 	var won *approval.AlreadyDecidedError
+	if errors.Is(err, approval.ErrExpired) && !errors.As(err, &won) {
+		// Get saw the request expired and recorded the expiry: from now
+		// on it reads as decided (expired), like any other decision.
+		it, err = h.inbox.Get(ctx, id)
+	}
 	switch {
 	case err == nil:
 		st := statePending

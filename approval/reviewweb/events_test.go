@@ -80,7 +80,7 @@ func TestEvents(t *testing.T) {
 		t.Fatalf("event %+v, want new %s", ev, id)
 	}
 	// Decided elsewhere: straight through the store, as the CLI would.
-	if _, err := approval.NewInbox(f.saver, f.store, f.clock.Now).Approve(context.Background(), id, "carol@example.com", ""); err != nil {
+	if _, err := approval.NewInbox(f.saver, f.store).Approve(context.Background(), id, "carol@example.com", ""); err != nil {
 		t.Fatal(err)
 	}
 	if ev := next(t, ch); ev.Kind != "decided" || ev.ID != id || ev.Reviewer != "carol@example.com" || ev.Outcome != approval.Approved {

@@ -46,8 +46,9 @@ type Options struct {
 	// Threads, if set, limits the handler to the approvals of threads for
 	// which it returns true (approval.Inbox.ForThreads).
 	Threads func(thread string) bool
-	// Now is the clock of ages, expiry and decisions (default time.Now);
-	// use the store's.
+	// Now is the clock of the ages and expiry the pages show (default:
+	// the store's, Store.Now). The inbox and the decisions always read
+	// the store's clock.
 	Now func() time.Time
 	// PollInterval is how often live pages look for approvals that
 	// appeared or were decided elsewhere (default 1s).
@@ -93,7 +94,7 @@ func New(o Options) (*Handler, error) {
 		return nil, fmt.Errorf("reviewweb: Options.Prefix %q must start with / and not end with one", o.Prefix)
 	}
 	if o.Now == nil {
-		o.Now = time.Now
+		o.Now = o.Store.Now
 	}
 	if o.Requester == nil {
 		o.Requester = RequestedBy
@@ -111,7 +112,7 @@ func New(o Options) (*Handler, error) {
 			return nil, fmt.Errorf("reviewweb: random secret: %w", err)
 		}
 	}
-	h.inbox = approval.NewInbox(lister, o.Store, o.Now)
+	h.inbox = approval.NewInbox(lister, o.Store)
 	if o.Threads != nil {
 		h.inbox = h.inbox.ForThreads(o.Threads)
 	}

@@ -335,7 +335,7 @@ func TestDecideStatuses(t *testing.T) {
 	f.clock.Add(2 * time.Hour)
 	resp, body = bob.decideG(id3, approve)
 	wantStatus(t, "expired", resp, body, 410, "expired")
-	if _, err := approval.NewInbox(f.saver, f.store, f.clock.Now).Sweep(context.Background()); err != nil {
+	if _, err := approval.NewInbox(f.saver, f.store).Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	resp, body = bob.decideG(id4, approve)
@@ -368,7 +368,7 @@ func TestDecideForm(t *testing.T) {
 	if !strings.Contains(body, "already approved by &#34;bob@example.com&#34;") || !strings.Contains(body, "Winner:") {
 		t.Errorf("the loser's page does not name the winner:\n%.3000s", body)
 	}
-	if _, err := approval.NewInbox(f.saver, f.store, f.clock.Now).Get(context.Background(), id); err == nil {
+	if _, err := approval.NewInbox(f.saver, f.store).Get(context.Background(), id); err == nil {
 		t.Error("the approval is still pending")
 	}
 

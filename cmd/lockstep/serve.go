@@ -88,7 +88,7 @@ func (l *lazyStore) current(ctx context.Context) (approval.Store, error) {
 	if l.st != nil {
 		return l.st, nil
 	}
-	st, err := l.e.readDecisions(ctx, l.s)
+	st, _, err := l.e.readDecisions(ctx, l.s)
 	if err != nil {
 		return nil, err
 	}
@@ -100,8 +100,9 @@ func (l *lazyStore) current(ctx context.Context) (approval.Store, error) {
 
 func (l *lazyStore) Decide(ctx context.Context, item approval.Item, v approval.Verdict) (approval.Decision, error) {
 	// Check the verdict by the same rules with nothing recorded, so that
-	// a refused one does not create the approval tables.
-	if _, err := approval.NewMemoryStore(l.e.now).Decide(ctx, item, v); err != nil {
+	// a refused one does not create the approval tables. An expiry is the
+	// exception: seeing a request expired records the expiry.
+	if _, err := approval.NewMemoryStore(l.e.now).Decide(ctx, item, v); err != nil && !errors.Is(err, approval.ErrExpired) {
 		return approval.Decision{}, err
 	}
 	l.mu.Lock()
@@ -142,12 +143,12 @@ func (l *lazyStore) Unresumed(ctx context.Context, limit int) ([]approval.Record
 	return st.Unresumed(ctx, limit)
 }
 
-func (l *lazyStore) ClaimResume(ctx context.Context, id string, until time.Time) (bool, error) {
+func (l *lazyStore) ClaimResume(ctx context.Context, id string, lease time.Duration) (bool, error) {
 	st, err := l.current(ctx)
 	if err != nil {
 		return false, err
 	}
-	return st.ClaimResume(ctx, id, until)
+	return st.ClaimResume(ctx, id, lease)
 }
 
 func (l *lazyStore) FinishResume(ctx context.Context, id, note string) error {
@@ -158,13 +159,16 @@ func (l *lazyStore) FinishResume(ctx context.Context, id, note string) error {
 	return st.FinishResume(ctx, id, note)
 }
 
-func (l *lazyStore) RetryResume(ctx context.Context, id, reason string, at time.Time) error {
+func (l *lazyStore) RetryResume(ctx context.Context, id, reason string, after time.Duration) error {
 	st, err := l.current(ctx)
 	if err != nil {
 		return err
 	}
-	return st.RetryResume(ctx, id, reason, at)
+	return st.RetryResume(ctx, id, reason, after)
 }
+
+// Now reads the command's clock, the one both stores are opened with.
+func (l *lazyStore) Now() time.Time { return l.e.now() }
 
 func (l *lazyStore) Audit(ctx context.Context, id string) (approval.Trail, error) {
 	st, err := l.current(ctx)
