@@ -113,24 +113,42 @@
 // are handed to the body as Secret values that print as [REDACTED], and
 // every value of 4 bytes or more the executor has handed out is redacted
 // from error messages, log attributes, results (and so the memo, the
-// ledger and the checkpoints), approval requests and the questions tool
-// bodies ask: as is, in upper and lower case, with any of its characters JSON-escaped (\u0041, \/) or
-// URL-escaped (%2F or %2f, + for a space), in hex of either case, and in
-// base64, whole or inside a longer encoded text such as HTTP Basic
-// credentials (there the characters it shares with its neighbours, up to
-// two bytes' worth at each end, stay). Results, reviewer context and
-// questions are JSON and are redacted value by value, after their own
-// escapes are decoded, so that they stay valid JSON: a number that holds a
-// secret becomes the string [REDACTED], and object keys that redact alike
-// are kept apart (#2, #3...). Shorter values would shred ordinary text,
-// so the executor does not hand them out: a value shorter than 4 bytes
-// (once trimmed of surrounding white space) fails the call with a
-// *SecretError. Redaction hides a value, not its existence: a value that is
-// part of ordinary words is redacted inside them too, so a low-entropy
-// secret can be guessed from what is left around [REDACTED]. Use
-// credentials of high entropy. A value split by the body across two
-// fields or two messages, or encoded some other way (encrypted,
-// reversed), is not recognised.
+// ledger and the checkpoints), ledger failures, approval requests and the
+// questions tool bodies ask. It is recognised as is, in any mix of ASCII
+// letter case (a space and '+' alike), with any of its characters
+// JSON-escaped (\u0041, \/) or URL-escaped (%2F or %2f), in hex of either
+// case, and in base64 (either alphabet, padded or not), whole or inside a
+// longer encoded text such as HTTP Basic credentials (there the characters
+// it shares with its neighbours, a few bits at each end, stay). Results,
+// reviewer context and questions are JSON and are redacted value by value,
+// after their own escapes are decoded, so that they stay valid JSON: a
+// number that holds a secret becomes the string [REDACTED], and object keys
+// that redact alike are kept apart (#2, #3...).
+//
+// Parts of a value are redacted too: any run of 8 bytes or more of it, in
+// each of those spellings (16 hex digits, or the 10 base64 characters that
+// 8 bytes always fill), wherever it is. A value a body writes in parts (the
+// first 12 bytes in one attempt's error and the rest in the next, so on two
+// log records; wrapped across lines; in two fields of a result) loses every
+// part of 8 bytes or more. What can stay readable, in each text lockstep
+// writes, is a run of at most 7 bytes of a secret, and of a value of 16
+// bytes or more split in two, at most 7 bytes in all (one of the two parts
+// has 8 or more; in base64, the few bits above besides). A value of 4 to 7 bytes is recognised only whole (inside
+// a longer base64 text, only where 8 characters or more are its own): its
+// parts stay. Shorter values would shred ordinary text, so the executor
+// does not hand them out: a value shorter than 4 bytes (once trimmed of
+// surrounding white space) fails the call with a *SecretError.
+//
+// Redaction hides a value, not its existence, and it cannot tell a secret's
+// bytes from the same bytes in ordinary text: a value that is part of
+// ordinary words is redacted inside them too, so a low-entropy secret can
+// be guessed from what is left around [REDACTED], and any 8 bytes it shares
+// with ordinary text are redacted there (a key's public prefix of 8 bytes,
+// such as "sk_live_", wherever it appears). In strict mode an argument
+// holding 8 bytes of a secret is refused like one holding it whole. Use
+// credentials of high entropy and of 16 bytes or more. A value split into
+// parts of fewer than 8 bytes each, or encoded some other way (encrypted,
+// reversed, interleaved with other text), is not recognised.
 //
 // A body's question is redacted before the runtime saves it (in the
 // checkpoint's interrupt write) or shows it to a reviewer, however the

@@ -137,8 +137,8 @@ func WithWaitInProgress(d time.Duration) ExecutorOption { return func(e *Executo
 
 // WithStrictSecrets sets whether arguments that reference a secret
 // ({{secrets.X}}, $X, ${X}, %X%, env:X for a declared name X) or hold a
-// known secret value are refused with *SecretReferenceError (default
-// true). Nothing is ever expanded either way. With false, an argument that
+// known secret value, or 8 bytes or more of one, are refused with
+// *SecretReferenceError (default true). Nothing is ever expanded either way. With false, an argument that
 // holds a secret value reaches the tool as is, and so does every record of
 // the exact arguments, which redaction cannot change without breaking
 // their hash: the approval request a gated call raises, above all. Leave
@@ -311,8 +311,11 @@ func (e *Executor) Abandoned() int64 { return e.abandoned.Load() }
 func (e *Executor) AbandonedRunning() int64 { return e.running.Load() }
 
 // Redact replaces every secret value the executor has fetched (for a
-// tool, or to learn it before its first call) with [REDACTED]. The tool node passes application text (reviewer
-// context) through it.
+// tool, or to learn it before its first call), and every run of 8 bytes or
+// more of one, in the spellings the package doc lists, with [REDACTED]. It
+// returns s itself when s holds none. Text is redacted one string at a
+// time: redact each log record or message whole, and a secret split across
+// two of them still loses each part of 8 bytes or more.
 func (e *Executor) Redact(s string) string { return e.red.String(s) }
 
 // Call is one tool call.

@@ -3,20 +3,16 @@ package nodes
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
-	"net/url"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
-	"unicode/utf16"
-	"unicode/utf8"
+	"sync/atomic"
 )
 
 // Redacted replaces secret values wherever lockstep shows text.
@@ -111,16 +107,13 @@ func (e Env) Secret(name string) (Secret, error) {
 // would shred ordinary text, so the executor refuses to hand them out.
 const minRedact = 4
 
-// redactor replaces every known secret value, in its common encodings, with
-// [REDACTED]. It only grows.
+// redactor replaces every known secret value, in its common encodings and
+// any run of at least minWindow of its bytes, with [REDACTED]. It only
+// grows; readers never wait for a writer.
 type redactor struct {
-	mu     sync.RWMutex
+	mu     sync.RWMutex // guards values; add holds it to build m
 	values map[string]bool
-	rep    *strings.Replacer
-	// spelled matches each value with any of its characters escaped the
-	// way JSON (\u0041, \/, \") or a URL (%2f or %2F, + for a space) may
-	// escape them, mixed freely: the text that decodes to the value.
-	spelled *regexp.Regexp
+	m      atomic.Pointer[matcher] // nil until a value is known
 }
 
 func newRedactor() *redactor { return &redactor{values: map[string]bool{}} }
@@ -139,147 +132,59 @@ func (r *redactor) add(v string) {
 	known := r.values[v]
 	r.mu.RUnlock()
 	if known {
-		return
+		return // the executor adds a tool's values on every call
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.values[v] {
+		return
+	}
 	r.values[v] = true
-	set := map[string]bool{}
-	for v := range r.values {
-		js, _ := json.Marshal(v)
-		b := []byte(v)
-		h := hex.EncodeToString(b)
-		for _, f := range []string{v, strings.ToUpper(v), strings.ToLower(v), string(js[1 : len(js)-1]), url.QueryEscape(v), url.PathEscape(v),
-			base64.StdEncoding.EncodeToString(b), base64.URLEncoding.EncodeToString(b),
-			base64.RawStdEncoding.EncodeToString(b), base64.RawURLEncoding.EncodeToString(b),
-			h, strings.ToUpper(h)} {
-			set[f] = true
-		}
-		for _, f := range base64Inner(b) {
-			set[f] = true
-		}
-	}
-	forms := slices.Collect(maps.Keys(set))
-	// Longest first, so that a form containing another is replaced whole
-	// (then in order, so that the replacer is the same every time).
-	slices.SortFunc(forms, func(a, b string) int {
-		if len(a) != len(b) {
-			return len(b) - len(a)
-		}
-		return strings.Compare(a, b)
-	})
-	pairs := make([]string, 0, 2*len(forms))
-	for _, f := range forms {
-		pairs = append(pairs, f, Redacted)
-	}
-	r.rep = strings.NewReplacer(pairs...)
-	values := slices.Collect(maps.Keys(r.values))
-	slices.SortFunc(values, func(a, b string) int {
-		if len(a) != len(b) {
-			return len(b) - len(a)
-		}
-		return strings.Compare(a, b)
-	})
-	alts := make([]string, len(values))
-	for i, v := range values {
-		alts[i] = spelledPattern(v)
-	}
-	r.spelled = regexp.MustCompile(strings.Join(alts, "|"))
-	r.spelled.Longest()
+	r.m.Store(newMatcher(slices.Sorted(maps.Keys(r.values))))
 }
 
-// jsonShort are the two-character JSON escapes.
-var jsonShort = map[rune]string{'"': `\"`, '\\': `\\`, '/': `\/`, '\b': `\b`, '\f': `\f`, '\n': `\n`, '\r': `\r`, '\t': `\t`}
-
-// spelledPattern returns a regular expression that matches v with each
-// character as is or escaped: JSON's \uXXXX (hex digits of either case,
-// a surrogate pair beyond the BMP) and two-character escapes, URL
-// percent-encoding of its UTF-8 bytes (either case), + for a space.
-func spelledPattern(v string) string {
-	var b strings.Builder
-	for len(v) > 0 {
-		c, n := utf8.DecodeRuneInString(v)
-		raw := v[:n]
-		v = v[n:]
-		lit := regexp.QuoteMeta(raw)
-		if c == utf8.RuneError && n == 1 {
-			lit = `\x{fffd}` // the regexp package reads an invalid byte as U+FFFD
-		}
-		alts := []string{lit}
-		var pct strings.Builder
-		for _, x := range []byte(raw) {
-			fmt.Fprintf(&pct, "%%(?i:%02x)", x)
-		}
-		alts = append(alts, pct.String())
-		if c == ' ' {
-			alts = append(alts, `\+`)
-		}
-		if e, ok := jsonShort[c]; ok {
-			alts = append(alts, regexp.QuoteMeta(e))
-		}
-		if c == utf8.RuneError && n == 1 {
-			// No JSON escape spells an invalid byte.
-		} else if c < 0x10000 {
-			alts = append(alts, fmt.Sprintf(`\\u(?i:%04x)`, c))
-		} else if hi, lo := utf16.EncodeRune(c); hi != utf8.RuneError {
-			alts = append(alts, fmt.Sprintf(`\\u(?i:%04x)\\u(?i:%04x)`, hi, lo))
-		}
-		b.WriteString("(?:" + strings.Join(alts, "|") + ")")
+// String redacts s: it returns s with every span that spells a known
+// secret, or a run of at least minWindow bytes of one, replaced by
+// [REDACTED] (see matcher), and s itself when there is none.
+func (r *redactor) String(s string) string {
+	m := r.m.Load()
+	if m == nil {
+		return s
 	}
+	spans := find(m, s)
+	if len(spans) == 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	at := 0
+	for _, sp := range spans {
+		b.WriteString(s[at:sp.from])
+		b.WriteString(Redacted)
+		at = sp.to
+	}
+	b.WriteString(s[at:])
 	return b.String()
 }
 
-// minInner is the shortest inner base64 form (base64Inner) the redactor
-// replaces: two groups, six bytes of the secret.
-const minInner = 8
-
-// base64Inner returns the base64 characters that spell v wherever it sits
-// in a longer encoded text ("Basic " + base64("user:" + secret)): for each
-// of the three alignments of v against the encoding's 3-byte groups, in
-// both alphabets, the characters of the groups that lie wholly inside v.
-// The characters of a group v shares with its neighbours depend on them,
-// so up to two bytes' worth at each end stay visible. Forms shorter than
-// minInner are left out: they would match ordinary text.
-func base64Inner(v []byte) []string {
-	var out []string
-	for k := range 3 {
-		buf := make([]byte, k+len(v))
-		copy(buf[k:], v)
-		first, end := (k+2)/3, (k+len(v))/3 // groups [first, end) lie inside v
-		if 4*(end-first) < minInner {
-			continue
-		}
-		for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
-			out = append(out, enc.EncodeToString(buf)[4*first:4*end])
-		}
-	}
-	return out
-}
-
-// String redacts s.
-func (r *redactor) String(s string) string {
-	r.mu.RLock()
-	rep, spelled := r.rep, r.spelled
-	r.mu.RUnlock()
-	if rep == nil {
-		return s
-	}
-	return rep.Replace(spelled.ReplaceAllLiteralString(s, Redacted))
-}
-
-// Bytes redacts b, returning b itself when nothing changed.
+// Bytes redacts b as String does, returning b itself when nothing changed.
 func (r *redactor) Bytes(b []byte) []byte {
-	r.mu.RLock()
-	rep, spelled := r.rep, r.spelled
-	r.mu.RUnlock()
-	if rep == nil || b == nil {
+	m := r.m.Load()
+	if m == nil || b == nil {
 		return b
 	}
-	s := rep.Replace(spelled.ReplaceAllLiteralString(string(b), Redacted))
-	if s == string(b) {
+	spans := find(m, b)
+	if len(spans) == 0 {
 		return b
 	}
-	return []byte(s)
+	out := make([]byte, 0, len(b))
+	at := 0
+	for _, sp := range spans {
+		out = append(out, b[at:sp.from]...)
+		out = append(out, Redacted...)
+		at = sp.to
+	}
+	return append(out, b[at:]...)
 }
 
 // JSON redacts the JSON document b value by value: every string, object
@@ -291,10 +196,7 @@ func (r *redactor) Bytes(b []byte) []byte {
 // either (they may where v does not: a member that a later one with the
 // same key replaces), and what Bytes returns when b is not JSON.
 func (r *redactor) JSON(b []byte) []byte {
-	r.mu.RLock()
-	rep := r.rep
-	r.mu.RUnlock()
-	if rep == nil || b == nil {
+	if r.m.Load() == nil || b == nil {
 		return b
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -364,8 +266,12 @@ func (r *redactor) value(v any) (any, bool) {
 	return v, false
 }
 
-// contains reports whether s holds a known secret value.
-func (r *redactor) contains(s string) bool { return r.String(s) != s }
+// contains reports whether s holds a known secret value, or a run of at
+// least minWindow bytes of one, in any spelling String redacts.
+func (r *redactor) contains(s string) bool {
+	m := r.m.Load()
+	return m != nil && len(find(m, s)) > 0
+}
 
 // secretTemplate matches template references to secrets: {{secrets.X}},
 // {{ secret.x }}, ${{ secrets.X }}.
