@@ -482,11 +482,18 @@ func layout(t Topology, waiting string, visited map[string]bool) svgGraph {
 			nBack++
 		}
 	}
-	g := svgGraph{Width: maxW + 2*marginX + nBack*loopSpace + loopSpace, Height: len(rows)*nodeH + (len(rows)-1)*layerGap + 2*marginY}
+	nSkip := 0 // forward edges that skip a layer go around the left
+	for _, e := range edges {
+		if !back[[2]int{e.from, e.to}] && e.from != e.to && layer[e.to]-layer[e.from] > 1 {
+			nSkip++
+		}
+	}
+	left := nSkip * loopSpace
+	g := svgGraph{Width: left + maxW + 2*marginX + nBack*loopSpace + loopSpace, Height: len(rows)*nodeH + (len(rows)-1)*layerGap + 2*marginY}
 	cx := make([]int, n)
 	cy := make([]int, n)
 	for l, row := range rows {
-		x := marginX + (maxW-rowW[l])/2
+		x := left + marginX + (maxW-rowW[l])/2
 		y := marginY + l*(nodeH+layerGap)
 		for _, v := range row {
 			cx[v], cy[v] = x+width[v]/2, y+nodeH/2
@@ -505,7 +512,7 @@ func layout(t Topology, waiting string, visited map[string]bool) svgGraph {
 			x += width[v] + nodeGap
 		}
 	}
-	k := 0
+	k, sk := 0, 0
 	for _, e := range edges {
 		class := "edge"
 		if e.cond {
@@ -520,8 +527,13 @@ func layout(t Topology, waiting string, visited map[string]bool) svgGraph {
 		case back[[2]int{f, to}] || layer[f] >= layer[to]:
 			k++
 			x1, x2 := cx[f]+width[f]/2, cx[to]+width[to]/2
-			right := marginX + maxW + k*loopSpace
+			right := left + marginX + maxW + k*loopSpace
 			d = fmt.Sprintf("M %d %d C %d %d %d %d %d %d", x1, cy[f], right, cy[f], right, cy[to], x2, cy[to])
+		case layer[to]-layer[f] > 1:
+			sk++
+			x1, x2 := cx[f]-width[f]/2, cx[to]-width[to]/2
+			l := left + marginX - sk*loopSpace + loopSpace/2
+			d = fmt.Sprintf("M %d %d C %d %d %d %d %d %d", x1, cy[f], l, cy[f], l, cy[to], x2, cy[to])
 		default:
 			y1, y2 := cy[f]+nodeH/2, cy[to]-nodeH/2
 			mid := (y2 - y1) / 2

@@ -290,3 +290,5 @@ func (c *client) decideG(id, body string) (*http.Response, string) {
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+func newTestServer(h http.Handler) *httptest.Server { return httptest.NewServer(h) }
