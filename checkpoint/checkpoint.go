@@ -317,12 +317,23 @@ type Tuple struct {
 // Ref returns the tuple's reference.
 func (t *Tuple) Ref() Ref { return Ref{Thread: t.Thread, NS: t.NS, ID: t.Checkpoint.ID} }
 
-// Lease is a runner's claim on a thread. Only the lease owner may add
+// Lease is a run's claim on a thread. Only the lease owner may add
 // checkpoints or pending writes; a lease that is not renewed within TTL may
 // be taken over by another owner.
+//
+// Every time the lease passes to an owner that does not hold it (it was
+// free, expired, or taken back), the thread's lease epoch grows by one; a
+// renewal, and a save by the holder, keep it. The epoch so counts the
+// claims on the thread: the run holding epoch n is the successor of every
+// run that held an epoch below it. [LeaseInspector] reports it.
 type Lease struct {
+	// Owner is the run that claims the thread (the graph runtime's run ID).
 	Owner string
-	TTL   time.Duration
+	// Runner is the runner the run belongs to: the graph runtime's
+	// Runnable (see graph.WithRunner). Optional; it is stored with the
+	// lease, named in a *BusyError, and lets TakeBack work.
+	Runner string
+	TTL    time.Duration
 	// Held makes a Claim renew only a lease this owner still holds (live
 	// or expired, as long as nobody took it since): a Claim with Held
 	// fails with a *BusyError when another owner holds the lease or has
@@ -330,7 +341,42 @@ type Lease struct {
 	// the thread is told so even when the runner that took it over has
 	// finished. The graph runtime sets it before a durable step runs.
 	Held bool
+	// TakeBack lets the request take over a live lease of another owner
+	// when that owner belongs to the same, non-empty Runner: the runner
+	// states that the holder is one of its own runs that has ended without
+	// giving the lease back (its release failed: a full disk, an I/O
+	// error). A runner sets it only when none of its runs of the thread is
+	// running. It is ignored with Held. See TakesBack.
+	TakeBack bool
 }
+
+// TakesBack reports whether l may take over a live lease of another owner
+// that belongs to runner holder: l sets TakeBack and not Held, and names
+// the same, non-empty runner. Savers apply this rule.
+func (l Lease) TakesBack(holder string) bool {
+	return l.TakeBack && !l.Held && l.Runner != "" && l.Runner == holder
+}
+
+// LeaseInfo is a thread's lease as a saver stores it ([LeaseInspector]).
+type LeaseInfo struct {
+	Thread string
+	NS     string
+	// Owner is the run holding the lease (it may have expired: see Live);
+	// "" once released.
+	Owner string
+	// Runner is the runner of Owner ("" when the owner named none, and
+	// once released).
+	Runner string
+	// Epoch counts the claims on the thread (see Lease): the holder's, or
+	// the last holder's once released. 0: never leased. Epochs start again
+	// from 1 when a thread is deleted and written again.
+	Epoch uint64
+	// Until is when the lease ends unless renewed; zero once released.
+	Until time.Time
+}
+
+// Live reports whether the lease is held at now.
+func (l LeaseInfo) Live(now time.Time) bool { return l.Owner != "" && now.Before(l.Until) }
 
 // PutRequest asks a saver to add a checkpoint to a thread.
 type PutRequest struct {
@@ -509,8 +555,9 @@ var (
 	// ErrConflict: the parent of a new checkpoint (or the checkpoint a
 	// write or claim names) is not the thread's head. Nothing was written.
 	ErrConflict = errors.New("checkpoint: conflict: not the thread's head")
-	// ErrThreadBusy: another owner holds a live lease on the thread.
-	ErrThreadBusy = errors.New("checkpoint: thread is busy (leased by another runner)")
+	// ErrThreadBusy: another run holds a live lease on the thread (or
+	// took the thread from the requesting run). Matches *BusyError.
+	ErrThreadBusy = errors.New("checkpoint: thread is busy (leased by another run)")
 	// ErrCorrupt: stored data does not decode or fails its checksum.
 	ErrCorrupt = errors.New("checkpoint: corrupt data")
 	// ErrInvalid: a request is malformed (empty thread, bad filter key...).
@@ -537,21 +584,53 @@ func (e *ConflictError) Error() string {
 // Is makes errors.Is(err, ErrConflict) true.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
-// BusyError reports a live lease held by another runner. It matches
-// ErrThreadBusy.
+// BusyError reports a lease on the thread held by another run, so that
+// the request was refused and nothing was written. It matches
+// ErrThreadBusy. Its fields say who holds the thread and until when; its
+// message says what to do.
 type BusyError struct {
 	Thread string
 	NS     string
-	Owner  string
-	Until  time.Time
+	// Owner is the run holding the lease; "" when the requesting run had
+	// lost the thread (a Held Claim) and the run that took it over has
+	// released it since.
+	Owner string
+	// Runner is the runner of Owner ("" when unknown).
+	Runner string
+	// Epoch is the holder's lease epoch (see Lease).
+	Epoch uint64
+	// Until is when the holder's lease ends unless renewed.
+	Until time.Time
+	// SameRunner reports that the holder belongs to the requesting runner
+	// (Lease.Runner): one of its own runs that is still running, since a
+	// runner takes back a lease of its own that nothing runs under
+	// (Lease.TakeBack).
+	SameRunner bool
 }
 
-// Error names the thread and the runner holding its lease, and until when.
+// Error names the thread, the run and runner holding its lease, the
+// epoch, and until when, and says what to do: retry after the lease's end
+// (rounded up to the second), and, for another runner's lease, that the
+// lease ends on its own if that runner was killed.
 func (e *BusyError) Error() string {
 	if e.Owner == "" {
-		return fmt.Sprintf("checkpoint: thread %q: the lease passed to another runner, which has released it", e.Thread)
+		return fmt.Sprintf("checkpoint: thread %q: this run lost the thread: its lease passed to another run, which has released it since; nothing was written: run the thread again (Continue) to go on from its saved state", e.Thread)
 	}
-	return fmt.Sprintf("checkpoint: thread %q is leased by runner %s until %s", e.Thread, e.Owner, e.Until.UTC().Format(time.RFC3339Nano))
+	who := "run " + e.Owner
+	if e.Runner != "" {
+		who += " of runner " + e.Runner
+	}
+	until := e.Until.UTC()
+	after := until.Truncate(time.Second)
+	if after.Before(until) {
+		after = after.Add(time.Second)
+	}
+	s := fmt.Sprintf("checkpoint: thread %q is leased to %s (lease epoch %d) until %s; nothing was written: retry after %s",
+		e.Thread, who, e.Epoch, until.Format(time.RFC3339Nano), after.Format(time.RFC3339))
+	if e.SameRunner {
+		return s + " (that run belongs to this runner and is still running)"
+	}
+	return s + " (it is another runner's lease; if that runner was killed, the lease ends on its own then)"
 }
 
 // Is makes errors.Is(err, ErrThreadBusy) true.

@@ -40,9 +40,20 @@
 //
 // A checkpoint is accepted only when its parent is the thread's head, or as
 // an explicit fork; every write also carries a [Lease] that the saver grants
-// to one owner at a time. A runner that lost the race gets a
+// to one owner (a run) at a time. A runner that lost the race gets a
 // [*ConflictError] or a [*BusyError] and nothing is written, so two runners
-// can never fork a thread by accident.
+// can never fork a thread by accident. A [*BusyError] says which run of
+// which runner holds the thread, under which epoch, until when, and what to
+// do.
+//
+// Each time the lease passes to an owner that did not hold it, the
+// thread's lease epoch grows by one: the run holding the lease is the
+// successor of every run that held a smaller epoch, and what those runs
+// left unfinished is its to resolve. A lease names the runner its run
+// belongs to; a runner may take back a live lease of one of its own runs
+// that has ended without releasing it ([Lease.TakeBack]), as after a
+// release that failed on a full disk. [LeaseInspector] reports a thread's
+// lease (owner, runner, epoch, end) to operators' tools.
 //
 // # Errors
 //

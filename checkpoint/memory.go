@@ -17,7 +17,7 @@ import (
 )
 
 // MemorySaver keeps checkpoints in memory. It implements Saver,
-// ThreadLister, InterruptLister, Pruner and ChainPutter with the same rules as the SQLite
+// ThreadLister, InterruptLister, Pruner, ChainPutter and LeaseInspector with the same rules as the SQLite
 // saver (delta blobs, head compare-and-swap, leases), so tests and
 // short-lived programs behave exactly as they would on disk. Everything is
 // lost when the process exits. It is safe for concurrent use.
@@ -34,6 +34,7 @@ var (
 	_ InterruptLister = (*MemorySaver)(nil)
 	_ Pruner          = (*MemorySaver)(nil)
 	_ ChainPutter     = (*MemorySaver)(nil)
+	_ LeaseInspector  = (*MemorySaver)(nil)
 )
 
 type threadKey struct{ thread, ns string }
@@ -46,6 +47,8 @@ type memThread struct {
 	checkpoints map[string]*memCheckpoint
 	blobs       map[blobKey]Blob
 	leaseOwner  string
+	leaseRunner string
+	leaseEpoch  uint64
 	leaseUntil  time.Time
 	updated     time.Time
 }
@@ -84,22 +87,33 @@ func (s *MemorySaver) checkLease(t *memThread, thread, ns string, l Lease, now t
 	if l.Owner == "" {
 		return fmt.Errorf("%w: empty lease owner", ErrInvalid)
 	}
-	if t.leaseOwner != "" && t.leaseOwner != l.Owner && now.Before(t.leaseUntil) {
-		return &BusyError{Thread: thread, NS: ns, Owner: t.leaseOwner, Until: t.leaseUntil}
+	if t.leaseOwner != "" && t.leaseOwner != l.Owner && now.Before(t.leaseUntil) && !l.TakesBack(t.leaseRunner) {
+		return t.busy(thread, ns, l)
 	}
 	return nil
 }
 
+// busy is the *BusyError of a request l refused by t's lease.
+func (t *memThread) busy(thread, ns string, l Lease) *BusyError {
+	return &BusyError{Thread: thread, NS: ns, Owner: t.leaseOwner, Runner: t.leaseRunner, Epoch: t.leaseEpoch, Until: t.leaseUntil,
+		SameRunner: t.leaseOwner != "" && l.Runner != "" && l.Runner == t.leaseRunner}
+}
+
 // takeLease applies a request that passed checkLease: release frees the
 // lease; otherwise a live lease of the same owner is kept (renew extends
-// it), and a free or expired one is taken until now + TTL.
+// it), and a free or expired one, or one taken back, is taken until now +
+// TTL. The epoch grows whenever the lease passes to an owner that did not
+// hold it, released at once or not.
 func takeLease(t *memThread, l Lease, now time.Time, release, renew bool) {
+	if t.leaseOwner != l.Owner {
+		t.leaseEpoch++
+	}
 	switch {
 	case release:
-		t.leaseOwner, t.leaseUntil = "", time.Time{}
+		t.leaseOwner, t.leaseRunner, t.leaseUntil = "", "", time.Time{}
 	case t.leaseOwner == l.Owner && now.Before(t.leaseUntil) && !renew:
 	default:
-		t.leaseOwner, t.leaseUntil = l.Owner, now.Add(l.TTL)
+		t.leaseOwner, t.leaseRunner, t.leaseUntil = l.Owner, l.Runner, now.Add(l.TTL)
 	}
 }
 
@@ -642,7 +656,7 @@ func (s *MemorySaver) Claim(ctx context.Context, ref Ref, lease Lease) error {
 		t = s.thread(key)
 	}
 	if lease.Held && t.leaseOwner != lease.Owner {
-		return &BusyError{Thread: ref.Thread, NS: ref.NS, Owner: t.leaseOwner, Until: t.leaseUntil}
+		return t.busy(ref.Thread, ref.NS, lease)
 	}
 	if err := s.checkLease(t, ref.Thread, ref.NS, lease, now); err != nil {
 		return err
@@ -663,11 +677,30 @@ func (s *MemorySaver) Release(ctx context.Context, thread, ns, owner string) err
 	if t == nil || t.leaseOwner != owner {
 		return nil
 	}
-	t.leaseOwner, t.leaseUntil = "", time.Time{}
+	t.leaseOwner, t.leaseRunner, t.leaseUntil = "", "", time.Time{}
 	if t.head == "" && len(t.ids) == 0 {
 		delete(s.threads, threadKey{thread, ns})
 	}
 	return nil
+}
+
+// Lease implements LeaseInspector. It returns an error wrapping
+// ErrInvalid for an empty thread, ctx's error when ctx is done, and one
+// matching ErrNotFound when the saver holds nothing of the thread.
+func (s *MemorySaver) Lease(ctx context.Context, thread, ns string) (LeaseInfo, error) {
+	if err := validThread(thread); err != nil {
+		return LeaseInfo{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return LeaseInfo{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t := s.threads[threadKey{thread, ns}]
+	if t == nil {
+		return LeaseInfo{}, fmt.Errorf("%w: thread %q", ErrNotFound, thread)
+	}
+	return LeaseInfo{Thread: thread, NS: ns, Owner: t.leaseOwner, Runner: t.leaseRunner, Epoch: t.leaseEpoch, Until: t.leaseUntil}, nil
 }
 
 // DeleteThread implements Saver. It returns an error wrapping ErrInvalid

@@ -17,11 +17,15 @@ import (
 //     PutWrites or Claim naming a checkpoint other than the head fails the
 //     same way. Either failure is a *ConflictError and writes nothing.
 //   - Put, PutWrites and Claim acquire the thread's lease for the request's
-//     owner (until now + TTL) when it is free or expired, and fail with a
-//     *BusyError (writing nothing) when another owner holds it. When the
-//     owner already holds a live lease, Claim renews it and Put and
-//     PutWrites keep it as it is, so that a save need not write the lease:
-//     a runner renews with Claim while it works (every TTL/3).
+//     owner (until now + TTL) when it is free or expired, or when the
+//     request takes back a lease of its own runner (Lease.TakesBack), and
+//     fail with a *BusyError (writing nothing) when another owner holds
+//     it. When the owner already holds a live lease, Claim renews it and
+//     Put and PutWrites keep it as it is, so that a save need not write
+//     the lease: a runner renews with Claim while it works (every TTL/3).
+//   - Every acquisition by an owner that did not hold the lease grows the
+//     thread's lease epoch by one and records the request's Runner;
+//     renewals keep both (see Lease).
 //
 // Returned tuples belong to the caller; their byte slices may be shared with
 // other tuples of the same call and must not be modified.
@@ -105,6 +109,19 @@ func PutChain(ctx context.Context, s Saver, reqs ...PutRequest) error {
 		}
 	}
 	return nil
+}
+
+// LeaseInspector is implemented by savers that can report a thread's
+// lease: who holds it, for which runner, under which epoch and until when.
+// Operators' tools (the lockstep CLI's state command) read it to say why a
+// thread waits.
+type LeaseInspector interface {
+	// Lease returns the lease of the thread's namespace ns as stored,
+	// live or not (LeaseInfo.Live tells). It returns an error matching
+	// ErrNotFound when the saver holds nothing of the thread (no
+	// checkpoint and no lease), and one wrapping ErrInvalid for an empty
+	// thread.
+	Lease(ctx context.Context, thread, ns string) (LeaseInfo, error)
 }
 
 // ThreadLister is implemented by savers that can list their threads.

@@ -68,7 +68,9 @@
 //     naming a checkpoint that is not the head.
 //   - Leases: busy, renew, release, expiry and takeover, and LangGraph's
 //     write-ownership clauses (a superseded runner is told it lost and
-//     writes nothing).
+//     writes nothing); a runner takes back its own runs' live lease
+//     (Lease.TakeBack) through Claim, Put and PutWrites, and no one else
+//     does.
 //   - Concurrency: racing Puts on one parent leave exactly one child;
 //     concurrent pending writes and readers stay consistent.
 //   - List: order, metadata filters, Before, Limit, namespaces, invalid
@@ -77,9 +79,12 @@
 //     nothing), Context (a cancelled write writes nothing) and Aliasing
 //     (savers copy requests; returned tuples belong to the caller).
 //   - Reopen, when Options.Reopen is set.
-//   - ThreadLister, InterruptLister, Pruner, Vacuumer and ChainPutter
+//   - ThreadLister, InterruptLister, Pruner, Vacuumer, ChainPutter
 //     (a chain reads back as Puts one by one would, and is refused as a
-//     whole, or as not a chain, writing nothing), when the saver
+//     whole, or as not a chain, writing nothing) and LeaseInspector (the
+//     epoch counts the claims: 1 after a thread's first Put, one more each
+//     time the lease passes to a new owner, unchanged by renewals and the
+//     holder's saves; kept across a release and a reopen), when the saver
 //     implements them (found by type assertion; skipped otherwise).
 //
 // # Choices left to savers, and what is pinned
@@ -101,7 +106,8 @@
 //     existing ID with ErrConflict or ErrInvalid.
 //
 // Pinned exactly: ConflictError and BusyError fields (Until = the holder's
-// last write or claim + TTL); pending writes keyed by (task, WriteIndex),
+// last write or claim + TTL; Runner and SameRunner; Epoch in the
+// LeaseInspector cases); LeaseInfo fields; pending writes keyed by (task, WriteIndex),
 // special ones replacing write by write; a refused request writes nothing
 // and takes no lease; ThreadInfo.UpdatedAt is the time of the head's Put;
 // PendingInterrupt.CreatedAt is the time its __interrupt__ write was

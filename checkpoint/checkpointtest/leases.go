@@ -11,7 +11,7 @@ import (
 )
 
 func leaseCases() []testCase {
-	return []testCase{
+	return append(takeBackCases(), []testCase{
 		{name: "OtherOwnerBusy", run: testOtherOwnerBusy},
 		{name: "SameOwnerRenews", run: testSameOwnerRenews},
 		{name: "ReleaseFrees", run: testReleaseFrees},
@@ -23,7 +23,7 @@ func leaseCases() []testCase {
 		{name: "OwnershipIsPerThread", run: testOwnershipPerThread},
 		{name: "OwnerRetryIsNotARejection", run: testOwnerRetry},
 		{name: "HeldRenewsOnlyAnUntakenLease", run: testHeldRenews},
-	}
+	}...)
 }
 
 // testHeldRenews: a Claim with Lease.Held renews the owner's lease, live

@@ -26,8 +26,11 @@
 //     and nothing is written. A steady-state Put is a single INSERT that
 //     checks both; only when it is refused does the same transaction read
 //     the thread to decide which rule applies, and take a free or expired
-//     lease. Saves keep a live lease as it is; Claim renews it (the graph
-//     runtime's heartbeat).
+//     lease (or one its runner takes back, checkpoint.Lease.TakeBack),
+//     growing the thread's lease epoch. Saves keep a live lease as it is;
+//     Claim renews it (the graph runtime's heartbeat). Lease
+//     (checkpoint.LeaseInspector) reads a thread's lease: owner, runner,
+//     epoch and end.
 //   - Pending writes are keyed by (checkpoint, task, checkpoint.WriteIndex):
 //     regular writes are insert-if-absent, so saving twice stores once
 //     (also across a reopen); special writes (checkpoint.IsSpecial)
@@ -122,11 +125,13 @@
 // The schema version is kept in PRAGMA user_version and brought up to date
 // by forward migrations when the file is opened; a file written by a newer
 // version is refused with a *SchemaError (ErrSchemaTooNew) and left
-// untouched. Schema 2 (this one) replaced schema 1's blobs table and the
-// head columns of threads: opening a schema-1 file rewrites it once, in
-// one transaction (ErrCannotMigrate, leaving the file as it was, for a
-// schema-1 thread whose head is not its newest checkpoint). JSON columns
-// are TEXT, so the stock sqlite3 shell shows them.
+// untouched. Schema 2 replaced schema 1's blobs table and the head
+// columns of threads: opening a schema-1 file rewrites it once, in one
+// transaction (ErrCannotMigrate, leaving the file as it was, for a
+// schema-1 thread whose head is not its newest checkpoint). Schema 3 (this
+// one) adds the lease's runner and epoch to threads, in place; a lease
+// taken before it reads as epoch 0 until the next claim. JSON columns are
+// TEXT, so the stock sqlite3 shell shows them.
 //
 // Open adds these tables to a database another program made when its
 // user_version is 0, so that an application can keep its checkpoints
@@ -158,8 +163,12 @@
 //
 //	threads      one row per thread and namespace that has a checkpoint or a lease
 //	  thread_id, checkpoint_ns   the key ("" is the root graph)
-//	  lease_owner, lease_until   the runner that owns the thread, and until when (unix
+//	  lease_owner, lease_until   the run that owns the thread, and until when (unix
 //	                               nanoseconds); NULL when free
+//	  lease_runner               the runner of lease_owner (checkpoint.Lease.Runner); NULL
+//	                               when free or unnamed
+//	  lease_epoch                how many times the lease passed to a new owner (0: never,
+//	                               or not since schema 3); kept when the lease is released
 //	  updated_at                 the last PutWrites, or Put that took or dropped the lease
 //	                               (RFC 3339, UTC); a thread's update time is the later of this
 //	                               and its head's created_at
@@ -175,7 +184,8 @@
 //
 //	thread_heads (view)  every thread's head: the row with the largest checkpoint ID
 //	  thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, step, source,
-//	  created_at, updated_at, lease_owner, lease_until, metadata, versions
+//	  created_at, updated_at, lease_owner, lease_until, metadata, versions,
+//	  lease_runner, lease_epoch
 //
 // Every thread's latest checkpoint, with the sqlite3 shell:
 //

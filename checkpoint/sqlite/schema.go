@@ -129,6 +129,22 @@ var migrations = []migration{
 			AND c.checkpoint_id = (SELECT max(m.checkpoint_id) FROM checkpoints m
 				WHERE m.thread_id = t.thread_id AND m.checkpoint_ns = t.checkpoint_ns)`,
 	}},
+	// Version 3: the threads row records the lease's runner and epoch
+	// (checkpoint.Lease): a thread leased under schema 2 has epoch 0 until
+	// its next claim, and no runner. The view shows both.
+	{version: 3, stmts: []string{
+		`ALTER TABLE threads ADD COLUMN lease_runner TEXT`,
+		`ALTER TABLE threads ADD COLUMN lease_epoch INTEGER NOT NULL DEFAULT 0`,
+		`DROP VIEW thread_heads`,
+		`CREATE VIEW thread_heads AS
+		SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.step, c.source, c.created_at,
+			max(coalesce(t.updated_at, ''), c.created_at) AS updated_at, t.lease_owner, t.lease_until, c.metadata, c.versions,
+			t.lease_runner, t.lease_epoch
+		FROM threads t
+		JOIN checkpoints c ON c.thread_id = t.thread_id AND c.checkpoint_ns = t.checkpoint_ns
+			AND c.checkpoint_id = (SELECT max(m.checkpoint_id) FROM checkpoints m
+				WHERE m.thread_id = t.thread_id AND m.checkpoint_ns = t.checkpoint_ns)`,
+	}},
 }
 
 // schemaVersion is the newest schema this code knows.

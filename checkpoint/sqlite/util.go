@@ -57,12 +57,3 @@ func validThread(thread string) error {
 	}
 	return nil
 }
-
-// leaseBusy applies the lease rule of package checkpoint: another owner's
-// lease that has not expired makes the thread busy.
-func leaseBusy(thread, ns, holder string, until int64, owner string, now time.Time) error {
-	if holder != "" && holder != owner && now.UnixNano() < until {
-		return &checkpoint.BusyError{Thread: thread, NS: ns, Owner: holder, Until: time.Unix(0, until).UTC()}
-	}
-	return nil
-}

@@ -21,21 +21,44 @@ type threadRow struct {
 	exists bool
 	owner  string
 	until  int64
+	runner string
+	epoch  int64
 }
 
-const selectThread = `SELECT lease_owner, lease_until FROM threads WHERE thread_id = ? AND checkpoint_ns = ?`
+const selectThread = `SELECT lease_owner, lease_until, lease_runner, lease_epoch FROM threads WHERE thread_id = ? AND checkpoint_ns = ?`
 
 func (t *wtx) thread(thread, ns string) (threadRow, error) {
-	var owner sql.NullString
+	var owner, runner sql.NullString
 	var until sql.NullInt64
-	err := t.queryRow(selectThread, thread, ns).Scan(&owner, &until)
+	var epoch int64
+	err := t.queryRow(selectThread, thread, ns).Scan(&owner, &until, &runner, &epoch)
 	if errors.Is(err, sql.ErrNoRows) {
 		return threadRow{}, nil
 	}
 	if err != nil {
 		return threadRow{}, err
 	}
-	return threadRow{exists: true, owner: owner.String, until: until.Int64}, nil
+	return threadRow{exists: true, owner: owner.String, until: until.Int64, runner: runner.String, epoch: epoch}, nil
+}
+
+// busy returns the *checkpoint.BusyError of a request with lease l when
+// another owner holds the row's live lease (and l does not take it back),
+// nil otherwise: the lease rule of package checkpoint.
+func (r threadRow) busy(thread, ns string, l checkpoint.Lease, now time.Time) error {
+	if r.owner != "" && r.owner != l.Owner && now.UnixNano() < r.until && !l.TakesBack(r.runner) {
+		return r.busyError(thread, ns, l)
+	}
+	return nil
+}
+
+// busyError describes the row's lease to a request l it refused.
+func (r threadRow) busyError(thread, ns string, l checkpoint.Lease) *checkpoint.BusyError {
+	e := &checkpoint.BusyError{Thread: thread, NS: ns, Owner: r.owner, Runner: r.runner, Epoch: uint64(r.epoch),
+		SameRunner: r.owner != "" && l.Runner != "" && l.Runner == r.runner}
+	if r.owner != "" {
+		e.Until = time.Unix(0, r.until).UTC()
+	}
+	return e
 }
 
 // held reports whether owner holds the row's lease and it is live.
@@ -78,29 +101,35 @@ func (t *wtx) exists(thread, ns, id string) (bool, error) {
 
 // The writes of a thread's row.
 const (
-	insertThread = `INSERT INTO threads (thread_id, checkpoint_ns, lease_owner, lease_until, updated_at) VALUES (?, ?, ?, ?, ?)`
-	takeLease    = `UPDATE threads SET lease_owner = ?3, lease_until = ?4, updated_at = coalesce(?5, updated_at) WHERE thread_id = ?1 AND checkpoint_ns = ?2`
+	insertThread = `INSERT INTO threads (thread_id, checkpoint_ns, lease_owner, lease_until, updated_at, lease_runner, lease_epoch) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	takeLease    = `UPDATE threads SET lease_owner = ?3, lease_until = ?4, updated_at = coalesce(?5, updated_at), lease_runner = ?6, lease_epoch = ?7 WHERE thread_id = ?1 AND checkpoint_ns = ?2`
 )
 
 // setLease writes the thread's row for a request that passed the lease
 // rule: release drops the lease, a live lease of the same owner is kept as
-// it is (only Claim, renew, extends it), a free or expired one is taken
-// until now + TTL. updated is the time recorded as updated_at (nil keeps
-// it: Claim and Release do not count as updates).
+// it is (only Claim, renew, extends it), a free or expired one, or one
+// taken back, is taken until now + TTL. The epoch grows whenever the lease
+// passes to an owner that did not hold it, released at once or not.
+// updated is the time recorded as updated_at (nil keeps it: Claim and
+// Release do not count as updates).
 func (t *wtx) setLease(thread, ns string, row threadRow, l checkpoint.Lease, now time.Time, release, renew bool, updated any) error {
-	var owner, until any
+	var owner, until, runner any
+	epoch := row.epoch
+	if row.owner != l.Owner {
+		epoch++
+	}
 	switch {
 	case release:
 	case row.held(l.Owner, now) && !renew:
-		owner, until = row.owner, row.until
+		owner, until, runner = row.owner, row.until, nullable(row.runner)
 	default:
-		owner, until = l.Owner, now.Add(l.TTL).UnixNano()
+		owner, until, runner = l.Owner, now.Add(l.TTL).UnixNano(), nullable(l.Runner)
 	}
 	var err error
 	if row.exists {
-		_, err = t.exec(takeLease, thread, ns, owner, until, updated)
+		_, err = t.exec(takeLease, thread, ns, owner, until, updated, runner, epoch)
 	} else {
-		_, err = t.exec(insertThread, thread, ns, owner, until, updated)
+		_, err = t.exec(insertThread, thread, ns, owner, until, updated, runner, epoch)
 	}
 	return err
 }
@@ -493,7 +522,7 @@ func (t *wtx) put(p *preparedPut) error {
 		return err
 	}
 	if th.exists {
-		if err := leaseBusy(req.Thread, req.NS, th.owner, th.until, req.Lease.Owner, now); err != nil {
+		if err := th.busy(req.Thread, req.NS, req.Lease, now); err != nil {
 			return errRollback{err}
 		}
 	}
@@ -532,13 +561,14 @@ func (t *wtx) put(p *preparedPut) error {
 	return t.insertWrites(req.Thread, req.NS, p.writes, nowText)
 }
 
-const releaseLease = `UPDATE threads SET lease_owner = NULL, lease_until = NULL, updated_at = ?3 WHERE thread_id = ?1 AND checkpoint_ns = ?2`
+const releaseLease = `UPDATE threads SET lease_owner = NULL, lease_until = NULL, lease_runner = NULL, updated_at = ?3 WHERE thread_id = ?1 AND checkpoint_ns = ?2`
 
 // writesFast is a PutWrites on the head by the holder of a live lease: it
 // records the time (and drops the lease when ?6) only when ?7 is the head
 // and owner ?4 holds a live lease at ?5.
 const writesFast = `UPDATE threads SET updated_at = ?3,
-	lease_owner = CASE WHEN ?6 THEN NULL ELSE lease_owner END, lease_until = CASE WHEN ?6 THEN NULL ELSE lease_until END
+	lease_owner = CASE WHEN ?6 THEN NULL ELSE lease_owner END, lease_until = CASE WHEN ?6 THEN NULL ELSE lease_until END,
+	lease_runner = CASE WHEN ?6 THEN NULL ELSE lease_runner END
 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND lease_owner = ?4 AND lease_until > ?5
 	AND ` + headOf + ` = ?7`
 
@@ -588,7 +618,7 @@ func (s *Saver) PutWrites(ctx context.Context, req checkpoint.WritesRequest) err
 			if !th.exists || head != ref.ID {
 				return errRollback{&checkpoint.ConflictError{Thread: ref.Thread, NS: ref.NS, Expected: ref.ID, Head: head}}
 			}
-			if err := leaseBusy(ref.Thread, ref.NS, th.owner, th.until, req.Lease.Owner, now); err != nil {
+			if err := th.busy(ref.Thread, ref.NS, req.Lease, now); err != nil {
 				return errRollback{err}
 			}
 			if err := t.setLease(ref.Thread, ref.NS, th, req.Lease, now, req.Release, false, nowText); err != nil {
@@ -599,10 +629,13 @@ func (s *Saver) PutWrites(ctx context.Context, req checkpoint.WritesRequest) err
 	})
 }
 
-// claimFast takes or renews the lease when ?6 is the head (NULL: the
-// thread has no checkpoint) and no other owner holds a live lease.
-const claimFast = `UPDATE threads SET lease_owner = ?3, lease_until = ?4
-WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND (lease_owner IS NULL OR lease_owner = ?3 OR lease_until <= ?5)
+// claimFast takes or renews the lease of owner ?3 and runner ?7 when ?6
+// is the head (NULL: the thread has no checkpoint) and no other owner
+// holds a live lease, or ?8 takes back a lease of runner ?7 (see
+// checkpoint.Lease.TakesBack); the epoch grows when the owner changes.
+const claimFast = `UPDATE threads SET lease_owner = ?3, lease_until = ?4, lease_runner = ?7,
+	lease_epoch = CASE WHEN lease_owner IS ?3 THEN lease_epoch ELSE lease_epoch + 1 END
+WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND (lease_owner IS NULL OR lease_owner = ?3 OR lease_until <= ?5 OR (?8 AND lease_runner = ?7))
 	AND ` + headOf + ` IS ?6`
 
 // renewHeld renews the lease of owner ?3 when ?6 is the head and the
@@ -630,7 +663,11 @@ func (s *Saver) Claim(ctx context.Context, ref checkpoint.Ref, l checkpoint.Leas
 			if l.Held {
 				q = renewHeld
 			}
-			n, err := t.exec(q, ref.Thread, ref.NS, l.Owner, now.Add(l.TTL).UnixNano(), now.UnixNano(), nullable(ref.ID))
+			args := []any{ref.Thread, ref.NS, l.Owner, now.Add(l.TTL).UnixNano(), now.UnixNano(), nullable(ref.ID)}
+			if !l.Held {
+				args = append(args, nullable(l.Runner), l.TakesBack(l.Runner))
+			}
+			n, err := t.exec(q, args...)
 			if err != nil || n == 1 {
 				return err
 			}
@@ -651,9 +688,9 @@ func (s *Saver) Claim(ctx context.Context, ref checkpoint.Ref, l checkpoint.Leas
 		}
 		if l.Held && th.owner != l.Owner {
 			// Someone else took the lease since (and may have released it).
-			return errRollback{&checkpoint.BusyError{Thread: ref.Thread, NS: ref.NS, Owner: th.owner, Until: time.Unix(0, th.until).UTC()}}
+			return errRollback{th.busyError(ref.Thread, ref.NS, l)}
 		}
-		if err := leaseBusy(ref.Thread, ref.NS, th.owner, th.until, l.Owner, now); err != nil {
+		if err := th.busy(ref.Thread, ref.NS, l, now); err != nil {
 			return errRollback{err}
 		}
 		return t.setLease(ref.Thread, ref.NS, th, l, now, false, true, nil)
@@ -667,7 +704,7 @@ func (s *Saver) Claim(ctx context.Context, ref checkpoint.Ref, l checkpoint.Leas
 func (s *Saver) Release(ctx context.Context, thread, ns, owner string) error {
 	op := opInfo{op: "release", thread: thread, ns: ns}
 	return s.write(ctx, op, "", func(t *wtx) error {
-		n, err := t.exec(`UPDATE threads SET lease_owner = NULL, lease_until = NULL WHERE thread_id = ? AND checkpoint_ns = ? AND lease_owner IS ?`,
+		n, err := t.exec(`UPDATE threads SET lease_owner = NULL, lease_until = NULL, lease_runner = NULL WHERE thread_id = ? AND checkpoint_ns = ? AND lease_owner IS ?`,
 			thread, ns, nullable(owner))
 		if err != nil || n == 0 {
 			return err
