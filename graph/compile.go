@@ -34,6 +34,7 @@ type config struct {
 	now            checkpoint.Clock
 	ids            func(after string) string
 	runIDs         func() string
+	runner         string
 	leaseTTL       time.Duration
 	maxValueBytes  int
 	stateCache     int
@@ -95,7 +96,9 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.now = n
 func WithIDs(next func(after string) string) Option { return func(c *config) { c.ids = next } }
 
 // WithRunIDs makes run IDs (which are also lease owners) with next. They
-// must be unique per run. The default is 128 random bits.
+// must be unique per run: a run tells its own ledger intents from those of
+// earlier runs of the thread by its ID (package nodes). The default is 128
+// random bits.
 func WithRunIDs(next func() string) Option { return func(c *config) { c.runIDs = next } }
 
 // WithRandom reads the randomness of default IDs from r (for reproducible
@@ -105,7 +108,8 @@ func WithRandom(r io.Reader) Option { return func(c *config) { c.rand = r } }
 // WithLeaseTTL sets how long a run's claim on its thread lasts without
 // renewal (default 30s). A run renews it at every save and every TTL/3 while
 // a node runs; after a crash, another runner may take the thread over once
-// the TTL has passed.
+// the TTL has passed (the same runner at once: see WithRunner), and after a
+// run that released it (one that ended, or was cancelled), at once.
 func WithLeaseTTL(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {
@@ -169,6 +173,7 @@ type Runnable[S any] struct {
 	idgen     *checkpoint.IDGenerator
 	edgesList [][2]string
 	branchCh  map[string]string // node → its trigger channel, "branch:to:<node>"
+	live      liveRuns          // this Runnable's runs, per thread
 }
 
 // Compile validates the graph and returns a Runnable. It returns every
@@ -287,6 +292,9 @@ func (g *Graph[S]) Compile(opts ...Option) (*Runnable[S], error) {
 	if r.cfg.runIDs == nil {
 		rnd := r.cfg.rand
 		r.cfg.runIDs = func() string { return checkpoint.NewOwnerID(rnd) }
+	}
+	if r.cfg.runner == "" {
+		r.cfg.runner = "runner-" + checkpoint.NewOwnerID(r.cfg.rand)
 	}
 	r.cache = newFrameCache[S](cfg.stateCache)
 	return r, nil

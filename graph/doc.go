@@ -90,10 +90,21 @@
 // # Concurrency
 //
 // A [Graph] is not safe for concurrent use; a [Runnable] is. Runs on one
-// thread are serialised by the saver's lease: a second runner gets an error
-// matching checkpoint.ErrThreadBusy or checkpoint.ErrConflict before any of
-// its nodes run. Nodes receive the state by value but share its slices and
-// maps with the runtime and must not modify them.
+// thread are serialised by the saver's lease: a second run gets an error
+// matching checkpoint.ErrThreadBusy (a [*checkpoint.BusyError] naming the
+// run and runner that hold the thread, the lease's epoch and end, and what
+// to do) or checkpoint.ErrConflict before any of its nodes run. Each run
+// owns the lease under its run ID, for a runner: the Runnable
+// ([WithRunner]). A runner takes back at once a lease of one of its own
+// runs that ended without releasing it (a release that failed on a full
+// disk); a lease of another runner, or of a run of its own that still
+// runs, is waited out. Every claim that passes the lease to a new run
+// grows the thread's lease epoch: the run that holds the lease is the
+// successor of every earlier run of the thread, and resolves what they
+// left unfinished at once ([TaskInfo.Leased]; package nodes treats a
+// ledger intent of an earlier run as of unknown outcome). Nodes receive
+// the state by value but share its slices and maps with the runtime and
+// must not modify them.
 //
 // # Errors
 //

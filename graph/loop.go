@@ -186,10 +186,11 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 	if err != nil {
 		return zero, err
 	}
-	runID := r.cfg.runIDs()
+	lease, leave := r.lease(thread, r.cfg.runIDs())
+	defer leave() // after finish: the lease is released (or its release failed)
 	ru := &run[S]{
 		r: r, thread: thread, opts: ro, saver: r.cfg.saver, emit: emit,
-		lease: checkpoint.Lease{Owner: runID, TTL: r.cfg.leaseTTL},
+		lease: lease,
 	}
 	defer ru.finish()
 	if ru.saver == nil && in.kind != inputStart {
@@ -347,7 +348,7 @@ func (ru *run[S]) beat() {
 	}
 	if ru.leased {
 		ctx, cancel := context.WithTimeout(context.Background(), ru.lease.TTL/3)
-		err := ru.saver.Claim(ctx, checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: ru.head}, ru.lease)
+		err := ru.saver.Claim(ctx, checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: ru.head}, ru.request())
 		cancel()
 		if err != nil {
 			ru.logAttrs(ctx, slog.LevelWarn, "lease renewal failed", slog.String("error", err.Error()))
@@ -851,7 +852,7 @@ func detached(ctx context.Context) context.Context {
 
 // claim takes the thread's lease without writing.
 func (ru *run[S]) claim(ctx context.Context, head string) error {
-	if err := ru.saver.Claim(ctx, checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: head}, ru.lease); err != nil {
+	if err := ru.saver.Claim(ctx, checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: head}, ru.request()); err != nil {
 		return fmt.Errorf("graph: thread %q: claim: %w", ru.thread, err)
 	}
 	ru.setLeased(head, true)
@@ -892,7 +893,7 @@ func (ru *run[S]) putWrites(ctx context.Context, head string, tasks []checkpoint
 func (ru *run[S]) writePending(ctx context.Context, head string, tasks []checkpoint.TaskWrites, release bool) error {
 	err := ru.saver.PutWrites(ctx, checkpoint.WritesRequest{
 		Ref:   checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: head},
-		Tasks: tasks, Lease: ru.lease, Release: release,
+		Tasks: tasks, Lease: ru.request(), Release: release,
 	})
 	if err != nil {
 		return fmt.Errorf("graph: thread %q checkpoint %s: save pending writes: %w", ru.thread, head, err)
@@ -991,7 +992,7 @@ func (ru *run[S]) prepareSave(f *frame[S], source checkpoint.Source, unsaved []*
 	return checkpoint.PutRequest{
 		Thread: ru.thread, NS: ru.ns, Checkpoint: cp,
 		ParentWrites: parentWrites, Writes: writes,
-		Fork: len(fork) > 0 && fork[0], Lease: ru.lease, Release: release,
+		Fork: len(fork) > 0 && fork[0], Lease: ru.request(), Release: release,
 	}, nil
 }
 
@@ -1458,7 +1459,8 @@ func (ru *run[S]) confirmOwner(ctx context.Context, head string) error {
 // durable step results on the head.
 func (ru *run[S]) scratchFor(t *task[S]) *scratch {
 	sp := &scratch{
-		info:    TaskInfo{Thread: ru.thread, CheckpointID: ru.fr.id, Step: ru.step, Node: t.name, TaskID: t.id},
+		info: TaskInfo{Thread: ru.thread, CheckpointID: ru.fr.id, Step: ru.step, Node: t.name, TaskID: t.id,
+			Run: ru.lease.Owner, Leased: ru.saver != nil},
 		answers: t.answers, steps: maps.Clone(t.steps), slots: t.stepSlots, maxBytes: ru.r.cfg.maxValueBytes,
 	}
 	if ru.saver != nil {

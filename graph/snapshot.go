@@ -313,7 +313,9 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 	if err := checkThread(thread); err != nil {
 		return zero, err
 	}
-	ru := &run[S]{r: r, thread: thread, saver: r.cfg.saver, lease: checkpoint.Lease{Owner: r.cfg.runIDs(), TTL: r.cfg.leaseTTL}, log: r.cfg.logger}
+	lease, leave := r.lease(thread, r.cfg.runIDs())
+	defer leave() // after finish
+	ru := &run[S]{r: r, thread: thread, saver: r.cfg.saver, lease: lease, log: r.cfg.logger}
 	defer ru.finish()
 	var f *frame[S]
 	var tp *checkpoint.Tuple

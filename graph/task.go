@@ -245,6 +245,16 @@ type TaskInfo struct {
 	Step         int
 	Node         string
 	TaskID       string
+	// Run is the ID of the run executing the task (WithRunIDs): with a
+	// saver, also the owner of the thread's lease.
+	Run string
+	// Leased reports that the run holds the thread's lease (the graph has
+	// a saver): while it does, no other run of the thread runs nodes, and
+	// every earlier run of the thread has ended or lost the thread (its
+	// next write is refused). Work such a run left unfinished is the
+	// current run's to resolve at once: package nodes treats a ledger
+	// intent of an earlier run of the thread as of unknown outcome.
+	Leased bool
 }
 
 // TaskFrom returns the TaskInfo of the node running with ctx, and false
