@@ -294,7 +294,9 @@ func (g *Graph[S]) Compile(opts ...Option) (*Runnable[S], error) {
 		r.cfg.runIDs = func() string { return checkpoint.NewOwnerID(rnd) }
 	}
 	if r.cfg.runner == "" {
-		r.cfg.runner = "runner-" + checkpoint.NewOwnerID(r.cfg.rand)
+		// Not from WithRandom's source: that would move every ID drawn
+		// after it. WithRunner sets a reproducible name.
+		r.cfg.runner = "runner-" + checkpoint.NewOwnerID(nil)
 	}
 	r.cache = newFrameCache[S](cfg.stateCache)
 	return r, nil

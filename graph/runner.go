@@ -21,8 +21,8 @@ const maxRunnerBytes = 256
 // *checkpoint.BusyError says whose it is and until when), and so is a
 // lease of a run of this Runnable that is still running.
 //
-// The default is a random name per Runnable: only the Runnable itself
-// takes its leases back. Give a name that stays the same across restarts
+// The default is a random name per Runnable (from the OS, not from
+// WithRandom's source): only the Runnable itself takes its leases back. Give a name that stays the same across restarts
 // (a worker's name: "billing-worker-1") to let a process take back, at
 // once, the leases a killed process of the same name left, instead of
 // waiting WithLeaseTTL; then no two Runnables that run at the same time,

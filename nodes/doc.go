@@ -67,10 +67,26 @@
 // *ReplayedError. An attempt whose outcome is unknown (it timed out, or
 // the context ended while it ran) leaves the intent pending, exactly as a
 // process that died does, unless the tool DedupesByKey (its service
-// enforces the key): a repeat is ledger.ErrInProgress while the intent's
-// lease lasts, and ledger.ErrOutcomeUnknown after it, and the write is
-// not run again until its late result arrives, a Reconcile hook,
-// ledger.Resolve or Forget, or a new approval (Call.Reconciled) decides.
+// enforces the key); a call that ends before its body started (cancelled
+// after its intent was recorded, even when Begin reported the
+// cancellation) gives its intent back, since it cannot have taken effect.
+//
+// Inside a graph run that holds its thread's lease (graph.TaskInfo.Leased),
+// the intent records the thread and the run. The run holding the lease is
+// the successor of every earlier run of the thread: an intent an earlier
+// run left pending (it was killed, or stopped with Ctrl-C, inside the
+// call) is of unknown outcome at once, ledger.ErrOutcomeUnknown, whatever
+// its ledger lease. Elsewhere (another thread's run with the same natural
+// key, a call outside a graph run) a pending intent is
+// ledger.ErrInProgress while its lease lasts, and of unknown outcome after.
+// A write of unknown outcome is reconciled by the tool's Reconcile hook
+// when it has one, run again with the same key when it DedupesByKey, and
+// otherwise not run again until its late result arrives, ledger.Resolve
+// or Forget, or a human's decision (Call.Reconciled; the tool node asks
+// with an approval request of RuleOutcomeUnknown) decides.
+// ledger.ErrInProgress is never a call's outcome: the tool node fails its
+// step with a transient *CallInProgressError, recording nothing for the
+// call, which runs when the thread is continued.
 // Anything else (transient, unclassified, a pause) is not stored, so a
 // retry runs with the same key.
 // Without a ledger a write gets no key and is never retried.
@@ -165,7 +181,11 @@
 // writes in call order, each inside graph.Durable(ctx, "tool:"+callID, ...)
 // so finished calls do not run again when the node runs again. It appends
 // one tool Message per call, whose content is an Observation: the result,
-// or what went wrong and what to do next. A blocked call becomes an
+// or what went wrong and what to do next. A passing condition is never a
+// call's result: a storage failure of the ledger, or a write in progress in
+// another live run (*CallInProgressError, ErrCallInProgress), fails the
+// node's step instead, and the call is decided when the thread is
+// continued. A blocked call becomes an
 // approval.Request (tool, canonical arguments, hash, the model's rationale,
 // reviewer context, risk, rule, owner, schema, kind, created and expires
 // times) raised with interrupt.AskKey[approval.Decision] keyed by the call,

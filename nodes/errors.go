@@ -68,6 +68,14 @@ var (
 	// ErrSecret: a declared secret could not be provided, or a tool asked
 	// Env for a secret it did not declare. Matches *SecretError.
 	ErrSecret = errors.New("nodes: secret unavailable")
+	// ErrCallInProgress: the tool node stopped at a write whose idempotency
+	// key another run holds, alive as far as the ledger can tell
+	// (ledger.ErrInProgress: a run of another thread with the same key,
+	// or a concurrent execution in this run). It is not the call's
+	// outcome: the node's step fails transiently, records nothing for the
+	// call, and the call is decided when the thread is continued (or the
+	// node retried) after the holder's lease. Matches *CallInProgressError.
+	ErrCallInProgress = errors.New("nodes: tool call in progress in another run")
 	// ErrAbandonedLimit: the executor's cap on abandoned tool bodies
 	// (WithMaxAbandoned) was reached, so the attempt was not started.
 	// Matches *AbandonedLimitError.
@@ -423,6 +431,37 @@ func (e *SecretError) Is(target error) bool { return target == ErrSecret }
 
 // RetryClass implements Classifier: ClassPermanent.
 func (e *SecretError) RetryClass() Class { return ClassPermanent }
+
+// CallInProgressError fails a tool node's step when a write it was to run
+// is in progress in another live run (ledger.ErrInProgress): telling the
+// model so would save a transient condition as the call's result, and the
+// write would never be retried. It matches ErrCallInProgress, and wraps the
+// *ledger.InProgressError (errors.Is(err, ledger.ErrInProgress) holds).
+// Its class is ClassTransient: a graph.RetryPolicy that retries transient
+// errors retries the node, and Continue after RetryAfter runs the call
+// again, which then replays the holder's result, or finds its intent
+// abandoned.
+type CallInProgressError struct {
+	Tool   string
+	CallID string
+	// RetryAfter is when the holder's lease on the call ends.
+	RetryAfter time.Time
+	Err        error
+}
+
+// Error names the call and the tool and says when to try again.
+func (e *CallInProgressError) Error() string {
+	return fmt.Sprintf("nodes: tool node: call %s of %q was not run and nothing was recorded for it: %v", quote(e.CallID), e.Tool, e.Err)
+}
+
+// Unwrap returns the ledger's *InProgressError.
+func (e *CallInProgressError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrCallInProgress) true.
+func (e *CallInProgressError) Is(target error) bool { return target == ErrCallInProgress }
+
+// RetryClass implements Classifier: ClassTransient.
+func (e *CallInProgressError) RetryClass() Class { return ClassTransient }
 
 // LedgerError reports a storage failure of the ledger during a call: the
 // call did not run (or ran and its outcome was not recorded; see the

@@ -390,8 +390,13 @@ func (p *prepared) argsHash() string {
 //   - *ConfirmationRequired: the gate needs a human (never retried);
 //   - *ApprovalMismatchError, *DecisionError: the approval does not cover
 //     this call, or it was a rejection or an expiry;
-//   - *ledger.KeyReuseError, *ledger.InProgressError,
-//     *ledger.OutcomeUnknownError (wrapped): the ledger refused the call;
+//   - *ledger.KeyReuseError, *ledger.InProgressError (another live
+//     holder: transient), *ledger.OutcomeUnknownError (wrapped): the
+//     ledger refused the call. Inside a graph run that holds its thread's
+//     lease, an intent an earlier run of the thread left is of unknown
+//     outcome at once; a write of unknown outcome is reconciled first when
+//     the tool has a Reconcile hook, and run again with the same key when
+//     it DedupesByKey;
 //   - *ToolError (with *TimeoutError, *PanicError or the tool's error
 //     inside), *ReplayedError: the tool failed, and so did its fallback if
 //     it has one (then both are joined);
@@ -664,10 +669,25 @@ func (e *Executor) runWrite(ctx context.Context, c *Call, p *prepared) (Result, 
 	}
 	owner := e.owners()
 	in := ledger.Intent{Key: key, Tool: t.name, ArgsHash: p.argsHash(), Owner: owner, Lease: lease(t), TakeOver: c.Reconciled}
+	if info, ok := graph.TaskFrom(ctx); ok && info.Leased {
+		// The run holds the thread's lease: an intent an earlier run of
+		// the thread left is abandoned now, not in progress (D17).
+		in.Thread, in.Run = info.Thread, info.Run
+	}
 	entry, started, err := e.begin(ctx, in)
 	var unknown *ledger.OutcomeUnknownError
-	if errors.As(err, &unknown) && t.reconcile != nil {
-		return e.reconcile(ctx, c, p, in)
+	if errors.As(err, &unknown) {
+		switch {
+		case t.reconcile != nil:
+			return e.reconcile(ctx, c, p, in)
+		case t.dedupes:
+			// The service enforces the key: running the call again with
+			// the same key cannot do it twice.
+			e.event(ctx, slog.LevelInfo, StatusRetry, c, p.args, slog.String("key", key),
+				slog.String("reason", "outcome unknown: the service dedupes by key, so the call runs again with the same key"))
+			in.TakeOver = true
+			entry, started, err = e.begin(ctx, in)
+		}
 	}
 	if err != nil {
 		return Result{}, e.ledgerRefusal(ctx, c, p, key, err)
@@ -728,6 +748,16 @@ func (e *Executor) begin(ctx context.Context, in ledger.Intent) (ledger.Entry, b
 		if err != nil && retries < beginRetries && ctx.Err() == nil && !ledgerRefused(err) {
 			retries++
 			continue
+		}
+		if err != nil && !ledgerRefused(err) {
+			// The call stops before its body starts (cancelled, or the
+			// store keeps failing), and the intent may have been
+			// recorded all the same: give it back, so that no later run
+			// takes a call that never started for one of unknown
+			// outcome. A Release of an intent never recorded is ErrNotHeld.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = e.ledger.Release(rctx, in.Key, in.Owner)
+			cancel()
 		}
 		if e.wait <= 0 || !errors.Is(err, ledger.ErrInProgress) {
 			return entry, started, err
@@ -916,6 +946,10 @@ func (e *Executor) attempts(ctx context.Context, c *Call, p *prepared, key strin
 	}
 	env, err := e.env(ctx, c, p, key)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Cancelled before the body started: not the tool's failure.
+			return nil, 0, false, fmt.Errorf("nodes: tool %q not started: %w", t.name, context.Cause(ctx))
+		}
 		return nil, 0, false, err
 	}
 	var last error // the previous attempt's error
@@ -926,11 +960,16 @@ func (e *Executor) attempts(ctx context.Context, c *Call, p *prepared, key strin
 			return nil, attempt - 1, indeterminate(last), le
 		}
 		env.Attempt = attempt
-		out, err := e.attempt(ctx, t, p.args, env, late)
+		out, started, err := e.attempt(ctx, t, p.args, env, late)
 		if err == nil {
 			return e.red.JSON(out), attempt, false, nil
 		}
 		if cerr := ctx.Err(); cerr != nil {
+			if !started {
+				// Cancelled before this attempt's body started: only an
+				// earlier attempt may have taken effect.
+				return nil, attempt - 1, indeterminate(last), fmt.Errorf("nodes: tool %q not started: %w", t.name, context.Cause(ctx))
+			}
 			return nil, attempt, true, fmt.Errorf("nodes: tool %q: %w", t.name, context.Cause(ctx))
 		}
 		class := Classify(err)
@@ -979,8 +1018,13 @@ func (e *Executor) toolError(t *Tool, attempts int, err error) *ToolError {
 // own goroutine so that a body that ignores its context cannot hold the
 // call past the timeout; it is then abandoned (counted in abandoned, and
 // in running until it returns), and if it succeeds after all, late (when
-// set) gets its result.
-func (e *Executor) attempt(ctx context.Context, t *Tool, args []byte, env Env, late func(json.RawMessage)) (json.RawMessage, error) {
+// set) gets its result. started reports whether the body was called: a
+// context that ends before it starts stops the attempt without calling
+// it, so the write cannot have taken effect.
+func (e *Executor) attempt(ctx context.Context, t *Tool, args []byte, env Env, late func(json.RawMessage)) (out json.RawMessage, started bool, err error) {
+	if ctx.Err() != nil {
+		return nil, false, ctx.Err()
+	}
 	actx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	type outcome struct {
@@ -988,11 +1032,23 @@ func (e *Executor) attempt(ctx context.Context, t *Tool, args []byte, env Env, l
 		err error
 	}
 	var (
-		mu   sync.Mutex // orders the body's answer against its abandonment
-		gone bool       // abandoned: nobody receives from done
-		done = make(chan outcome, 1)
+		mu    sync.Mutex // orders the body's start and answer against its abandonment
+		gone  bool       // abandoned, or given up before it started: nobody receives from done
+		began bool       // the body was called
+		done  = make(chan outcome, 1)
 	)
 	go func() {
+		mu.Lock()
+		if gone || ctx.Err() != nil {
+			// The call ended before the body started: it never runs.
+			if !gone {
+				done <- outcome{err: errNotStarted} // buffered: never blocks
+			}
+			mu.Unlock()
+			return
+		}
+		began = true
+		mu.Unlock()
 		o := func() (o outcome) {
 			defer func() {
 				if r := recover(); r != nil {
@@ -1021,10 +1077,13 @@ func (e *Executor) attempt(ctx context.Context, t *Tool, args []byte, env Env, l
 	}
 	select {
 	case o := <-done:
-		if o.err != nil && timedOut(o.err) {
-			return nil, &TimeoutError{Tool: t.name, After: t.timeout, Attempt: env.Attempt}
+		if o.err == errNotStarted {
+			return nil, false, ctx.Err()
 		}
-		return o.out, o.err
+		if o.err != nil && timedOut(o.err) {
+			return nil, true, &TimeoutError{Tool: t.name, After: t.timeout, Attempt: env.Attempt}
+		}
+		return o.out, true, o.err
 	case <-actx.Done():
 	}
 	mu.Lock()
@@ -1037,18 +1096,28 @@ func (e *Executor) attempt(ctx context.Context, t *Tool, args []byte, env Env, l
 		answered = true
 	default:
 		gone = true
-		e.abandoned.Add(1)
-		e.running.Add(1)
+		if began {
+			e.abandoned.Add(1)
+			e.running.Add(1)
+		}
 	}
+	started = began
 	mu.Unlock()
+	if answered && o.err == errNotStarted {
+		return nil, false, ctx.Err()
+	}
 	if answered && (o.err == nil || !timedOut(o.err)) {
-		return o.out, o.err
+		return o.out, true, o.err
 	}
 	if ctx.Err() != nil {
-		return nil, ctx.Err()
+		return nil, started, ctx.Err()
 	}
-	return nil, &TimeoutError{Tool: t.name, After: t.timeout, Attempt: env.Attempt}
+	return nil, started, &TimeoutError{Tool: t.name, After: t.timeout, Attempt: env.Attempt}
 }
+
+// errNotStarted is what attempt's goroutine answers when the call ended
+// before the body was called.
+var errNotStarted = errors.New("nodes: the tool body was not started")
 
 // bodyContext is the context a tool body runs under: a question it raises
 // with interrupt.Ask or interrupt.AskKey (itself, or through code it calls

@@ -11,5 +11,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(crashHelperEnv) != "" {
 		os.Exit(crashHelperMain())
 	}
+	if os.Getenv(successorChildEnv) != "" {
+		os.Exit(successorChild())
+	}
 	goleak.VerifyTestMain(m)
 }

@@ -169,8 +169,17 @@ type toolNode struct {
 // ErrDuplicateCallID for each): their questions, decisions and results
 // could not be told apart.
 //
+// A write whose idempotency key an earlier run of the thread left without
+// an outcome (that run was killed or stopped inside the call) is of
+// unknown outcome at once: the executor reconciles it (Reconcile) or runs
+// it again when its service DedupesByKey, and otherwise the call waits for
+// a human on an approval request with RuleOutcomeUnknown
+// (approval.KindOutcomeUnknown), whose approval runs it again.
+//
 // The node fails (returns an error) on a ledger storage failure, a
-// reviewer-context failure, or a cancelled context; tool errors become tool
+// reviewer-context failure, a cancelled context, and a write another live
+// run holds (a *CallInProgressError, transient: nothing is recorded for the
+// call, which runs when the thread is continued); tool errors become tool
 // results. NewToolNode returns an error matching ErrInvalidConfig when ex,
 // acc.Messages or acc.Update is nil or an option is out of range.
 func NewToolNode[S any](ex *Executor, acc StateAccess[S], opts ...ToolNodeOption) (graph.NodeFunc[S], error) {
@@ -515,6 +524,7 @@ func (n *toolNode) execute(ctx context.Context, tc ToolCall, c Call, memo *Memo,
 	var (
 		cr      *ConfirmationRequired
 		unknown *ledger.OutcomeUnknownError
+		busy    *ledger.InProgressError
 	)
 	switch {
 	case errors.As(err, &cr):
@@ -522,16 +532,17 @@ func (n *toolNode) execute(ctx context.Context, tc ToolCall, c Call, memo *Memo,
 		return o, nil
 	case interrupt.Is(err), ctx.Err() != nil, errors.Is(err, ErrLedger):
 		return outcome{}, err
-	case c.Approval != nil && errors.Is(err, ledger.ErrInProgress):
-		// An approved call whose earlier run holds the key without an
-		// outcome (a process that died between the effect and its record,
-		// or one still running): reporting it failed would use up the
-		// decision and record a failure that may not be true. The node
-		// fails instead, so the run is tried again (the approval worker
-		// backs off): the holder records the outcome, which is replayed,
-		// or its lease ends and a human is asked about the unknown
-		// outcome.
-		return outcome{}, err
+	case errors.As(err, &busy):
+		// Another live run holds the key (an intent of an earlier run of
+		// this thread is of unknown outcome instead, see below). That is
+		// a passing condition, not the call's outcome: saved as a tool
+		// result it would tell the model that a run is still working
+		// forever, and the write (an approved one: its decision) would
+		// be used up. The node fails instead, recording nothing for the
+		// call, so that it is tried again when the thread is continued
+		// (the approval worker backs off): the holder records the
+		// outcome, which is replayed, or its intent is found abandoned.
+		return outcome{}, &CallInProgressError{Tool: c.Tool, CallID: tc.ID, RetryAfter: busy.LeaseUntil, Err: err}
 	case errors.As(err, &unknown) && !c.Reconciled:
 		t := n.ex.scopeTool(c)
 		_, args, hash, verr := n.ex.Verdict(c.Tool, c.FallbackFor, c.Args)
@@ -788,8 +799,6 @@ func (n *toolNode) errorMessage(tc ToolCall, c Call, err error) *Message {
 		obs.Note = "Fix the argument named in the error and call again."
 	case errors.Is(err, ledger.ErrOutcomeUnknown):
 		obs.Note = NoteUnknown
-	case errors.Is(err, ledger.ErrInProgress):
-		obs.Note = "The same operation is running right now. Do not start it again; check its result later."
 	case errors.Is(err, ledger.ErrKeyReuse):
 		obs.Note = "This idempotency key belongs to a different operation, so the call was not run. Do not retry it with changed arguments under the same key."
 	case errors.As(err, &re):

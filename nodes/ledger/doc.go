@@ -24,14 +24,28 @@
 //   - a *KeyReuseError (ErrKeyReuse) when the record's tool or fingerprint
 //     differs: the same key was used for a different operation;
 //   - an *InProgressError (ErrInProgress) while another holder's lease is
-//     live: a concurrent duplicate (retry later, or wait);
-//   - an *OutcomeUnknownError (ErrOutcomeUnknown) when the holder's lease
-//     expired with no outcome: the process crashed between the effect and
-//     its record, or lost the ledger. The operation must not run again until
-//     someone decides: Resolve records the outcome found downstream, Forget
-//     drops the record (the operation may run again), or a Begin with
-//     TakeOver set (after a reconcile found no effect) takes the intent
-//     over.
+//     live and the holder may be alive: a concurrent duplicate. It is a
+//     passing condition, never the operation's outcome: retry after its
+//     LeaseUntil, or wait;
+//   - an *OutcomeUnknownError (ErrOutcomeUnknown) when the holder is gone
+//     with no outcome: its lease expired (the process crashed between the
+//     effect and its record, or lost the ledger), or, at once, when it was
+//     an earlier run of the caller's graph thread (EarlierRun, see below).
+//     The operation must not run again until someone decides: Resolve
+//     records the outcome found downstream, Forget drops the record (the
+//     operation may run again), or a Begin with TakeOver set (after a
+//     reconcile found no effect, a human decided to run it again, or the
+//     service dedupes by the key) takes the intent over.
+//
+// A caller inside a graph run that holds its thread's lease names the run
+// in Intent.Thread and Intent.Run. Only one run holds a thread's lease at a
+// time, and it is the successor of every earlier run of the thread: a
+// pending intent recorded by another run of the same thread belongs to a
+// run that has ended or lost the thread (killed, stopped with Ctrl-C, or
+// paused past its lease) and will never record its outcome, so it counts
+// as abandoned at once, however long its lease. An intent of another
+// thread's run, of the same run, or recorded without a run is judged by
+// its lease alone.
 //
 // Records expire Retention (default 24 h) after they were created: Begin
 // treats an expired done record as absent, and Prune deletes them. Pending

@@ -21,11 +21,14 @@ var (
 	// ErrKeyReuse: the key is recorded for another tool or other arguments.
 	// Matches *KeyReuseError (the analog of Stripe's idempotency_error).
 	ErrKeyReuse = errors.New("ledger: idempotency key reused with different arguments")
-	// ErrInProgress: another holder runs the operation now. Matches
-	// *InProgressError (the analog of HTTP 409).
+	// ErrInProgress: another holder, alive as far as the ledger can
+	// tell, runs the operation now. Matches *InProgressError (the analog
+	// of HTTP 409). It is a transient condition, never an outcome: retry
+	// after InProgressError.LeaseUntil.
 	ErrInProgress = errors.New("ledger: operation in progress")
 	// ErrOutcomeUnknown: an intent lost its holder before its outcome was
-	// recorded. Matches *OutcomeUnknownError.
+	// recorded (its lease expired, or an earlier run of the same thread
+	// left it). Matches *OutcomeUnknownError.
 	ErrOutcomeUnknown = errors.New("ledger: outcome of an earlier attempt is unknown")
 	// ErrNotHeld: Complete or Release by a caller that does not hold the
 	// intent (it was never begun, was completed, or was taken over).
@@ -69,10 +72,22 @@ type Intent struct {
 	// Lease is how long the intent is held without an outcome before it
 	// counts as abandoned (default one minute).
 	Lease time.Duration
-	// TakeOver lets Begin take over a pending intent whose lease expired
-	// (instead of returning *OutcomeUnknownError). Set it only after a
-	// reconcile found that the earlier attempt had no effect.
+	// TakeOver lets Begin take over a pending intent whose holder is gone
+	// (its lease expired, or it was an earlier run of Thread) instead of
+	// returning *OutcomeUnknownError. Set it only after a reconcile found
+	// that the earlier attempt had no effect, or when a human decided to
+	// run it again, or when the service dedupes by the key.
 	TakeOver bool
+	// Thread and Run name the graph run that makes the call, when it
+	// holds the thread's lease: the thread, and the run's ID (its lease
+	// owner). They are recorded with the intent. A pending intent recorded
+	// by another run of the same thread was left by a run that no longer
+	// holds the thread (the caller does), which can never record its
+	// outcome: it counts as abandoned at once, whatever its lease (see
+	// Begin). Leave both empty outside a leased graph run (at most
+	// MaxIDBytes each).
+	Thread string
+	Run    string
 }
 
 // Failure is a stored permanent failure. Message must already be redacted.
@@ -99,6 +114,10 @@ type Entry struct {
 	LeaseUntil  time.Time
 	CreatedAt   time.Time
 	CompletedAt time.Time // zero while pending
+	// Thread and Run are the Intent's of the holder that recorded it (or
+	// took it over last); empty outside a leased graph run.
+	Thread string
+	Run    string
 }
 
 // Ledger records intents and outcomes of side-effecting calls. Every method
@@ -107,8 +126,8 @@ type Ledger interface {
 	// Begin records the intent, or reports what is already recorded under
 	// the key (see the package doc). started is true when the caller now
 	// holds the intent and must call Complete or Release. Errors:
-	// *KeyReuseError, *InProgressError, *OutcomeUnknownError, ErrInvalid,
-	// or a storage error.
+	// *KeyReuseError, *InProgressError (transient: another live holder),
+	// *OutcomeUnknownError, ErrInvalid, or a storage error.
 	Begin(ctx context.Context, in Intent) (e Entry, started bool, err error)
 	// Complete stores the outcome of an intent held by owner. It returns
 	// ErrNotHeld when owner does not hold it.
@@ -269,33 +288,65 @@ func (e *KeyReuseError) Error() string {
 // Is makes errors.Is(err, ErrKeyReuse) true.
 func (e *KeyReuseError) Is(target error) bool { return target == ErrKeyReuse }
 
-// InProgressError reports a concurrent duplicate. It matches ErrInProgress.
+// InProgressError reports a concurrent duplicate: another holder, alive as
+// far as the ledger can tell, runs the operation now. It matches
+// ErrInProgress. It is transient: the caller retries after LeaseUntil (by
+// then the holder has recorded the outcome, which a retry replays, or its
+// intent counts as abandoned), and must not record it as the operation's
+// outcome.
 type InProgressError struct {
 	Key        string
 	Tool       string
 	LeaseUntil time.Time // when the holder's lease ends
+	// Thread and Run name the holder's graph run, when it recorded them.
+	Thread string
+	Run    string
 }
 
-// Error describes the failure, naming the tool or key and never a secret.
+// Error describes the failure, naming the tool, key and holder (never a
+// secret), and says when to retry.
 func (e *InProgressError) Error() string {
-	return fmt.Sprintf("ledger: call of tool %q with idempotency key %s is in progress elsewhere (lease until %s); retry later", e.Tool, short(e.Key), e.LeaseUntil.UTC().Format(time.RFC3339))
+	where := "elsewhere"
+	if e.Run != "" {
+		where = fmt.Sprintf("in run %s of thread %q", e.Run, e.Thread)
+	}
+	until := e.LeaseUntil.UTC()
+	after := until.Truncate(time.Second)
+	if after.Before(until) {
+		after = after.Add(time.Second)
+	}
+	return fmt.Sprintf("ledger: call of tool %q with idempotency key %s is in progress %s (its lease on the call ends at %s); do not start it again: retry after %s",
+		e.Tool, short(e.Key), where, until.Format(time.RFC3339), after.Format(time.RFC3339))
 }
 
 // Is makes errors.Is(err, ErrInProgress) true.
 func (e *InProgressError) Is(target error) bool { return target == ErrInProgress }
 
-// OutcomeUnknownError reports an intent whose holder vanished before
-// recording the outcome. It matches ErrOutcomeUnknown.
+// OutcomeUnknownError reports an intent whose holder is gone without
+// recording the outcome: its lease expired, or it was an earlier run of
+// the caller's thread (EarlierRun). It matches ErrOutcomeUnknown. The
+// operation may or may not have taken effect.
 type OutcomeUnknownError struct {
 	Key   string
 	Tool  string
 	Since time.Time // when the intent was recorded
+	// Thread and Run name the holder's graph run, when it recorded them.
+	Thread string
+	Run    string
+	// EarlierRun reports that the holder was an earlier run of the
+	// caller's thread (it was stopped or killed), so the intent counted as
+	// abandoned without waiting for its lease.
+	EarlierRun bool
 }
 
 // Error describes the failure, naming the tool or key and never a secret.
 func (e *OutcomeUnknownError) Error() string {
-	return fmt.Sprintf("ledger: an earlier call of tool %q with idempotency key %s (begun %s) has no recorded outcome; it is not run again until it is reconciled (Resolve, Forget, or a reconcile hook)",
-		e.Tool, short(e.Key), e.Since.UTC().Format(time.RFC3339))
+	who := "an earlier call"
+	if e.EarlierRun {
+		who = fmt.Sprintf("an earlier run (%s) of thread %q, which was stopped or killed before it recorded the outcome, made a call", e.Run, e.Thread)
+	}
+	return fmt.Sprintf("ledger: %s of tool %q with idempotency key %s (begun %s) that has no recorded outcome: it may or may not have taken effect; it is not run again until it is reconciled (Resolve, Forget, a reconcile hook, or a human's decision to run it again)",
+		who, e.Tool, short(e.Key), e.Since.UTC().Format(time.RFC3339))
 }
 
 // Is makes errors.Is(err, ErrOutcomeUnknown) true.
@@ -331,6 +382,11 @@ func checkIntent(in *Intent) error {
 	if err := checkID("owner", in.Owner); err != nil {
 		return err
 	}
+	for _, f := range []struct{ what, v string }{{"thread", in.Thread}, {"run", in.Run}} {
+		if len(f.v) > MaxIDBytes {
+			return fmt.Errorf("%w: %s of %d bytes (at most %d)", ErrInvalid, f.what, len(f.v), MaxIDBytes)
+		}
+	}
 	switch {
 	case in.Lease < 0:
 		return fmt.Errorf("%w: negative lease %v", ErrInvalid, in.Lease)
@@ -359,11 +415,16 @@ func decide(e Entry, in Intent, now time.Time, retention time.Duration) (restart
 		// may have come after the commit): it still holds the intent.
 		return true, nil
 	}
-	if now.Before(e.LeaseUntil) {
-		return false, &InProgressError{Key: in.Key, Tool: in.Tool, LeaseUntil: e.LeaseUntil}
+	// The caller's run holds the thread's lease, so another run of the
+	// thread no longer does: it ended or lost the thread, and cannot
+	// record the outcome (D17: the lease holder is the successor of every
+	// earlier run). Its intent is abandoned now, whatever its lease says.
+	earlier := in.Thread != "" && in.Run != "" && e.Thread == in.Thread && e.Run != in.Run
+	if !earlier && now.Before(e.LeaseUntil) {
+		return false, &InProgressError{Key: in.Key, Tool: in.Tool, LeaseUntil: e.LeaseUntil, Thread: e.Thread, Run: e.Run}
 	}
 	if in.TakeOver {
 		return true, nil
 	}
-	return false, &OutcomeUnknownError{Key: in.Key, Tool: in.Tool, Since: e.CreatedAt}
+	return false, &OutcomeUnknownError{Key: in.Key, Tool: in.Tool, Since: e.CreatedAt, Thread: e.Thread, Run: e.Run, EarlierRun: earlier}
 }

@@ -61,12 +61,13 @@ func (m *Memory) Begin(ctx context.Context, in Intent) (Entry, bool, error) {
 			return cloneEntry(e), false, nil
 		}
 		if e.State == StatePending { // taken over: keep its age
-			e.Owner, e.LeaseUntil = in.Owner, now.Add(in.Lease)
+			e.Owner, e.LeaseUntil, e.Thread, e.Run = in.Owner, now.Add(in.Lease), in.Thread, in.Run
 			m.entries[in.Key] = e
 			return cloneEntry(e), true, nil
 		}
 	}
-	e := Entry{Key: in.Key, Tool: in.Tool, ArgsHash: in.ArgsHash, State: StatePending, Owner: in.Owner, LeaseUntil: now.Add(in.Lease), CreatedAt: now}
+	e := Entry{Key: in.Key, Tool: in.Tool, ArgsHash: in.ArgsHash, State: StatePending, Owner: in.Owner, LeaseUntil: now.Add(in.Lease), CreatedAt: now,
+		Thread: in.Thread, Run: in.Run}
 	m.entries[in.Key] = e
 	return cloneEntry(e), true, nil
 }

@@ -394,7 +394,7 @@ func v1Database(t *testing.T, now time.Time) (*sql.DB, string) {
 }
 
 // TestSQLMigrationV1R44: NewSQL upgrades a database of schema version 1 to
-// version 2 in place. Its records are read as before; its message claims
+// the current version in place. Its records are read as before; its message claims
 // keep their time and, having no scope or fingerprint, refuse their ID in
 // every scope as a duplicate (never a mismatch) until they expire; after
 // that the ID is claimed per scope like any other.
@@ -407,8 +407,8 @@ func TestSQLMigrationV1R44(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := count(t, db, `SELECT version FROM lockstep_ledger_meta WHERE name = 'ledger'`); v != 2 {
-		t.Fatalf("schema version after the upgrade = %d, want 2", v)
+	if v := count(t, db, `SELECT version FROM lockstep_ledger_meta WHERE name = 'ledger'`); v != ledger.SchemaVersion {
+		t.Fatalf("schema version after the upgrade = %d, want %d", v, ledger.SchemaVersion)
 	}
 	if e, err := l.Get(ctx, "k"); err != nil || e.State != ledger.StateDone || string(e.Outcome.Result) != `{"n":1}` {
 		t.Errorf("record of version 1 after the upgrade = %+v, %v", e, err)

@@ -25,7 +25,11 @@ import (
 //     (never ErrDuplicateMismatch) whatever its scope, until the row
 //     expires after the retention. New claims never have an empty scope
 //     or fingerprint.
-const SchemaVersion = 2
+//   - 3: lockstep_ledger records the graph run that holds an intent
+//     (Intent.Thread and Intent.Run, as thread_id and run_id). Rows of
+//     version 2 get empty ones: their intents are abandoned only when
+//     their lease ends, as before.
+const SchemaVersion = 3
 
 // schemaMeta holds the version of the other tables.
 const schemaMeta = `CREATE TABLE IF NOT EXISTS lockstep_ledger_meta (
@@ -47,7 +51,9 @@ var schema = []string{
 		owner        TEXT NOT NULL,
 		lease_until  INTEGER NOT NULL,
 		created_at   INTEGER NOT NULL,
-		completed_at INTEGER
+		completed_at INTEGER,
+		thread_id    TEXT NOT NULL DEFAULT '',
+		run_id       TEXT NOT NULL DEFAULT ''
 	)`,
 	`CREATE INDEX IF NOT EXISTS lockstep_ledger_created ON lockstep_ledger (created_at)`,
 	messagesV2("IF NOT EXISTS lockstep_messages"),
@@ -77,6 +83,11 @@ var migrations = map[int][]string{
 		`INSERT INTO lockstep_messages_v2 (scope, id, fingerprint, claimed_at) SELECT '', id, '', claimed_at FROM lockstep_messages`,
 		`DROP TABLE lockstep_messages`,
 		`ALTER TABLE lockstep_messages_v2 RENAME TO lockstep_messages`,
+	},
+	// 2 → 3: the run holding an intent.
+	2: {
+		`ALTER TABLE lockstep_ledger ADD COLUMN thread_id TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE lockstep_ledger ADD COLUMN run_id TEXT NOT NULL DEFAULT ''`,
 	},
 }
 
@@ -165,7 +176,7 @@ func nanos(t time.Time) int64 { return t.UnixNano() }
 
 func fromNanos(n int64) time.Time { return time.Unix(0, n) }
 
-const selectEntry = `SELECT key, tool, args_hash, state, result, failure, owner, lease_until, created_at, completed_at FROM lockstep_ledger WHERE key = ?`
+const selectEntry = `SELECT key, tool, args_hash, state, result, failure, owner, lease_until, created_at, completed_at, thread_id, run_id FROM lockstep_ledger WHERE key = ?`
 
 func scanEntry(row *sql.Row) (Entry, error) {
 	var (
@@ -175,7 +186,7 @@ func scanEntry(row *sql.Row) (Entry, error) {
 		lease, created  int64
 		completed       sql.NullInt64
 	)
-	if err := row.Scan(&e.Key, &e.Tool, &e.ArgsHash, &state, &result, &failure, &e.Owner, &lease, &created, &completed); err != nil {
+	if err := row.Scan(&e.Key, &e.Tool, &e.ArgsHash, &state, &result, &failure, &e.Owner, &lease, &created, &completed, &e.Thread, &e.Run); err != nil {
 		return Entry{}, err
 	}
 	e.State = State(state)
@@ -224,9 +235,10 @@ func (l *SQL) Begin(ctx context.Context, in Intent) (Entry, bool, error) {
 	)
 	err := l.tx(ctx, func(tx *sql.Tx) error {
 		now := l.opts.Now()
-		fresh := Entry{Key: in.Key, Tool: in.Tool, ArgsHash: in.ArgsHash, State: StatePending, Owner: in.Owner, LeaseUntil: now.Add(in.Lease), CreatedAt: now}
-		res, err := tx.ExecContext(ctx, `INSERT INTO lockstep_ledger (key, tool, args_hash, state, owner, lease_until, created_at) VALUES (?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT (key) DO NOTHING`,
-			in.Key, in.Tool, in.ArgsHash, in.Owner, nanos(fresh.LeaseUntil), nanos(now))
+		fresh := Entry{Key: in.Key, Tool: in.Tool, ArgsHash: in.ArgsHash, State: StatePending, Owner: in.Owner, LeaseUntil: now.Add(in.Lease), CreatedAt: now,
+			Thread: in.Thread, Run: in.Run}
+		res, err := tx.ExecContext(ctx, `INSERT INTO lockstep_ledger (key, tool, args_hash, state, owner, lease_until, created_at, thread_id, run_id) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`,
+			in.Key, in.Tool, in.ArgsHash, in.Owner, nanos(fresh.LeaseUntil), nanos(now), in.Thread, in.Run)
 		if err != nil {
 			return err
 		}
@@ -249,13 +261,13 @@ func (l *SQL) Begin(ctx context.Context, in Intent) (Entry, bool, error) {
 			return nil
 		}
 		if e.State == StatePending { // taken over: keep its age
-			e.Owner, e.LeaseUntil = in.Owner, fresh.LeaseUntil
-			_, err = tx.ExecContext(ctx, `UPDATE lockstep_ledger SET owner = ?, lease_until = ? WHERE key = ?`, e.Owner, nanos(e.LeaseUntil), in.Key)
+			e.Owner, e.LeaseUntil, e.Thread, e.Run = in.Owner, fresh.LeaseUntil, in.Thread, in.Run
+			_, err = tx.ExecContext(ctx, `UPDATE lockstep_ledger SET owner = ?, lease_until = ?, thread_id = ?, run_id = ? WHERE key = ?`, e.Owner, nanos(e.LeaseUntil), e.Thread, e.Run, in.Key)
 			out, started = e, true
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE lockstep_ledger SET tool = ?, args_hash = ?, state = 'pending', result = NULL, failure = NULL, owner = ?, lease_until = ?, created_at = ?, completed_at = NULL WHERE key = ?`,
-			in.Tool, in.ArgsHash, in.Owner, nanos(fresh.LeaseUntil), nanos(now), in.Key)
+		_, err = tx.ExecContext(ctx, `UPDATE lockstep_ledger SET tool = ?, args_hash = ?, state = 'pending', result = NULL, failure = NULL, owner = ?, lease_until = ?, created_at = ?, completed_at = NULL, thread_id = ?, run_id = ? WHERE key = ?`,
+			in.Tool, in.ArgsHash, in.Owner, nanos(fresh.LeaseUntil), nanos(now), in.Thread, in.Run, in.Key)
 		out, started = fresh, true
 		return err
 	})
