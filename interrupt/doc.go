@@ -45,7 +45,19 @@
 //
 // [Ask] returns an [*Error] (pause), a [*ValueError] (the question cannot be
 // encoded), an [*AnswerError] (the saved answer does not decode into the
-// requested type) or [ErrNoRuntime]. Use [Is] to recognise a pause through
+// requested type), an error matching [ErrAbandoned] or [ErrNoRuntime].
+//
+// # Application code
+//
+// The question's MarshalJSON, the answer type's UnmarshalJSON and the
+// filters are the application's code. A panic in any of them, or in the
+// Error method of an error they return, is an error ([*ValueError] for
+// the question and filters, [*AnswerError] for the answer), never a
+// panic out of Ask. When the context can end, Ask runs them on a
+// goroutine of its own and gives up on one still running 100 ms after the
+// context ended: it returns an error matching [ErrAbandoned] and the
+// context's, raises nothing, and tells a Resumer that implements
+// [Abandoner], which counts the call until it returns. Use [Is] to recognise a pause through
 // any wrapping; a pause is never a failure and is never retried.
 //
 // # Concurrency

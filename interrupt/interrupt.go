@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 	"unicode/utf8"
 )
 
@@ -26,6 +28,13 @@ var (
 	// ErrNotSerializable matches a *ValueError: an interrupt value or an
 	// answer that cannot be encoded as JSON.
 	ErrNotSerializable = errors.New("interrupt: value is not serialisable as JSON")
+
+	// ErrAbandoned: Ask or AskKey gave up on the question's encoding (a
+	// MarshalJSON method) or the answer's decoding (an UnmarshalJSON
+	// method) because it had not returned when the node's context ended;
+	// it was left running. The error also matches the context's
+	// (context.DeadlineExceeded, context.Canceled).
+	ErrAbandoned = errors.New("interrupt: an encoding or decoding did not return before the context ended and was left running")
 )
 
 // Interrupt is one pause point: the value a node raised and the ID it is
@@ -38,9 +47,16 @@ type Interrupt struct {
 
 // Decode unmarshals the interrupt's value into v. It returns the
 // encoding/json error when the value does not fit v.
-func (i Interrupt) Decode(v any) error {
+//
+// A panic in an UnmarshalJSON method of v is returned as an error too.
+func (i Interrupt) Decode(v any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("interrupt %s: decode value: UnmarshalJSON panicked: %v", i.ID, r)
+		}
+	}()
 	if err := json.Unmarshal(i.Value, v); err != nil {
-		return fmt.Errorf("interrupt %s: decode value: %w", i.ID, err)
+		return fmt.Errorf("interrupt %s: decode value: %w", i.ID, readable(err, "UnmarshalJSON"))
 	}
 	return nil
 }
@@ -71,7 +87,14 @@ func (e *NodeInterrupt) Error() string { return "interrupt: node raised NodeInte
 // Is reports whether err is, or wraps, a pause: an *Error or a
 // *NodeInterrupt. Runtimes and retry policies use it so that a pause is never
 // treated as a failure or retried.
-func Is(err error) bool {
+//
+// An error whose Unwrap or As method panics is not a pause.
+func Is(err error) (is bool) {
+	defer func() {
+		if recover() != nil {
+			is = false
+		}
+	}()
 	var e *Error
 	var n *NodeInterrupt
 	return errors.As(err, &e) || errors.As(err, &n)
@@ -90,9 +113,9 @@ type ValueError struct {
 // Error names the JSON path (when known) that does not serialise, and why.
 func (e *ValueError) Error() string {
 	if e.Path != "" {
-		return "interrupt: value is not serialisable as JSON at " + e.Path + ": " + e.Err.Error()
+		return fmt.Sprintf("interrupt: value is not serialisable as JSON at %s: %v", e.Path, e.Err)
 	}
-	return "interrupt: value is not serialisable as JSON: " + e.Err.Error()
+	return fmt.Sprintf("interrupt: value is not serialisable as JSON: %v", e.Err)
 }
 
 // Unwrap returns the encoding error.
@@ -156,7 +179,25 @@ func safeMarshal(v any) (b []byte, err error) {
 			b, err = nil, fmt.Errorf("MarshalJSON panicked: %v", r)
 		}
 	}()
-	return json.Marshal(v)
+	b, err = json.Marshal(v)
+	if err != nil {
+		err = readable(err, "MarshalJSON")
+	}
+	return b, err
+}
+
+// readable returns err, an error of encoding/json that may hold one a
+// MarshalJSON or UnmarshalJSON method (method) returned, once its text
+// has been read under recover: when that panics (a typed nil whose Error
+// reads its receiver, say), an error that says so instead.
+func readable(err error, method string) (out error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out = fmt.Errorf("%s returned an error whose Error method panicked: %v", method, r)
+		}
+	}()
+	_ = err.Error()
+	return err
 }
 
 // maxLocateDepth bounds the walk of locate: a deeper value is reported
@@ -417,7 +458,12 @@ func WithFilter(ctx context.Context, f Filter) context.Context {
 var errFilterOutput = errors.New("a filter (WithFilter) returned a value that is not valid JSON")
 
 // filter passes q through the filters of ctx, innermost first.
-func filter(ctx context.Context, q json.RawMessage) (json.RawMessage, error) {
+func filter(ctx context.Context, q json.RawMessage) (out json.RawMessage, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, &ValueError{Err: fmt.Errorf("a filter (WithFilter) panicked: %v", r)}
+		}
+	}()
 	for c, _ := ctx.Value(filterKey{}).(*filterChain); c != nil; c = c.outer {
 		q = c.f(q)
 		if !json.Valid(q) || !utf8.Valid(q) {
@@ -433,8 +479,10 @@ func filter(ctx context.Context, q json.RawMessage) (json.RawMessage, error) {
 // several keyed interrupts before it returns, each answered by its ID; the
 // run pauses with all of them. It returns what Ask returns: ErrNoRuntime
 // outside a node, a *ValueError when question does not serialise, an
-// *Error before the answer exists, and an *AnswerError when the answer
-// does not decode into T. The question passes through the filters of ctx
+// *Error before the answer exists, an *AnswerError when the answer does
+// not decode into T, and an error matching ErrAbandoned when the
+// question's encoding or the answer's decoding does not return before ctx
+// ends. The question passes through the filters of ctx
 // (WithFilter) first.
 func AskKey[T any](ctx context.Context, key string, question any) (T, error) {
 	var zero T
@@ -442,7 +490,7 @@ func AskKey[T any](ctx context.Context, key string, question any) (T, error) {
 	if !ok {
 		return zero, ErrNoRuntime
 	}
-	q, err := Marshal(question)
+	q, err := marshalQuestion(ctx, r, question)
 	if err == nil {
 		q, err = filter(ctx, q)
 	}
@@ -450,19 +498,121 @@ func AskKey[T any](ctx context.Context, key string, question any) (T, error) {
 		return zero, err
 	}
 	answer, id, answered := r.AnswerKey(key, q)
-	return decodeAnswer[T](answer, id, answered, q)
+	return decodeAnswer[T](ctx, r, answer, id, answered, q)
 }
 
-func decodeAnswer[T any](answer json.RawMessage, id string, answered bool, q json.RawMessage) (T, error) {
+func decodeAnswer[T any](ctx context.Context, r Resumer, answer json.RawMessage, id string, answered bool, q json.RawMessage) (T, error) {
 	var zero T
 	if !answered {
 		return zero, &Error{Interrupt: Interrupt{ID: id, Value: q}}
 	}
-	var v T
-	if err := json.Unmarshal(answer, &v); err != nil {
-		return zero, &AnswerError{ID: id, Err: err}
+	type result struct {
+		v   T
+		err error
 	}
-	return v, nil
+	res, err := bounded(ctx, r, "the answer's decoding (an UnmarshalJSON method)", func() (res result) {
+		defer func() {
+			if p := recover(); p != nil {
+				res = result{err: fmt.Errorf("UnmarshalJSON panicked: %v", p)}
+			}
+		}()
+		var v T
+		if err := json.Unmarshal(answer, &v); err != nil {
+			return result{err: readable(err, "UnmarshalJSON")}
+		}
+		return result{v: v}
+	})
+	switch {
+	case err != nil:
+		return zero, err
+	case res.err != nil:
+		return zero, &AnswerError{ID: id, Err: res.err}
+	}
+	return res.v, nil
+}
+
+// marshalQuestion is Marshal(question) under ctx (see bounded).
+func marshalQuestion(ctx context.Context, r Resumer, question any) (json.RawMessage, error) {
+	type result struct {
+		q   json.RawMessage
+		err error
+	}
+	res, err := bounded(ctx, r, "the question's encoding (a MarshalJSON method)", func() result {
+		q, err := Marshal(question)
+		return result{q, err}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res.q, res.err
+}
+
+// Abandoner is implemented by a Resumer that counts the encodings and
+// decodings Ask and AskKey gave up on (see Ask): the runtime reports them
+// (package graph's Runnable.Abandoned).
+type Abandoner interface {
+	// Abandoned is called when Ask gives up on a call that is still
+	// running; the function it returns is called once that call returns.
+	Abandoned() (returned func())
+}
+
+// abandonGrace is how long bounded still waits for a call once ctx has
+// ended, so that one that was about to return still returns its result.
+const abandonGrace = 100 * time.Millisecond
+
+// bounded runs fn, application code (what), and returns its result; when
+// ctx can end, fn runs on a goroutine of its own, and when it has not
+// returned abandonGrace after ctx ended, bounded gives up on it: it
+// returns an error matching ErrAbandoned and ctx's, and tells r when r is
+// an Abandoner. fn must recover its own panics.
+func bounded[T any](ctx context.Context, r Resumer, what string, fn func() T) (T, error) {
+	if ctx.Done() == nil {
+		return fn(), nil
+	}
+	var (
+		mu       sync.Mutex // orders fn's answer against its abandonment
+		returned func()     // set when fn was given up on
+		done     = make(chan T, 1)
+	)
+	go func() {
+		v := fn()
+		mu.Lock()
+		ret := returned
+		if ret == nil {
+			done <- v // buffered: never blocks
+		}
+		mu.Unlock()
+		if ret != nil {
+			ret()
+		}
+	}()
+	select {
+	case v := <-done:
+		return v, nil
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(abandonGrace)
+	defer t.Stop()
+	select {
+	case v := <-done:
+		return v, nil
+	case <-t.C:
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	select {
+	case v := <-done:
+		return v, nil
+	default:
+	}
+	if a, ok := r.(Abandoner); ok {
+		returned = a.Abandoned()
+	}
+	if returned == nil {
+		returned = func() {}
+	}
+	var zero T
+	return zero, fmt.Errorf("interrupt: %s did not return before the context ended: %w: %w", what, ErrAbandoned, context.Cause(ctx))
 }
 
 // Ask pauses the run with question until a human answers. It returns the
@@ -472,15 +622,18 @@ func decodeAnswer[T any](answer json.RawMessage, id string, answered bool, q jso
 //
 // The question passes through the filters of ctx (WithFilter) before it
 // is recorded. Ask returns a *ValueError when question does not encode as
-// JSON (or a filter's result is not JSON), an *AnswerError when the saved
-// answer does not decode into T, and ErrNoRuntime outside a running node.
+// JSON (or a filter's result is not JSON, or a filter panics), an
+// *AnswerError when the saved answer does not decode into T (or its
+// UnmarshalJSON panics), an error matching ErrAbandoned (and ctx's error)
+// when the encoding or the decoding has not returned once ctx ended (see
+// the package doc), and ErrNoRuntime outside a running node.
 func Ask[T any](ctx context.Context, question any) (T, error) {
 	var zero T
 	r, ok := FromContext(ctx)
 	if !ok {
 		return zero, ErrNoRuntime
 	}
-	q, err := Marshal(question)
+	q, err := marshalQuestion(ctx, r, question)
 	if err == nil {
 		q, err = filter(ctx, q)
 	}
@@ -488,5 +641,5 @@ func Ask[T any](ctx context.Context, question any) (T, error) {
 		return zero, err
 	}
 	answer, id, answered := r.Answer(q)
-	return decodeAnswer[T](answer, id, answered, q)
+	return decodeAnswer[T](ctx, r, answer, id, answered, q)
 }
