@@ -78,13 +78,13 @@ func FuzzStateCodec(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			nf, err := r.applyWrites(f, []*task[codecState]{tk}, i, true, false)
+			nf, err := r.applyWrites(context.Background(), f, []*task[codecState]{tk}, i, true, false)
 			if err != nil {
 				t.Fatal(err)
 			}
 			id := checkpoint.NewIDGenerator(nil, nil).Next(prev)
 			nf.parentID = prev
-			cp, err := r.encodeFrame(nf, id)
+			cp, err := r.encodeFrame(context.Background(), nf, id)
 			if errors.Is(err, ErrNotSerializable) && (!utf8.ValidString(name) || rawRefused(raw)) {
 				return // refused, as it must be: JSON cannot carry it, or could not read it back
 			}
@@ -115,7 +115,7 @@ func FuzzStateCodec(f *testing.F) {
 				}
 				tp.Checkpoint.Channels[ch] = chain
 			}
-			got, err := r.newDecoder("t").frame(tp, nil, false)
+			got, err := r.newDecoder("t").frame(context.Background(), tp, nil, false)
 			if err != nil {
 				t.Fatalf("step %d: decode: %v", i, err)
 			}

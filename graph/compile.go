@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/internal/safe"
 )
 
 // Defaults of the compile options.
@@ -174,6 +175,7 @@ type Runnable[S any] struct {
 	edgesList [][2]string
 	branchCh  map[string]string // node → its trigger channel, "branch:to:<node>"
 	live      liveRuns          // this Runnable's runs, per thread
+	abandoned *safe.Counter     // application code given up on (see Abandoned)
 }
 
 // Compile validates the graph and returns a Runnable. It returns every
@@ -204,6 +206,7 @@ func (g *Graph[S]) Compile(opts ...Option) (*Runnable[S], error) {
 		joins:     map[string]*joinSpec{},
 		routers:   g.routers,
 		edgesList: slices.Clone(g.edges),
+		abandoned: &safe.Counter{},
 	}
 	r.branchCh = make(map[string]string, len(g.nodes))
 	for name := range g.nodes {

@@ -106,6 +106,34 @@
 // the state by value but share its slices and maps with the runtime and
 // must not modify them.
 //
+// # Application code
+//
+// Every call the runtime makes into application code is contained: node
+// functions, routers and send routers, reducer functions, a retry
+// policy's RetryOn, the JSON methods of state values, Send arguments,
+// durable step results, interrupt values and resume answers, and the
+// methods of the errors nodes and routers return. A panic in any of them
+// is a [*PanicError] whose Node and Call name what panicked (Call is ""
+// for the node function itself), with its stack; it never unwinds into
+// the caller or kills the process. A node's error is read once where it
+// comes back (its text, what [*NodeError] and the saved failure show);
+// errors.Is and errors.As still see it, and a panic in its Is or As
+// method reads as no match.
+//
+// Calls that run on the run's goroutine without a context of their own
+// (routers, reducers, RetryOn, and the JSON methods of values whose types
+// are not plain data: an interface, a MarshalJSON or UnmarshalJSON
+// method outside lockstep and the standard library) run under the run's
+// context: one still running when the context ends (after a grace of
+// 100 ms) is given up on, the run returns an error matching
+// [ErrAbandoned] and the context's error, nothing the run had not saved
+// is written, and [Runnable.Abandoned] counts the call, which Go cannot
+// stop, until it returns. Reads (GetState, History) do the same with
+// their context. Node functions themselves are not given up on: they get
+// the run's context and must honour it, and a node left running past the
+// run could still act (its durable steps, its tools) after another
+// runner took the thread.
+//
 // # Errors
 //
 // Runs return [*NodeError] (wrapping the node's error; a panic is a
@@ -114,7 +142,8 @@
 // [ErrAlreadyAnswered] or [ErrNotAnswerable]), [*UnknownNodeError],
 // [*UnknownFieldError], [*SizeError], [*EncodeError], the sentinels
 // [ErrThreadNotFound], [ErrNothingToResume], [ErrPendingInterrupt],
-// [ErrRunKeyReused], [ErrNoSaver], [ErrInvalidInput], and saver errors from package
+// [ErrRunKeyReused], [ErrNoSaver], [ErrInvalidInput], errors matching
+// [ErrAbandoned] (see Application code), and saver errors from package
 // checkpoint. [Runnable.UpdateState] also returns [ErrAmbiguousUpdate]
 // when it cannot tell which node an update is from. A snapshot's failed
 // task carries a [*TaskError], the message and type saved with it. Compile

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/lockstepgo/lockstep/internal/safe"
 )
 
 // Sentinel errors. Typed errors below match them with errors.Is.
@@ -60,6 +62,15 @@ var (
 	// ErrAmbiguousUpdate: UpdateState could not tell which node the update
 	// is from; pass AsNode.
 	ErrAmbiguousUpdate = errors.New("graph: ambiguous update; specify AsNode")
+	// ErrAbandoned: a call into application code (a router, a reducer,
+	// the MarshalJSON or UnmarshalJSON method of a state value, an
+	// interrupt value or a resume answer; in package nodes, a gate
+	// policy, a secret provider...) had not returned when the run's
+	// context ended, so the run returned without it; the call was left
+	// running (Runnable.Abandoned counts it). An error matching it also
+	// matches the context's error (context.DeadlineExceeded,
+	// context.Canceled).
+	ErrAbandoned = safe.ErrAbandoned
 )
 
 // CompileError reports one problem found by Compile. Compile returns every
@@ -160,8 +171,9 @@ func (e *RecursionError) Error() string {
 func (e *RecursionError) Is(target error) bool { return target == ErrRecursionLimit }
 
 // NodeError wraps the error a node (or its router) returned, with where it
-// happened. Unwrap gives the node's error, so errors.Is and errors.As see
-// through it.
+// happened. Unwrap gives the node's error as the runtime holds it: its
+// text read once, and errors.Is and errors.As see the node's error
+// through it (a panic in its Is or As method reads as no match).
 type NodeError struct {
 	Thread string
 	Node   string
@@ -178,26 +190,44 @@ func (e *NodeError) Error() string {
 // Unwrap returns the node's error.
 func (e *NodeError) Unwrap() error { return e.Err }
 
-// PanicError is a recovered panic in a node, with its stack. It matches
-// ErrNodePanic.
+// PanicError is a recovered panic in application code the runtime
+// called, with its stack: a node, or (Call) another function or method
+// of the application's: the node's router or retry policy, the Error
+// method of the error it returned, a reducer, the MarshalJSON or
+// UnmarshalJSON method of a value. It matches ErrNodePanic.
 type PanicError struct {
-	Node  string
+	// Node is the node that panicked, or whose router, retry policy or
+	// error did; "" for code that belongs to no node (a reducer, a
+	// stored value's UnmarshalJSON).
+	Node string
+	// Call names what panicked when it is not the node function itself
+	// ("" for the node), for example "router" or `the reducer of field
+	// "Log"`.
+	Call  string
 	Value any
 	Stack []byte
 }
 
-// Error names the node and the value it panicked with.
+// Error names the node and what panicked, and the value it panicked with.
 func (e *PanicError) Error() string {
-	return fmt.Sprintf("graph: node %q panicked: %v", e.Node, e.Value)
+	switch {
+	case e.Call == "":
+		return fmt.Sprintf("graph: node %q panicked: %v", e.Node, e.Value)
+	case e.Node == "":
+		return fmt.Sprintf("graph: %s panicked: %v", e.Call, e.Value)
+	}
+	return fmt.Sprintf("graph: node %q: %s panicked: %v", e.Node, e.Call, e.Value)
 }
 
 // Is makes errors.Is(err, ErrNodePanic) true.
 func (e *PanicError) Is(target error) bool { return target == ErrNodePanic }
 
-// Unwrap returns the panic value when it is an error.
+// Unwrap returns the panic value when it is an error (read once, and asked
+// under recover: see the package doc).
 func (e *PanicError) Unwrap() error {
 	if err, ok := e.Value.(error); ok {
-		return err
+		_, w := safe.Wrap(err)
+		return w
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -199,12 +200,14 @@ func (d *decoder[S]) seed(f *frame[S]) {
 }
 
 // field decodes the chain of blobs of a state field.
-func (d *decoder[S]) field(cpID string, fl *field, version string, blobs []checkpoint.Blob) (*decoded, error) {
+func (d *decoder[S]) field(ctx context.Context, cpID string, fl *field, version string, blobs []checkpoint.Blob) (*decoded, error) {
 	if got, ok := d.values[valueKey{fl.name, version}]; ok {
 		return got, nil
 	}
 	corrupt := func(err error) error {
-		return &checkpoint.CorruptError{Thread: d.thread, Checkpoint: cpID, What: "channel " + fl.name, Err: err}
+		return decodeFailure(d.thread, cpID, "channel "+fl.name, err, func(err error) error {
+			return &checkpoint.CorruptError{Thread: d.thread, Checkpoint: cpID, What: "channel " + fl.name, Err: err}
+		})
 	}
 	if len(blobs) == 0 {
 		return nil, corrupt(fmt.Errorf("no data for version %s", version))
@@ -216,7 +219,7 @@ func (d *decoder[S]) field(cpID string, fl *field, version string, blobs []check
 			continue
 		}
 		if !b.Append {
-			v, err := decodeValue(fl, b.Data)
+			v, err := decodeValue(ctx, d.r.abandoned, fl, b.Data)
 			if err != nil {
 				return nil, corrupt(err)
 			}
@@ -240,7 +243,7 @@ func (d *decoder[S]) field(cpID string, fl *field, version string, blobs []check
 		} else if i > 0 && b.Base != blobs[i-1].Version {
 			return nil, corrupt(fmt.Errorf("broken chain: %s extends %s, not %s", b.Version, b.Base, blobs[i-1].Version))
 		}
-		items, err := decodeValue(fl, b.Data)
+		items, err := decodeValue(ctx, d.r.abandoned, fl, b.Data)
 		if err != nil {
 			return nil, corrupt(err)
 		}
@@ -265,7 +268,7 @@ func (d *decoder[S]) field(cpID string, fl *field, version string, blobs []check
 // With own set, the frame takes over the spare capacity of the append
 // values decoded here; only a decoder that builds no further frames may do
 // that (history decoders share values between snapshots and must not).
-func (d *decoder[S]) frame(tp *checkpoint.Tuple, base *frame[S], own bool) (*frame[S], error) {
+func (d *decoder[S]) frame(ctx context.Context, tp *checkpoint.Tuple, base *frame[S], own bool) (*frame[S], error) {
 	cp := &tp.Checkpoint
 	f := newFrame[S]()
 	f.thread = d.thread
@@ -279,12 +282,14 @@ func (d *decoder[S]) frame(tp *checkpoint.Tuple, base *frame[S], own bool) (*fra
 	}
 	sv := reflect.ValueOf(&f.state).Elem()
 	corrupt := func(ch string, err error) error {
-		return &checkpoint.CorruptError{Thread: d.thread, Checkpoint: cp.ID, What: "channel " + ch, Err: err}
+		return decodeFailure(d.thread, cp.ID, "channel "+ch, err, func(err error) error {
+			return &checkpoint.CorruptError{Thread: d.thread, Checkpoint: cp.ID, What: "channel " + ch, Err: err}
+		})
 	}
 	for ch, ver := range cp.Versions {
 		if i, ok := d.r.schema.byName[ch]; ok {
 			fl := &d.r.schema.fields[i]
-			dv, err := d.field(cp.ID, fl, ver, cp.Channels[ch])
+			dv, err := d.field(ctx, cp.ID, fl, ver, cp.Channels[ch])
 			if err != nil {
 				return nil, err
 			}
@@ -302,7 +307,7 @@ func (d *decoder[S]) frame(tp *checkpoint.Tuple, base *frame[S], own bool) (*fra
 			return nil, corrupt(ch, fmt.Errorf("no data for version %s", ver))
 		}
 		data := blobs[len(blobs)-1].Data
-		if err := d.internal(f, ch, data); err != nil {
+		if err := d.internal(ctx, f, ch, data); err != nil {
 			return nil, corrupt(ch, err)
 		}
 	}
@@ -335,7 +340,7 @@ func copyInternal[S any](f, base *frame[S], ch string) error {
 
 // internal decodes a scheduling channel into f. Unknown channels (for
 // example a state field that was removed from S) are ignored.
-func (d *decoder[S]) internal(f *frame[S], ch string, data []byte) error {
+func (d *decoder[S]) internal(ctx context.Context, f *frame[S], ch string, data []byte) error {
 	switch {
 	case strings.HasPrefix(ch, checkpoint.BranchPrefix):
 		f.setTrigger(strings.TrimPrefix(ch, checkpoint.BranchPrefix))
@@ -351,7 +356,7 @@ func (d *decoder[S]) internal(f *frame[S], ch string, data []byte) error {
 			return err
 		}
 		for _, s := range raw {
-			arg, err := d.r.decodeFields(s.Arg)
+			arg, err := d.r.decodeFields(ctx, s.Arg)
 			if err != nil {
 				return err
 			}
@@ -376,11 +381,11 @@ type sendJSON struct {
 
 // encodeFields encodes every field of st as an object from field name to
 // value (the stored form of Send arguments).
-func (r *Runnable[S]) encodeFields(st S, what string) (map[string]json.RawMessage, error) {
+func (r *Runnable[S]) encodeFields(ctx context.Context, st S, what string) (map[string]json.RawMessage, error) {
 	v := reflect.ValueOf(&st).Elem()
 	out := make(map[string]json.RawMessage, len(r.schema.fields))
 	for _, f := range r.schema.fields {
-		b, err := encodeValue(v.Field(f.index), &f, where{prefix: what + " field", field: f.name}, r.cfg.maxValueBytes)
+		b, err := encodeValue(ctx, r.abandoned, v.Field(f.index), &f, where{prefix: what + " field", field: f.name}, r.cfg.maxValueBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -390,7 +395,7 @@ func (r *Runnable[S]) encodeFields(st S, what string) (map[string]json.RawMessag
 }
 
 // decodeFields is the inverse of encodeFields; missing fields stay zero.
-func (r *Runnable[S]) decodeFields(m map[string]json.RawMessage) (S, error) {
+func (r *Runnable[S]) decodeFields(ctx context.Context, m map[string]json.RawMessage) (S, error) {
 	var st S
 	v := reflect.ValueOf(&st).Elem()
 	for name, raw := range m {
@@ -399,7 +404,7 @@ func (r *Runnable[S]) decodeFields(m map[string]json.RawMessage) (S, error) {
 			continue
 		}
 		f := &r.schema.fields[i]
-		x, err := decodeValue(f, raw)
+		x, err := decodeValue(ctx, r.abandoned, f, raw)
 		if err != nil {
 			return st, fmt.Errorf("field %s: %w", name, err)
 		}
@@ -413,7 +418,7 @@ func (r *Runnable[S]) decodeFields(m map[string]json.RawMessage) (S, error) {
 // new items of an append field). When f owns its versions map (see
 // versionsOwn), the checkpoint takes it over and f's map then holds the
 // new versions: callers discard a frame whose save failed.
-func (r *Runnable[S]) encodeFrame(f *frame[S], id string) (checkpoint.Checkpoint, error) {
+func (r *Runnable[S]) encodeFrame(ctx context.Context, f *frame[S], id string) (checkpoint.Checkpoint, error) {
 	cp := checkpoint.Checkpoint{
 		ID:        id,
 		ParentID:  f.parentID,
@@ -437,12 +442,12 @@ func (r *Runnable[S]) encodeFrame(f *frame[S], id string) (checkpoint.Checkpoint
 			old := f.versions[ch]
 			if fl.reducer.kind == kindAppend && !d.full {
 				b.Append, b.Base = true, old
-				b.Data, err = encodeValue(fv.Slice(d.from, fv.Len()), fl, where{prefix: "field", field: ch}, r.cfg.maxValueBytes)
+				b.Data, err = encodeValue(ctx, r.abandoned, fv.Slice(d.from, fv.Len()), fl, where{prefix: "field", field: ch}, r.cfg.maxValueBytes)
 			} else {
-				b.Data, err = encodeValue(fv, fl, where{prefix: "field", field: ch}, r.cfg.maxValueBytes)
+				b.Data, err = encodeValue(ctx, r.abandoned, fv, fl, where{prefix: "field", field: ch}, r.cfg.maxValueBytes)
 			}
 		} else {
-			b.Data, err = r.encodeInternal(f, ch)
+			b.Data, err = r.encodeInternal(ctx, f, ch)
 		}
 		if err != nil {
 			return cp, err
@@ -465,7 +470,7 @@ func (r *Runnable[S]) encodeFrame(f *frame[S], id string) (checkpoint.Checkpoint
 
 var jsonNull = json.RawMessage("null")
 
-func (r *Runnable[S]) encodeInternal(f *frame[S], ch string) (json.RawMessage, error) {
+func (r *Runnable[S]) encodeInternal(ctx context.Context, f *frame[S], ch string) (json.RawMessage, error) {
 	switch {
 	case strings.HasPrefix(ch, checkpoint.BranchPrefix):
 		return jsonNull, nil
@@ -474,7 +479,7 @@ func (r *Runnable[S]) encodeInternal(f *frame[S], ch string) (json.RawMessage, e
 	case ch == checkpoint.ChannelSends:
 		out := make([]sendJSON, len(f.sends))
 		for i, s := range f.sends {
-			arg, err := r.encodeFields(s.Arg, fmt.Sprintf("send %d to %q", i, s.Node))
+			arg, err := r.encodeFields(ctx, s.Arg, fmt.Sprintf("send %d to %q", i, s.Node))
 			if err != nil {
 				return nil, err
 			}

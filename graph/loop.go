@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/internal/safe"
 	"github.com/lockstepgo/lockstep/interrupt"
 )
 
@@ -377,7 +378,7 @@ func (r *Runnable[S]) load(ctx context.Context, thread, id string) (*frame[S], *
 	if err != nil {
 		return nil, nil, fmt.Errorf("graph: thread %q: load checkpoint: %w", thread, err)
 	}
-	f, err := r.newDecoder(thread).frame(tp, base, true)
+	f, err := r.newDecoder(thread).frame(ctx, tp, base, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -436,7 +437,7 @@ func (ru *run[S]) readClaimed(ctx context.Context, head string) (*frame[S], *che
 // __start__ step's checkpoint, before any node runs.
 func (ru *run[S]) startInput(ctx context.Context, input Update[S]) error {
 	r := ru.r
-	start, err := r.encodeInput(input)
+	start, err := r.encodeInput(ctx, input)
 	if err != nil {
 		return fmt.Errorf("graph: thread %q: input: %w", ru.thread, err)
 	}
@@ -460,7 +461,7 @@ func (ru *run[S]) startInput(ctx context.Context, input Update[S]) error {
 					return err
 				}
 				if same {
-					return ru.repeat(f, tp)
+					return ru.repeat(ctx, f, tp)
 				}
 			}
 			head, prevStep = f, f.meta.Step
@@ -469,7 +470,7 @@ func (ru *run[S]) startInput(ctx context.Context, input Update[S]) error {
 					return err
 				}
 			}
-			waiting, err := r.waiting(ru.thread, f, tp.Pending)
+			waiting, err := r.waiting(ctx, ru.thread, f, tp.Pending)
 			if err != nil {
 				return err
 			}
@@ -501,7 +502,7 @@ func (ru *run[S]) startInput(ctx context.Context, input Update[S]) error {
 		return nil
 	}
 	// The input checkpoint is held and saved with the __start__ step's.
-	req, err := ru.prepareSave(f, checkpoint.SourceInput, nil, nil, false)
+	req, err := ru.prepareSave(ctx, f, checkpoint.SourceInput, nil, nil, false)
 	if err != nil {
 		return err
 	}
@@ -516,12 +517,12 @@ func (ru *run[S]) startInput(ctx context.Context, input Update[S]) error {
 // latest input: the input was applied by an earlier call. A run that waits
 // or is done is reported as it stands (ru.asIs); one that stopped before
 // its end is continued, as Continue does.
-func (ru *run[S]) repeat(f *frame[S], tp *checkpoint.Tuple) error {
+func (ru *run[S]) repeat(ctx context.Context, f *frame[S], tp *checkpoint.Tuple) error {
 	ru.repeated = true
 	if err := ru.r.checkNext(ru.thread, f); err != nil {
 		return err
 	}
-	snap, err := ru.r.snapshot(ru.thread, f, tp, true, true)
+	snap, err := ru.r.snapshot(ctx, ru.thread, f, tp, true, true)
 	if err != nil {
 		return err
 	}
@@ -533,12 +534,12 @@ func (ru *run[S]) repeat(f *frame[S], tp *checkpoint.Tuple) error {
 		ru.asIs, ru.asIsStep = &res, snap.Metadata.Step
 		return nil
 	}
-	return ru.resumeFrom(f, tp.Pending)
+	return ru.resumeFrom(ctx, f, tp.Pending)
 }
 
 // encodeInput checks and encodes the input fields for the __start__
 // channel.
-func (r *Runnable[S]) encodeInput(input Update[S]) (*startInput, error) {
+func (r *Runnable[S]) encodeInput(ctx context.Context, input Update[S]) (*startInput, error) {
 	if len(input.gotos) > 0 || len(input.sends) > 0 {
 		return nil, fmt.Errorf("%w: input cannot Goto or Send; add edges from START", ErrInvalidInput)
 	}
@@ -550,7 +551,7 @@ func (r *Runnable[S]) encodeInput(input Update[S]) (*startInput, error) {
 			return nil, &UnknownFieldError{Field: name}
 		}
 		fl := &r.schema.fields[i]
-		b, err := encodeValue(v.Field(fl.index), fl, where{prefix: "input field", field: name}, r.cfg.maxValueBytes)
+		b, err := encodeValue(ctx, r.abandoned, v.Field(fl.index), fl, where{prefix: "input field", field: name}, r.cfg.maxValueBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -560,8 +561,8 @@ func (r *Runnable[S]) encodeInput(input Update[S]) (*startInput, error) {
 }
 
 // waiting reports whether the checkpoint's status is StatusWaiting.
-func (r *Runnable[S]) waiting(thread string, f *frame[S], pending []checkpoint.PendingWrite) (bool, error) {
-	in, err := r.inspect(thread, f, pending)
+func (r *Runnable[S]) waiting(ctx context.Context, thread string, f *frame[S], pending []checkpoint.PendingWrite) (bool, error) {
+	in, err := r.inspect(ctx, thread, f, pending)
 	if err != nil {
 		return false, err
 	}
@@ -598,7 +599,7 @@ func (ru *run[S]) startResume(ctx context.Context, cmd Command[S]) error {
 		return err
 	}
 	tasks := r.plan(f, ru.ns, f.meta.Step+1)
-	if err := r.attach(ru.thread, f.id, tasks, tp.Pending); err != nil {
+	if err := r.attach(ctx, ru.thread, f.id, tasks, tp.Pending); err != nil {
 		return err
 	}
 	breakpoint := false
@@ -663,7 +664,11 @@ func (ru *run[S]) startResume(ctx context.Context, cmd Command[S]) error {
 	// Answers are saved per task, merged with earlier answers.
 	byTask := map[*task[S]]map[string]json.RawMessage{}
 	for id, v := range answers {
-		b, err := interrupt.Marshal(v)
+		what := fmt.Sprintf("answer to interrupt %s of thread %q", id, ru.thread)
+		b, err := marshalValue(ctx, r.abandoned, v, what)
+		if errors.Is(err, ErrAbandoned) {
+			return err // nothing was written: the thread waits as it did
+		}
 		if err != nil {
 			// An *EncodeError (ErrNotSerializable) around the
 			// *interrupt.ValueError that locates the problem.
@@ -707,7 +712,7 @@ func (ru *run[S]) startResume(ctx context.Context, cmd Command[S]) error {
 		if err != nil {
 			return fmt.Errorf("graph: thread %q: Command.Update: %w", ru.thread, err)
 		}
-		ws, err := r.encodeWrites(nt)
+		ws, err := r.encodeWrites(ctx, nt)
 		if err != nil {
 			return fmt.Errorf("graph: thread %q: Command.Update: %w", ru.thread, err)
 		}
@@ -731,7 +736,7 @@ func (ru *run[S]) startResume(ctx context.Context, cmd Command[S]) error {
 			pendingAll = append(pendingAll, checkpoint.PendingWrite{TaskID: tw.TaskID, Node: tw.Node, Path: tw.Path, Channel: w.Channel, Value: w.Value})
 		}
 	}
-	return ru.resumeFrom(f, pendingAll)
+	return ru.resumeFrom(ctx, f, pendingAll)
 }
 
 // startContinue claims the thread and runs its pending tasks.
@@ -743,7 +748,7 @@ func (ru *run[S]) startContinue(ctx context.Context) error {
 	if err := ru.r.checkNext(ru.thread, f); err != nil {
 		return err
 	}
-	return ru.resumeFrom(f, tp.Pending)
+	return ru.resumeFrom(ctx, f, tp.Pending)
 }
 
 // startReplay writes a fork of an older checkpoint and runs from it.
@@ -765,7 +770,7 @@ func (ru *run[S]) startReplay(ctx context.Context, id string) error {
 	if err := ru.save(ctx, f, checkpoint.SourceFork, nil, nil, false, true); err != nil {
 		return err
 	}
-	if err := ru.resumeFrom(f, nil); err != nil {
+	if err := ru.resumeFrom(ctx, f, nil); err != nil {
 		return err
 	}
 	ru.stop-- // the budget counts from the replayed checkpoint, as in LangGraph
@@ -775,8 +780,8 @@ func (ru *run[S]) startReplay(ctx context.Context, id string) error {
 // resumeFrom sets the run up to continue from f: the command writes saved
 // on it are applied, breakpoints are passed once, and the step budget is
 // LangGraph's (a resumed run gets one superstep more than a fresh one).
-func (ru *run[S]) resumeFrom(f *frame[S], pending []checkpoint.PendingWrite) error {
-	f, err := ru.r.applyCommands(ru.thread, f, pending, true)
+func (ru *run[S]) resumeFrom(ctx context.Context, f *frame[S], pending []checkpoint.PendingWrite) error {
+	f, err := ru.r.applyCommands(ctx, ru.thread, f, pending, true)
 	if err != nil {
 		return err
 	}
@@ -923,7 +928,7 @@ func mergeTaskWrites(held, tasks []checkpoint.TaskWrites) []checkpoint.TaskWrite
 // as pending writes of the parent in the same transaction. A held input
 // checkpoint (the parent) is saved in the same transaction too.
 func (ru *run[S]) save(ctx context.Context, f *frame[S], source checkpoint.Source, unsaved []*task[S], writes []checkpoint.TaskWrites, release bool, fork ...bool) error {
-	req, err := ru.prepareSave(f, source, unsaved, writes, release, fork...)
+	req, err := ru.prepareSave(ctx, f, source, unsaved, writes, release, fork...)
 	if err != nil {
 		return err
 	}
@@ -962,7 +967,7 @@ func (ru *run[S]) save(ctx context.Context, f *frame[S], source checkpoint.Sourc
 }
 
 // prepareSave encodes f as the request of a new checkpoint (see save).
-func (ru *run[S]) prepareSave(f *frame[S], source checkpoint.Source, unsaved []*task[S], writes []checkpoint.TaskWrites, release bool, fork ...bool) (checkpoint.PutRequest, error) {
+func (ru *run[S]) prepareSave(ctx context.Context, f *frame[S], source checkpoint.Source, unsaved []*task[S], writes []checkpoint.TaskWrites, release bool, fork ...bool) (checkpoint.PutRequest, error) {
 	r := ru.r
 	step := ru.step
 	if source == checkpoint.SourceFork {
@@ -977,13 +982,13 @@ func (ru *run[S]) prepareSave(f *frame[S], source checkpoint.Source, unsaved []*
 		f.meta.RunKey = ru.opts.runKey
 	}
 	f.createdAt = r.cfg.now()
-	cp, err := r.encodeFrame(f, id)
+	cp, err := r.encodeFrame(ctx, f, id)
 	if err != nil {
 		return checkpoint.PutRequest{}, fmt.Errorf("graph: thread %q step %d: %w", ru.thread, step, err)
 	}
 	var parentWrites []checkpoint.TaskWrites
 	for _, t := range unsaved {
-		ws, err := r.encodeWrites(t)
+		ws, err := r.encodeWrites(ctx, t)
 		if err != nil {
 			return checkpoint.PutRequest{}, fmt.Errorf("graph: thread %q step %d: %w", ru.thread, step, err)
 		}
@@ -1092,7 +1097,7 @@ func (ru *run[S]) loop(ctx context.Context) (Result[S], error) {
 		tasks := r.plan(ru.fr, ru.ns, ru.step)
 		if first {
 			first = false
-			if err := r.attach(ru.thread, ru.fr.id, tasks, ru.pending); err != nil {
+			if err := r.attach(ctx, ru.thread, ru.fr.id, tasks, ru.pending); err != nil {
 				return zero, err
 			}
 			for _, t := range tasks {
@@ -1135,10 +1140,14 @@ func (ru *run[S]) loop(ctx context.Context) (Result[S], error) {
 		if failed != nil || paused {
 			return ru.stopStep(ctx, tasks, failed)
 		}
-		next, err := r.applyWrites(ru.fr, tasks, ru.step, true, true)
+		next, err := r.applyWrites(ctx, ru.fr, tasks, ru.step, true, true)
 		if err != nil {
 			var ce *ConflictError
-			if errors.As(err, &ce) {
+			if errors.As(err, &ce) || appFailure(err) {
+				// The tasks finished: their writes stay pending, and
+				// Continue applies them again (a conflict, a reducer that
+				// panicked or did not return before the run's context
+				// ended).
 				if perr := ru.saveUnsaved(ctx, tasks); perr != nil {
 					return zero, perr
 				}
@@ -1251,13 +1260,14 @@ func (ru *run[S]) stopStep(ctx context.Context, tasks []*task[S], failed *task[S
 		tw := checkpoint.TaskWrites{TaskID: t.id, Node: t.name, Path: t.path()}
 		switch {
 		case t.done && !t.saved:
-			ws, err := r.encodeWrites(t)
+			ws, err := r.encodeWrites(ctx, t)
 			if err != nil {
 				return zero, err
 			}
 			tw.Writes = ws
 		case t.err != nil:
-			b, _ := json.Marshal(checkpoint.TaskError{Node: t.name, Type: fmt.Sprintf("%T", t.err), Message: t.err.Error()})
+			// t.err is contained (containNodeError): its text was read once.
+			b, _ := json.Marshal(checkpoint.TaskError{Node: t.name, Type: safe.TypeName(t.err), Message: t.err.Error()})
 			tw.Writes = []checkpoint.Write{{Channel: checkpoint.ChannelError, Value: b}}
 			if w, ok := ru.refuseAnswer(t); ok {
 				tw.Writes = append(tw.Writes, w)
@@ -1300,7 +1310,7 @@ func (ru *run[S]) stopStep(ctx context.Context, tasks []*task[S], failed *task[S
 		}
 	}
 	if len(finished) > 0 {
-		if nf, err := r.applyWrites(ru.fr, finished, ru.step, false, false); err == nil {
+		if nf, err := r.applyWrites(ctx, ru.fr, finished, ru.step, false, false); err == nil {
 			values = nf.state
 		}
 	}
@@ -1316,7 +1326,7 @@ func (ru *run[S]) saveUnsaved(ctx context.Context, tasks []*task[S]) error {
 	var writes []checkpoint.TaskWrites
 	for _, t := range tasks {
 		if t.done && !t.saved {
-			ws, err := ru.r.encodeWrites(t)
+			ws, err := ru.r.encodeWrites(ctx, t)
 			if err != nil {
 				return err
 			}
@@ -1462,6 +1472,7 @@ func (ru *run[S]) scratchFor(t *task[S]) *scratch {
 		info: TaskInfo{Thread: ru.thread, CheckpointID: ru.fr.id, Step: ru.step, Node: t.name, TaskID: t.id,
 			Run: ru.lease.Owner, Leased: ru.saver != nil},
 		answers: t.answers, steps: maps.Clone(t.steps), slots: t.stepSlots, maxBytes: ru.r.cfg.maxValueBytes,
+		aband: ru.r.abandoned,
 	}
 	if ru.saver != nil {
 		head := ru.fr.id
@@ -1534,7 +1545,7 @@ func (fl *flusher[S]) add(ctx context.Context, t *task[S]) {
 func (fl *flusher[S]) save(ctx context.Context, batch []*task[S]) error {
 	var writes []checkpoint.TaskWrites
 	for _, t := range batch {
-		ws, err := fl.ru.r.encodeWrites(t)
+		ws, err := fl.ru.r.encodeWrites(ctx, t)
 		if err != nil {
 			return err
 		}
@@ -1559,7 +1570,7 @@ func (fl *flusher[S]) wait() error {
 // applyCommands applies the state writes of the commands saved on a
 // checkpoint, one command after the other (a later command's last-value
 // write wins over an earlier one's).
-func (r *Runnable[S]) applyCommands(thread string, f *frame[S], pending []checkpoint.PendingWrite, own bool) (*frame[S], error) {
+func (r *Runnable[S]) applyCommands(ctx context.Context, thread string, f *frame[S], pending []checkpoint.PendingWrite, own bool) (*frame[S], error) {
 	byTask := map[string][]checkpoint.PendingWrite{}
 	var ids []string
 	for _, w := range pending {
@@ -1572,11 +1583,13 @@ func (r *Runnable[S]) applyCommands(thread string, f *frame[S], pending []checkp
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		ws, err := r.decodeWrites(byTask[id])
+		ws, err := r.decodeWrites(ctx, byTask[id])
 		if err != nil {
-			return nil, &checkpoint.CorruptError{Thread: thread, Checkpoint: f.id, What: "command writes", Err: err}
+			return nil, decodeFailure(thread, f.id, "command writes", err, func(err error) error {
+				return &checkpoint.CorruptError{Thread: thread, Checkpoint: f.id, What: "command writes", Err: err}
+			})
 		}
-		f, err = r.applyWrites(f, []*task[S]{{id: id, push: -1, writes: ws}}, f.meta.Step+1, own, false)
+		f, err = r.applyWrites(ctx, f, []*task[S]{{id: id, push: -1, writes: ws}}, f.meta.Step+1, own, false)
 		if err != nil {
 			return nil, err
 		}

@@ -23,13 +23,13 @@ type inspection[S any] struct {
 // inspect plans the tasks that follow f and attaches the writes saved
 // against it. latest says f is the thread's head: then a step whose tasks
 // all finished but was not committed counts as pending, not done.
-func (r *Runnable[S]) inspect(thread string, f *frame[S], pending []checkpoint.PendingWrite, latest ...bool) (*inspection[S], error) {
-	cf, err := r.applyCommands(thread, f, pending, false)
+func (r *Runnable[S]) inspect(ctx context.Context, thread string, f *frame[S], pending []checkpoint.PendingWrite, latest ...bool) (*inspection[S], error) {
+	cf, err := r.applyCommands(ctx, thread, f, pending, false)
 	if err != nil {
 		return nil, err
 	}
 	in := &inspection[S]{frame: cf, tasks: r.plan(cf, "", f.meta.Step+1), results: map[string]map[string]json.RawMessage{}}
-	if err := r.attach(thread, f.id, in.tasks, pending); err != nil {
+	if err := r.attach(ctx, thread, f.id, in.tasks, pending); err != nil {
 		return nil, err
 	}
 	byTask := map[string][]checkpoint.PendingWrite{}
@@ -106,7 +106,7 @@ func (r *Runnable[S]) GetState(ctx context.Context, thread string) (Snapshot[S],
 	if err := r.checkNext(thread, f); err != nil {
 		return Snapshot[S]{}, err
 	}
-	return r.snapshot(thread, f, tp, true, true)
+	return r.snapshot(ctx, thread, f, tp, true, true)
 }
 
 // GetStateAt returns the state at one checkpoint of the thread, before the
@@ -131,7 +131,7 @@ func (r *Runnable[S]) GetStateAt(ctx context.Context, thread, checkpointID strin
 	if err != nil {
 		return Snapshot[S]{}, err
 	}
-	return r.snapshot(thread, f, tp, false, f.id == head)
+	return r.snapshot(ctx, thread, f, tp, false, f.id == head)
 }
 
 // headID returns the ID of the thread's head checkpoint ("" for a thread
@@ -202,11 +202,11 @@ func (r *Runnable[S]) History(ctx context.Context, thread string, opts HistoryOp
 	out := make([]Snapshot[S], 0, len(tps))
 	// Oldest first, so append values extend the previous snapshot's array.
 	for i := len(tps) - 1; i >= 0; i-- {
-		f, err := d.frame(tps[i], nil, false)
+		f, err := d.frame(ctx, tps[i], nil, false)
 		if err != nil {
 			return nil, err
 		}
-		s, err := r.snapshot(thread, f, tps[i], false, tps[i].Checkpoint.ID == head)
+		s, err := r.snapshot(ctx, thread, f, tps[i], false, tps[i].Checkpoint.ID == head)
 		if err != nil {
 			return nil, err
 		}
@@ -220,8 +220,8 @@ func (r *Runnable[S]) History(ctx context.Context, thread string, opts HistoryOp
 // tasks and leaves them out of Next (GetState); head says f is the
 // thread's head, which decides the status of a step whose tasks all
 // finished (pending on the head, done on an older checkpoint).
-func (r *Runnable[S]) snapshot(thread string, f *frame[S], tp *checkpoint.Tuple, latest, head bool) (Snapshot[S], error) {
-	in, err := r.inspect(thread, f, tp.Pending, head)
+func (r *Runnable[S]) snapshot(ctx context.Context, thread string, f *frame[S], tp *checkpoint.Tuple, latest, head bool) (Snapshot[S], error) {
+	in, err := r.inspect(ctx, thread, f, tp.Pending, head)
 	if err != nil {
 		return Snapshot[S]{}, err
 	}
@@ -234,7 +234,7 @@ func (r *Runnable[S]) snapshot(thread string, f *frame[S], tp *checkpoint.Tuple,
 			}
 		}
 		if len(finished) > 0 {
-			nf, err := r.applyWrites(in.frame, finished, f.meta.Step+1, false, false)
+			nf, err := r.applyWrites(ctx, in.frame, finished, f.meta.Step+1, false, false)
 			if err != nil {
 				return Snapshot[S]{}, fmt.Errorf("graph: thread %q checkpoint %s: %w", thread, f.id, err)
 			}
@@ -378,7 +378,7 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 		}
 		return ru.config(), nil
 	case AsInput:
-		start, err := r.encodeInput(u)
+		start, err := r.encodeInput(ctx, u)
 		if err != nil {
 			return zero, err
 		}
@@ -393,12 +393,12 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 		if !u.IsZero() {
 			return zero, fmt.Errorf("%w: AsNode END takes a zero update", ErrInvalidInput)
 		}
-		tasks, finished, err := r.nextTasks(thread, f, tp.Pending)
+		tasks, finished, err := r.nextTasks(ctx, thread, f, tp.Pending)
 		if err != nil {
 			return zero, err
 		}
 		r.consume(n, tasks)
-		if n, err = r.applyWrites(n, finished, ru.step, true, false); err != nil {
+		if n, err = r.applyWrites(ctx, n, finished, ru.step, true, false); err != nil {
 			return zero, err
 		}
 		n.triggers, n.sends, n.start = nil, nil, nil
@@ -418,16 +418,16 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 			// the step an interrupt or a failure stopped) are applied
 			// first, so the update builds on them and the finished tasks
 			// do not run again.
-			if n, err = r.applyCommands(thread, n, tp.Pending, true); err != nil {
+			if n, err = r.applyCommands(ctx, thread, n, tp.Pending, true); err != nil {
 				return zero, err
 			}
-			_, finished, err := r.nextTasks(thread, f, tp.Pending)
+			_, finished, err := r.nextTasks(ctx, thread, f, tp.Pending)
 			if err != nil {
 				return zero, err
 			}
 			if len(finished) > 0 {
 				r.consume(n, finished)
-				if n, err = r.applyWrites(n, finished, ru.step, true, false); err != nil {
+				if n, err = r.applyWrites(ctx, n, finished, ru.step, true, false); err != nil {
 					return zero, err
 				}
 			}
@@ -447,7 +447,7 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 				n.clearInternal(ch)
 			}
 		}
-		if n, err = r.applyWrites(n, []*task[S]{t}, ru.step, true, false); err != nil {
+		if n, err = r.applyWrites(ctx, n, []*task[S]{t}, ru.step, true, false); err != nil {
 			return zero, err
 		}
 		parentWrites = []*task[S]{t}
@@ -462,9 +462,9 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 
 // nextTasks plans the step after f with its saved pending writes attached,
 // and returns the tasks and those of them that finished.
-func (r *Runnable[S]) nextTasks(thread string, f *frame[S], pending []checkpoint.PendingWrite) (tasks, finished []*task[S], err error) {
+func (r *Runnable[S]) nextTasks(ctx context.Context, thread string, f *frame[S], pending []checkpoint.PendingWrite) (tasks, finished []*task[S], err error) {
 	tasks = r.plan(f, "", f.meta.Step+1)
-	if err := r.attach(thread, f.id, tasks, pending); err != nil {
+	if err := r.attach(ctx, thread, f.id, tasks, pending); err != nil {
 		return nil, nil, err
 	}
 	for _, t := range tasks {

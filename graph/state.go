@@ -2,12 +2,14 @@ package graph
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
 
+	"github.com/lockstepgo/lockstep/internal/safe"
 	"github.com/lockstepgo/lockstep/internal/strictjson"
 )
 
@@ -67,6 +69,7 @@ type field struct {
 	typ     reflect.Type
 	strict  *strictjson.Schema // refuses stored JSON that Marshal never writes for typ
 	reducer Reducer
+	foreign bool // encoding or decoding typ may call application code (safe.Foreign)
 }
 
 // schema describes the state type S.
@@ -93,7 +96,7 @@ func newSchema(t reflect.Type) (*schema, []error) {
 		if tag == "-" {
 			continue
 		}
-		f := field{name: sf.Name, index: i, typ: sf.Type, strict: strictjson.For(sf.Type)}
+		f := field{name: sf.Name, index: i, typ: sf.Type, strict: strictjson.For(sf.Type), foreign: safe.Foreign(sf.Type)}
 		switch tag {
 		case "":
 		case "append":
@@ -163,8 +166,9 @@ type fieldWrite struct {
 // returns the new value and, for append fields, whether the change is a pure
 // append of items (so storage can keep only the items). spare, when valid,
 // is a slice with the same elements as cur and free capacity after them
-// that the caller owns; appends extend it in place.
-func (f *field) reduce(cur reflect.Value, spare reflect.Value, ws []fieldWrite, step int) (next reflect.Value, pureAppend bool, err error) {
+// that the caller owns; appends extend it in place. A reducer function is
+// application code: it runs under ctx (see callReducer).
+func (f *field) reduce(ctx context.Context, ab *safe.Counter, cur reflect.Value, spare reflect.Value, ws []fieldWrite, step int) (next reflect.Value, pureAppend bool, err error) {
 	var over *fieldWrite
 	for i := range ws {
 		if ws[i].overwrite {
@@ -218,10 +222,27 @@ func (f *field) reduce(cur reflect.Value, spare reflect.Value, ws []fieldWrite, 
 	default: // kindFunc
 		v := cur
 		for _, w := range ws {
-			v = f.reducer.fn.Call([]reflect.Value{v, w.value})[0]
+			if v, err = f.callReducer(ctx, ab, v, w.value); err != nil {
+				return reflect.Value{}, false, err
+			}
 		}
 		return v, false, nil
 	}
+}
+
+// callReducer runs f's reducer function on cur and w under ctx: a panic
+// is a *PanicError naming the field, and a function still running when
+// ctx ends is given up on (an error matching ErrAbandoned and ctx's).
+func (f *field) callReducer(ctx context.Context, ab *safe.Counter, cur, w reflect.Value) (reflect.Value, error) {
+	what := "the reducer of field " + strconv.Quote(f.name)
+	v, p, err := safe.Bound(ctx, ab, what, func() reflect.Value { return f.reducer.fn.Call([]reflect.Value{cur, w})[0] })
+	switch {
+	case p != nil:
+		return reflect.Value{}, &PanicError{Call: what, Value: p.Value, Stack: p.Stack}
+	case err != nil:
+		return reflect.Value{}, fmt.Errorf("graph: %w", err)
+	}
+	return v, nil
 }
 
 func growCap(n int) int {
@@ -245,12 +266,20 @@ func capped(v reflect.Value) reflect.Value {
 // would refuse (invalid UTF-8 or duplicate keys from a MarshalJSON or a
 // json.RawMessage, say) is refused here, when it is written, not reported
 // as corrupt when it is read.
-func encodeValue(v reflect.Value, fl *field, what where, limit int) (json.RawMessage, error) {
+//
+// A field whose type may call application code (a MarshalJSON method, an
+// interface) is encoded under ctx: one still running when ctx ends is
+// given up on, counted in ab, and encodeValue returns an error matching
+// ErrAbandoned and ctx's.
+func encodeValue(ctx context.Context, ab *safe.Counter, v reflect.Value, fl *field, what where, limit int) (json.RawMessage, error) {
 	var x any
 	if v.IsValid() {
 		x = v.Interface()
 	}
-	b, err := safeMarshal(x)
+	b, err := marshalApp(ctx, ab, x, fl.foreign, what.String)
+	if errors.Is(err, ErrAbandoned) {
+		return nil, fmt.Errorf("graph: %s: %w", what, err)
+	}
 	if err != nil {
 		return nil, &EncodeError{What: what.String(), Err: err}
 	}
@@ -314,7 +343,12 @@ func safeMarshal(x any) (b []byte, err error) {
 			b, err = nil, fmt.Errorf("MarshalJSON panicked: %v", r)
 		}
 	}()
-	return json.Marshal(x)
+	b, err = json.Marshal(x)
+	if err != nil {
+		// A MarshalJSON method's own error is inside: read it once.
+		err = containCodecError(err, "MarshalJSON")
+	}
+	return b, err
 }
 
 // decodeValue unmarshals stored data into a new value of the field's type.
@@ -322,13 +356,40 @@ func safeMarshal(x any) (b []byte, err error) {
 // (duplicate or unknown keys, keys in another case, null for a struct or a
 // number, invalid UTF-8...): encoding/json would decode it silently into a
 // different or zero value.
-func decodeValue(fl *field, data []byte) (reflect.Value, error) {
+//
+// A field whose type may call application code (an UnmarshalJSON method,
+// an interface) is decoded under ctx, and a panic in that code is a
+// *PanicError naming the field (not a corruption of the data); one
+// still running when ctx ends is given up on (an error matching
+// ErrAbandoned and ctx's). appFailure tells those from bad data.
+func decodeValue(ctx context.Context, ab *safe.Counter, fl *field, data []byte) (reflect.Value, error) {
 	if err := fl.strict.Check(data); err != nil {
 		return reflect.Value{}, err
 	}
-	p := reflect.New(fl.typ)
-	if err := json.Unmarshal(data, p.Interface()); err != nil {
-		return reflect.Value{}, err
+	if !fl.foreign {
+		p := reflect.New(fl.typ)
+		if err := json.Unmarshal(data, p.Interface()); err != nil {
+			return reflect.Value{}, err
+		}
+		return p.Elem(), nil
 	}
-	return p.Elem(), nil
+	type result struct {
+		v   reflect.Value
+		err error
+	}
+	what := "the UnmarshalJSON method of field " + strconv.Quote(fl.name) + " (" + fl.typ.String() + ")"
+	r, p, err := safe.Bound(ctx, ab, what, func() result {
+		p := reflect.New(fl.typ)
+		if err := json.Unmarshal(data, p.Interface()); err != nil {
+			return result{err: containCodecError(err, "UnmarshalJSON")}
+		}
+		return result{v: p.Elem()}
+	})
+	switch {
+	case p != nil:
+		return reflect.Value{}, &PanicError{Call: what, Value: p.Value, Stack: p.Stack}
+	case err != nil:
+		return reflect.Value{}, fmt.Errorf("graph: %w", err)
+	}
+	return r.v, r.err
 }

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"context"
 	"reflect"
 	"slices"
 	"sort"
@@ -16,7 +17,9 @@ import (
 // first (a real superstep); without it (command writes) nothing is
 // consumed. With own set, the new frame takes over f's spare capacity so
 // that appends do not copy; only the run loop, which owns f, sets it.
-func (r *Runnable[S]) applyWrites(f *frame[S], tasks []*task[S], step int, own, consume bool) (*frame[S], error) {
+//
+// Reducer functions run under ctx (see field.reduce).
+func (r *Runnable[S]) applyWrites(ctx context.Context, f *frame[S], tasks []*task[S], step int, own, consume bool) (*frame[S], error) {
 	n := f.derive(own)
 	if consume {
 		r.consume(n, tasks)
@@ -71,7 +74,7 @@ func (r *Runnable[S]) applyWrites(f *frame[S], tasks []*task[S], step int, own, 
 		if own {
 			spare = n.spare[fl.index]
 		}
-		nv, pure, err := fl.reduce(cur, spare, ws, step)
+		nv, pure, err := fl.reduce(ctx, r.abandoned, cur, spare, ws, step)
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/internal/safe"
 	"github.com/lockstepgo/lockstep/interrupt"
 )
 
@@ -122,7 +124,7 @@ func (r *Runnable[S]) plan(f *frame[S], ns string, step int) []*task[S] {
 // attach gives planned tasks the writes saved against their checkpoint:
 // finished tasks get their writes back (and will not run again); paused
 // tasks get their answers; every task gets its durable step results.
-func (r *Runnable[S]) attach(thread, cpID string, tasks []*task[S], pending []checkpoint.PendingWrite) error {
+func (r *Runnable[S]) attach(ctx context.Context, thread, cpID string, tasks []*task[S], pending []checkpoint.PendingWrite) error {
 	byID := make(map[string]*task[S], len(tasks))
 	for _, t := range tasks {
 		byID[t.id] = t
@@ -177,9 +179,11 @@ func (r *Runnable[S]) attach(thread, cpID string, tasks []*task[S], pending []ch
 		}
 	}
 	for t, ws := range regular {
-		writes, err := r.decodeWrites(ws)
+		writes, err := r.decodeWrites(ctx, ws)
 		if err != nil {
-			return &checkpoint.CorruptError{Thread: thread, Checkpoint: cpID, What: "writes of task " + t.id, Err: err}
+			return decodeFailure(thread, cpID, "writes of task "+t.id, err, func(err error) error {
+				return &checkpoint.CorruptError{Thread: thread, Checkpoint: cpID, What: "writes of task " + t.id, Err: err}
+			})
 		}
 		t.writes, t.done, t.cached, t.saved = writes, true, true, true
 	}
@@ -200,6 +204,18 @@ type scratch struct {
 	persist  func(ctx context.Context, slot int, sr checkpoint.StepResult) error
 	fence    func(ctx context.Context) error // confirms the run still owns the thread
 	maxBytes int                             // the cap on a result (WithMaxValueBytes)
+	aband    *safe.Counter                   // the runnable's abandoned calls (nil outside a run)
+}
+
+// Abandoned implements interrupt.Abandoner: an encoding or decoding of
+// interrupt.Ask that the node's context ended before it returned is
+// counted with the runnable's (Runnable.Abandoned).
+func (s *scratch) Abandoned() (returned func()) {
+	if s.aband == nil {
+		return func() {}
+	}
+	s.aband.Add()
+	return s.aband.Done
 }
 
 // Answer implements interrupt.Resumer.
@@ -323,8 +339,8 @@ func Durable[T any](ctx context.Context, name string, fn func(ctx context.Contex
 		sp.mu.Lock()
 		if saved, have := sp.steps[name]; have {
 			sp.mu.Unlock()
-			var v T
-			if err := json.Unmarshal(saved.Result, &v); err != nil {
+			v, err := unmarshalApp[T](ctx, sp.aband, saved.Result, "the saved result of durable step "+strconv.Quote(name))
+			if err != nil {
 				return zero, fmt.Errorf("graph: durable step %q: saved result does not decode: %w", name, err)
 			}
 			return v, nil
@@ -375,15 +391,19 @@ func Durable[T any](ctx context.Context, name string, fn func(ctx context.Contex
 		return zero, err
 	}
 	what := "durable step " + strconv.Quote(name)
-	b, err := safeMarshal(v)
+	b, err := marshalApp(ctx, sp.aband, v, safe.Foreign(reflect.TypeFor[T]()), func() string { return "the result of " + what })
+	if errors.Is(err, ErrAbandoned) {
+		return zero, fmt.Errorf("graph: %s: %w", what, err)
+	}
 	if err == nil && hasReplacedUTF8(b) {
 		err = errInvalidUTF8
 	}
 	if err == nil {
 		// A result that encodes but does not read back (an error value
 		// encodes as {}) would fail every later run of the node.
-		var back T
-		if uerr := json.Unmarshal(b, &back); uerr != nil {
+		if _, uerr := unmarshalApp[T](ctx, sp.aband, b, "the result of "+what); errors.Is(uerr, ErrAbandoned) {
+			return zero, fmt.Errorf("graph: %s: %w", what, uerr)
+		} else if uerr != nil {
 			err = fmt.Errorf("its JSON does not decode back into %T: %w", v, uerr)
 		}
 	}
@@ -428,14 +448,19 @@ func (s *scratch) describe(name string) string {
 	return fmt.Sprintf("thread %q node %q: durable step %q", s.info.Thread, s.info.Node, name)
 }
 
-// callNode runs a node once, turning a panic into a *PanicError.
+// callNode runs a node once, turning a panic into a *PanicError. The
+// node's error is read once (containNodeError): what the runtime keeps.
 func callNode[S any](ctx context.Context, spec *nodeSpec[S], in S) (u Update[S], err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = &PanicError{Node: spec.name, Value: p, Stack: debug.Stack()}
 		}
 	}()
-	return spec.fn(ctx, in)
+	u, err = spec.fn(ctx, in)
+	if err != nil {
+		err = containNodeError(spec.name, "the Error method of the error it returned", err)
+	}
+	return u, err
 }
 
 // checkInterruptSizes refuses interrupt values over the size cap: they
@@ -497,7 +522,7 @@ func (r *Runnable[S]) execute(ctx context.Context, t *task[S], f *frame[S], sp *
 			}
 			return
 		case errors.As(err, &ni):
-			v, merr := interrupt.Marshal(ni.Value)
+			v, merr := marshalValue(ctx, r.abandoned, ni.Value, fmt.Sprintf("the NodeInterrupt value of node %q", t.name))
 			if merr != nil {
 				t.err = merr
 				return
@@ -514,17 +539,23 @@ func (r *Runnable[S]) execute(ctx context.Context, t *task[S], f *frame[S], sp *
 				// Encoded now, so that a write that cannot be stored (not
 				// JSON, over the size cap) fails the node that wrote it,
 				// and the thread reads as failed, rather than the save.
-				t.encoded, t.err = r.encodeWrites(t)
+				t.encoded, t.err = r.encodeWrites(ctx, t)
 			}
 			t.done = t.err == nil
 			return
 		}
 		p := spec.opts.retry
 		if p == nil || attempt >= p.MaxAttempts || interrupt.Is(err) || ctx.Err() != nil ||
-			errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-			(p.RetryOn != nil && !p.RetryOn(err)) {
+			errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			t.err = err
 			return
+		}
+		if p.RetryOn != nil {
+			retry, perr := r.retryOn(ctx, t.name, p.RetryOn, err)
+			if perr != nil || !retry {
+				t.err = cmp.Or(perr, err)
+				return
+			}
 		}
 		wait := p.backoff(attempt)
 		r.cfg.logger.LogAttrs(ctx, slog.LevelDebug, "node failed; retrying", strAttr("node", t.name), intAttr("attempt", attempt), strAttr("error", err.Error()))
@@ -560,7 +591,7 @@ func (r *Runnable[S]) startWrites(ctx context.Context, t *task[S], f *frame[S]) 
 			return u, nil, &UnknownFieldError{Field: name}
 		}
 		fl := &r.schema.fields[i]
-		x, err := decodeValue(fl, f.start.fields[name])
+		x, err := decodeValue(ctx, r.abandoned, fl, f.start.fields[name])
 		if err != nil {
 			return u, nil, fmt.Errorf("graph: input field %s: %w", name, err)
 		}
@@ -635,15 +666,15 @@ func (r *Runnable[S]) edgeWrites(ctx context.Context, node string, writes []twri
 	if len(rs) == 0 {
 		return writes, nil
 	}
-	local, err := r.localState(f, writes, borrow)
+	local, err := r.localState(ctx, f, writes, borrow)
 	if err != nil {
 		return nil, err
 	}
 	for _, rt := range rs {
 		if rt.route != nil {
-			dests, err := rt.route(ctx, r.view(local))
+			dests, err := callRouter(ctx, r.abandoned, node, "router", func() ([]string, error) { return rt.route(ctx, r.view(local)) })
 			if err != nil {
-				return nil, fmt.Errorf("graph: router after node %q: %w", node, err)
+				return nil, err
 			}
 			for _, d := range dests {
 				if err := r.checkDest(node, rt, d); err != nil {
@@ -655,9 +686,9 @@ func (r *Runnable[S]) edgeWrites(ctx context.Context, node string, writes []twri
 			}
 			continue
 		}
-		sends, err := rt.send(ctx, r.view(local))
+		sends, err := callRouter(ctx, r.abandoned, node, "send router", func() ([]Send[S], error) { return rt.send(ctx, r.view(local)) })
 		if err != nil {
-			return nil, fmt.Errorf("graph: send router after node %q: %w", node, err)
+			return nil, err
 		}
 		for i := range sends {
 			s := sends[i]
@@ -689,7 +720,7 @@ func (r *Runnable[S]) checkDest(node string, rt *routerSpec[S], d string) error 
 // what LangGraph calls a fresh read. With borrow set (a single-task step),
 // append fields reuse the frame's spare capacity without taking it over,
 // so routing does not copy long lists.
-func (r *Runnable[S]) localState(f *frame[S], writes []twrite, borrow bool) (S, error) {
+func (r *Runnable[S]) localState(ctx context.Context, f *frame[S], writes []twrite, borrow bool) (S, error) {
 	st := f.state
 	v := reflect.ValueOf(&st).Elem()
 	for _, w := range writes {
@@ -701,7 +732,7 @@ func (r *Runnable[S]) localState(f *frame[S], writes []twrite, borrow bool) (S, 
 		if borrow {
 			spare = f.spare[fl.index]
 		}
-		nv, _, err := fl.reduce(v.Field(fl.index), spare, []fieldWrite{{value: w.value, overwrite: w.overwrite}}, f.meta.Step+1)
+		nv, _, err := fl.reduce(ctx, r.abandoned, v.Field(fl.index), spare, []fieldWrite{{value: w.value, overwrite: w.overwrite}}, f.meta.Step+1)
 		if err != nil {
 			return st, err
 		}
@@ -711,7 +742,7 @@ func (r *Runnable[S]) localState(f *frame[S], writes []twrite, borrow bool) (S, 
 }
 
 // encodeWrites is the stored form of a task's writes (see decodeWrites).
-func (r *Runnable[S]) encodeWrites(t *task[S]) ([]checkpoint.Write, error) {
+func (r *Runnable[S]) encodeWrites(ctx context.Context, t *task[S]) ([]checkpoint.Write, error) {
 	if t.encoded != nil {
 		return t.encoded, nil
 	}
@@ -730,11 +761,11 @@ func (r *Runnable[S]) encodeWrites(t *task[S]) ([]checkpoint.Write, error) {
 			if w.overwrite {
 				ch = overwritePrefix + w.channel
 			}
-			b, err = encodeValue(w.value, &r.schema.fields[w.field], where{prefix: "write of node", node: t.name, field: w.channel}, r.cfg.maxValueBytes)
+			b, err = encodeValue(ctx, r.abandoned, w.value, &r.schema.fields[w.field], where{prefix: "write of node", node: t.name, field: w.channel}, r.cfg.maxValueBytes)
 		case w.send != nil:
 			s := w.send.(*Send[S])
 			var arg map[string]json.RawMessage
-			arg, err = r.encodeFields(s.Arg, fmt.Sprintf("Send from node %q to %q", t.name, s.Node))
+			arg, err = r.encodeFields(ctx, s.Arg, fmt.Sprintf("Send from node %q to %q", t.name, s.Node))
 			if err == nil {
 				b, err = json.Marshal(sendJSON{Node: s.Node, Arg: arg})
 			}
@@ -756,7 +787,7 @@ const overwritePrefix = "__overwrite__:"
 
 // decodeWrites turns stored writes back into resolved writes. Writes to
 // channels the graph no longer has are dropped.
-func (r *Runnable[S]) decodeWrites(ws []checkpoint.PendingWrite) ([]twrite, error) {
+func (r *Runnable[S]) decodeWrites(ctx context.Context, ws []checkpoint.PendingWrite) ([]twrite, error) {
 	var out []twrite
 	for _, w := range ws {
 		ch := w.Channel
@@ -783,7 +814,7 @@ func (r *Runnable[S]) decodeWrites(ws []checkpoint.PendingWrite) ([]twrite, erro
 			if err := json.Unmarshal(w.Value, &sj); err != nil {
 				return nil, err
 			}
-			arg, err := r.decodeFields(sj.Arg)
+			arg, err := r.decodeFields(ctx, sj.Arg)
 			if err != nil {
 				return nil, err
 			}
@@ -795,7 +826,7 @@ func (r *Runnable[S]) decodeWrites(ws []checkpoint.PendingWrite) ([]twrite, erro
 				continue
 			}
 			fl := &r.schema.fields[i]
-			x, err := decodeValue(fl, w.Value)
+			x, err := decodeValue(ctx, r.abandoned, fl, w.Value)
 			if err != nil {
 				return nil, fmt.Errorf("field %s: %w", ch, err)
 			}
