@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockstepgo/lockstep/internal/jsonschema"
+	"github.com/lockstepgo/lockstep/internal/safe"
 	"github.com/lockstepgo/lockstep/interrupt"
 )
 
@@ -66,12 +67,20 @@ type Classifier interface {
 //   - in a join (errors.Join, or several %w), ClassPause wins, then
 //     ClassPermanent, then ClassTransient;
 //   - a typed nil pointer in the tree classifies as nothing and does not
-//     panic.
+//     panic, and neither does an error whose methods (Unwrap, RetryClass,
+//     Timeout) panic: it classifies as nothing.
 //
 // context.Canceled is ClassNone: a cancelled call is not retried.
-func Classify(err error) Class {
-	return classify(err, 0)
+func Classify(err error) (c Class) {
+	if safe.Call(func() { c = classify(err, 0) }) != nil {
+		return ClassNone
+	}
+	return c
 }
+
+// classifyUnsafe is Classify letting a panic of err's methods through, for
+// contain, which reports it.
+func classifyUnsafe(err error) Class { return classify(err, 0) }
 
 func classify(err error, depth int) Class {
 	if err == nil || depth > 64 || isNilPointer(err) {
@@ -146,6 +155,9 @@ func retryAfter(err error) time.Duration {
 			d = max(d, x.RetryAfter)
 		case *TransientError:
 			d = max(d, x.RetryAfter)
+		case *bodyError:
+			d = max(d, x.after) // read when the body returned it
+			return
 		}
 		switch u := e.(type) {
 		case interface{ Unwrap() []error }:

@@ -114,6 +114,28 @@
 // at once: at the cap no attempt of any tool starts, and the call fails at
 // once with *AbandonedLimitError, until some of them return.
 //
+// # Application code
+//
+// Every call into a tool's code and the application's is contained: the
+// body (and the JSON methods of its argument and result types), the
+// methods of the error it returns (Error, Unwrap, Is, As, RetryClass,
+// Indeterminate: a typed nil whose Error reads its receiver is the common
+// case), its Reconcile and NaturalKey functions, the gate Policy, the
+// SecretProvider, a MemoStore, and in the tool node the reviewer-context
+// function, the outcome recorder and the goroutines that run reads. A
+// panic is a *PanicError of the call naming the tool and what panicked
+// (In), never a crash; a policy that panics denies, a secret provider
+// that panics is a *SecretError (its panic value may quote a secret and is
+// not shown), a memo store that panics is left out. A tool error is read
+// once, on the goroutine that ran the body and within its timeout; what
+// the executor keeps answers errors.Is and errors.As as the tool's error
+// does. Code that takes no per-attempt timeout runs under the call's
+// context: the policy, the provider, NaturalKey, the reviewer-context
+// function and the recorder are given up on when it ends (after a grace
+// of 100 ms; the error matches graph.ErrAbandoned and the context's), and
+// Reconcile at the tool's timeout, like a body; Executor.Abandoned counts
+// them until they return.
+//
 // # Logging
 //
 // Every decision is one slog record, message "tool decision", with the

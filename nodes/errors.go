@@ -360,16 +360,28 @@ func (e *TimeoutError) Timeout() bool { return true }
 // RetryClass implements Classifier: ClassTransient.
 func (e *TimeoutError) RetryClass() Class { return ClassTransient }
 
-// PanicError is a recovered panic in a tool body. Value and Stack are
+// PanicError is a recovered panic in a tool's code: its body, or (In)
+// another function or method of the tool's that the runtime called: the
+// Error method of an error the body returned, its Reconcile or
+// NaturalKey function, the reviewer-context function or the outcome
+// recorder of the tool node for a call of the tool. Value and Stack are
 // redacted. It is ClassPermanent and matches ErrToolPanic.
 type PanicError struct {
-	Tool  string
+	Tool string
+	// In names what panicked when it was not the body itself ("" for the
+	// body), for example "the Error method of the error its body
+	// returned".
+	In    string
 	Value string
 	Stack []byte
 }
 
-// Error describes the failure, naming the tool or key and never a secret.
+// Error describes the failure, naming the tool and what panicked, and
+// never a secret.
 func (e *PanicError) Error() string {
+	if e.In != "" {
+		return fmt.Sprintf("nodes: tool %q: %s panicked: %s", e.Tool, e.In, e.Value)
+	}
 	return fmt.Sprintf("nodes: tool %q panicked: %s", e.Tool, e.Value)
 }
 

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -23,6 +22,7 @@ import (
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/internal/canon"
 	"github.com/lockstepgo/lockstep/internal/jsonschema"
+	"github.com/lockstepgo/lockstep/internal/safe"
 	"github.com/lockstepgo/lockstep/interrupt"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
 )
@@ -59,8 +59,7 @@ type Executor struct {
 	learning  map[string]bool      // declared names a call is asking the provider for
 	failedAt  map[string]time.Time // when the provider last failed for a name
 	flight    singleflight.Group
-	abandoned atomic.Int64 // attempts abandoned, ever
-	running   atomic.Int64 // abandoned bodies that have not returned
+	aband     safe.Counter // abandoned calls: bodies, and other application code
 	maxAband  int64
 }
 
@@ -248,7 +247,7 @@ func (e *Executor) learn(ctx context.Context) {
 	}
 	e.learnMu.Unlock()
 	for _, name := range ask {
-		v, err := e.secrets.Secret(ctx, name)
+		v, err := e.secret(ctx, name)
 		if err == nil {
 			e.red.add(v)
 		}
@@ -303,12 +302,17 @@ func (e *Executor) Tool(name string) *Tool { return e.tools[name] }
 // Abandoned returns how many attempts were left running when their timeout
 // fired (tool bodies that ignore their context, or had not returned yet
 // at that instant), since the executor was made: the
-// abandoned_tool_goroutines counter. It never fails.
-func (e *Executor) Abandoned() int64 { return e.abandoned.Load() }
+// abandoned_tool_goroutines counter. It also counts the calls into other
+// application code that the executor and its tool nodes gave up on when
+// the call's context ended before they returned: a Reconcile function
+// past the tool's timeout, a NaturalKey function, the gate policy, the
+// secret provider, the reviewer-context function, the outcome recorder.
+// It never fails.
+func (e *Executor) Abandoned() int64 { return e.aband.Total() }
 
-// AbandonedRunning returns how many abandoned tool bodies have not
-// returned yet: what WithMaxAbandoned caps. It never fails.
-func (e *Executor) AbandonedRunning() int64 { return e.running.Load() }
+// AbandonedRunning returns how many abandoned calls (see Abandoned) have
+// not returned yet: what WithMaxAbandoned caps. It never fails.
+func (e *Executor) AbandonedRunning() int64 { return e.aband.Running() }
 
 // Redact replaces every secret value the executor has fetched (for a
 // tool, or to learn it before its first call), and every run of 8 bytes or
@@ -527,21 +531,16 @@ func (e *Executor) Verdict(name, fallbackFor string, args json.RawMessage) (Verd
 	if err != nil {
 		return Verdict{}, nil, "", err
 	}
-	return e.verdict(t, p.args), p.args, p.argsHash(), nil
-}
-
-// verdict asks the policy; a panicking policy denies.
-func (e *Executor) verdict(t *Tool, args []byte) (v Verdict) {
-	defer func() {
-		if r := recover(); r != nil {
-			v = Verdict{Need: true, Rule: "policy_panic", Risk: t.risk}
-		}
-	}()
-	return e.policy.Gate(t.info, args)
+	v, _ := e.verdict(context.Background(), t, p.args) // cannot be given up on
+	return v, p.args, p.argsHash(), nil
 }
 
 func (e *Executor) gate(ctx context.Context, c *Call, p *prepared) error {
-	v := e.verdict(p.tool, p.args)
+	v, err := e.verdict(ctx, p.tool, p.args)
+	if err != nil {
+		e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.String("reason", "gate policy"), e.errAttr(err))
+		return err
+	}
 	if !v.Need {
 		return nil
 	}
@@ -580,7 +579,7 @@ func (e *Executor) runRead(ctx context.Context, c *Call, p *prepared) (Result, e
 	}
 	key := MemoKey(t.name, t.version, p.args)
 	hit := func() (Result, bool) {
-		m, ok := c.Memo.Get(key)
+		m, ok := e.memoGet(ctx, c.Memo, key)
 		if !ok || m.Tool != t.name || m.Version != t.version {
 			return Result{}, false
 		}
@@ -594,16 +593,24 @@ func (e *Executor) runRead(ctx context.Context, c *Call, p *prepared) (Result, e
 	// read again inside the flight and written before it ends, so a read
 	// that misses the flight finds the memo filled.
 	ran := false // this call's own function ran the flight
-	v, err, _ := e.flight.Do(p.scope+"\x00"+key, func() (any, error) {
+	v, err, _ := e.flight.Do(p.scope+"\x00"+key, func() (v any, err error) {
 		ran = true
-		if res, ok := hit(); ok {
-			return res, nil
+		// singleflight panics again on another goroutine when the
+		// flight's function panics: nothing may panic out of it.
+		if pv := safe.Call(func() {
+			if res, ok := hit(); ok {
+				v = res
+				return
+			}
+			res, rerr := e.runPlain(ctx, c, p, "", nil)
+			if rerr == nil {
+				e.memoPut(ctx, c.Memo, key, MemoEntry{Tool: t.name, Version: t.version, Result: res.Output})
+			}
+			v, err = res, rerr
+		}); pv != nil {
+			return nil, e.panicked(t, "the executor, running the read", pv)
 		}
-		res, err := e.runPlain(ctx, c, p, "", nil)
-		if err == nil {
-			c.Memo.Put(key, MemoEntry{Tool: t.name, Version: t.version, Result: res.Output})
-		}
-		return res, err
+		return v, err
 	})
 	if err != nil {
 		return Result{}, err
@@ -612,7 +619,7 @@ func (e *Executor) runRead(ctx context.Context, c *Call, p *prepared) (Result, e
 	if !ran {
 		// Another call's flight: its result is this call's, and this
 		// call's memo gets it too.
-		c.Memo.Put(key, MemoEntry{Tool: t.name, Version: t.version, Result: res.Output})
+		e.memoPut(ctx, c.Memo, key, MemoEntry{Tool: t.name, Version: t.version, Result: res.Output})
 		res.CallID, res.Status, res.Attempts = c.ID, StatusCacheHit, 0
 		res.Output = slices.Clone(res.Output)
 	}
@@ -635,12 +642,12 @@ func (e *Executor) runPlain(ctx context.Context, c *Call, p *prepared, key strin
 }
 
 // key derives the idempotency key of a write.
-func (e *Executor) key(p *prepared) (string, error) {
+func (e *Executor) key(ctx context.Context, p *prepared) (string, error) {
 	t := p.tool
 	if t.naturalKey != nil {
-		nk, err := t.naturalKey(p.args)
-		if err != nil || nk == "" {
-			return "", &ArgsError{Tool: t.name, Path: "$", Reason: "the tool's natural idempotency key is empty", Err: err}
+		nk, err := e.naturalKeyOf(ctx, t, p.args)
+		if err != nil {
+			return "", err
 		}
 		return NaturalIdempotencyKey(t.name, nk), nil
 	}
@@ -662,7 +669,7 @@ func lease(t *Tool) time.Duration {
 // after; a repeat replays.
 func (e *Executor) runWrite(ctx context.Context, c *Call, p *prepared) (Result, error) {
 	t := p.tool
-	key, err := e.key(p)
+	key, err := e.key(ctx, p)
 	if err != nil {
 		e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.String("reason", "idempotency key"), e.errAttr(err))
 		return Result{}, err
@@ -875,7 +882,7 @@ func (e *Executor) reconcile(ctx context.Context, c *Call, p *prepared, in ledge
 	if err != nil {
 		return Result{}, err
 	}
-	out, found, err := t.reconcile(e.bodyContext(ctx), p.args, env)
+	out, found, err := e.reconcileCall(ctx, t, p.args, env)
 	if err != nil {
 		err = e.toolError(t, 1, e.redactPause(err))
 		e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.String("reason", "reconcile"), slog.String("key", in.Key), e.errAttr(err))
@@ -911,10 +918,14 @@ func (e *Executor) env(ctx context.Context, c *Call, p *prepared, key string) (E
 	}
 	env.secrets = make(map[string]Secret, len(p.tool.secrets))
 	for _, name := range p.tool.secrets {
-		v, err := e.secrets.Secret(ctx, name)
+		v, err := e.secret(ctx, name)
 		if err != nil {
 			// The provider's error text is not shown: it may quote the value.
-			return Env{}, &ToolError{Tool: p.tool.name, Class: ClassPermanent, Err: &SecretError{Tool: p.tool.name, Name: name, Reason: "the secret provider failed"},
+			reason := "the secret provider failed"
+			if errors.Is(err, errProviderPanicked) {
+				reason = "the secret provider panicked"
+			}
+			return Env{}, &ToolError{Tool: p.tool.name, Class: ClassPermanent, Err: &SecretError{Tool: p.tool.name, Name: name, Reason: reason},
 				msg: fmt.Sprintf("secret %q unavailable", name)}
 		}
 		if len(strings.TrimSpace(v)) < minRedact {
@@ -954,7 +965,7 @@ func (e *Executor) attempts(ctx context.Context, c *Call, p *prepared, key strin
 	}
 	var last error // the previous attempt's error
 	for attempt := 1; ; attempt++ {
-		if e.running.Load() >= e.maxAband {
+		if e.aband.Running() >= e.maxAband {
 			le := &AbandonedLimitError{Tool: t.name, Limit: int(e.maxAband), Attempts: attempt - 1, Err: last}
 			e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.Int("attempts", attempt-1), slog.String("reason", "abandoned limit"), e.errAttr(le))
 			return nil, attempt - 1, indeterminate(last), le
@@ -1056,7 +1067,9 @@ func (e *Executor) attempt(ctx context.Context, t *Tool, args []byte, env Env, l
 				}
 			}()
 			out, err := t.invoke(e.bodyContext(actx), args, env)
-			return outcome{out, e.redactPause(err)}
+			// Read here, under recover and the attempt's timeout: the
+			// error's methods are the tool's code too.
+			return outcome{out, e.redactPause(e.contain(t, "body", err))}
 		}()
 		mu.Lock()
 		abandoned := gone
@@ -1065,7 +1078,7 @@ func (e *Executor) attempt(ctx context.Context, t *Tool, args []byte, env Env, l
 		}
 		mu.Unlock()
 		if abandoned {
-			defer e.running.Add(-1)
+			defer e.aband.Done()
 			if o.err == nil && late != nil {
 				late(o.out)
 			}
@@ -1097,8 +1110,7 @@ func (e *Executor) attempt(ctx context.Context, t *Tool, args []byte, env Env, l
 	default:
 		gone = true
 		if began {
-			e.abandoned.Add(1)
-			e.running.Add(1)
+			e.aband.Add()
 		}
 	}
 	started = began

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/safe"
 	"github.com/lockstepgo/lockstep/interrupt"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
 )
@@ -338,7 +339,11 @@ func (n *toolNode) run(ctx context.Context, msgs []Message, saved map[string]Mem
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			first(i)
+			// This goroutine is the tool node's: nothing may panic out of
+			// it (the executor contains the tool's own code).
+			if p := safe.Call(func() { first(i) }); p != nil {
+				errs[i] = n.callPanic(calls[i], p)
+			}
 		}()
 	}
 	for _, i := range writes {
@@ -425,7 +430,7 @@ func (n *toolNode) run(ctx context.Context, msgs []Message, saved map[string]Mem
 				}
 				return nil, nil, err
 			}
-			if err := n.record(ctx, dec, out.Ran); err != nil {
+			if err := n.record(ctx, pc.Tool, dec, out.Ran); err != nil {
 				return nil, nil, err
 			}
 			r.out = out
@@ -461,12 +466,13 @@ func (n *toolNode) run(ctx context.Context, msgs []Message, saved map[string]Mem
 	return out, added, nil
 }
 
-// record reports what an approved call ran to the outcome recorder.
-func (n *toolNode) record(ctx context.Context, dec approval.Decision, ran *approval.Execution) error {
+// record reports what an approved call of tool ran to the outcome
+// recorder.
+func (n *toolNode) record(ctx context.Context, tool string, dec approval.Decision, ran *approval.Execution) error {
 	if n.recorder == nil || ran == nil || dec.ID == "" {
 		return nil
 	}
-	err := n.recorder.RecordOutcome(ctx, dec.ID, *ran)
+	err := n.recordOutcome(ctx, tool, dec.ID, *ran)
 	switch {
 	case err == nil:
 		return nil
@@ -731,7 +737,7 @@ func (n *toolNode) request(ctx context.Context, tc ToolCall, pc *pendingCall, ra
 	}
 	req.FallbackFor = pc.FallbackFor
 	if n.review != nil {
-		rc, err := n.review(ctx, tc, msgs)
+		rc, err := n.reviewContext(ctx, pc.Tool, tc, msgs)
 		if err != nil {
 			// A failed node's error text is logged and checkpointed.
 			err = fmt.Errorf("nodes: tool node: reviewer context for call %s of %q: %w", quote(tc.ID), pc.Tool, err)
