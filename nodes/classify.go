@@ -293,7 +293,9 @@ type RetryPolicy struct {
 	// still capped at Max (default 0.2; negative means none).
 	Jitter float64
 	// MaxRetryAfter caps a server's Retry-After (default 30s). A longer
-	// request ends the retries instead of waiting.
+	// request ends the retries instead of waiting: the call fails at once
+	// with a *ToolError around a *RetryAfterError (ErrRetryAfterTooLong),
+	// which says when the service said to come back.
 	MaxRetryAfter time.Duration
 }
 

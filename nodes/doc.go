@@ -101,7 +101,9 @@
 // Classification sees through wrapping; in a join a pause wins, then
 // permanent. Only transient errors are retried, up to RetryPolicy's
 // attempts, with exponential backoff, jitter and a cap on the executor's
-// Clock; a Retry-After is honoured up to MaxRetryAfter; no attempt starts
+// Clock; a Retry-After is honoured up to MaxRetryAfter, and one beyond it
+// ends the retries at once with a *RetryAfterError (ErrRetryAfterTooLong)
+// that says when the service said to come back; no attempt starts
 // past the context's deadline; cancellation stops at once. An attempt that
 // outlives the tool's timeout is a *TimeoutError: its outcome is unknown
 // (Indeterminate), so a write is retried after it (with the same key) only

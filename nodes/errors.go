@@ -76,6 +76,10 @@ var (
 	// call, and the call is decided when the thread is continued (or the
 	// node retried) after the holder's lease. Matches *CallInProgressError.
 	ErrCallInProgress = errors.New("nodes: tool call in progress in another run")
+	// ErrRetryAfterTooLong: the service asked the executor to wait
+	// longer than the tool's RetryPolicy.MaxRetryAfter before the next
+	// attempt, so the retries ended. Matches *RetryAfterError.
+	ErrRetryAfterTooLong = errors.New("nodes: the service asked to retry later than the retry policy waits")
 	// ErrAbandonedLimit: the executor's cap on abandoned tool bodies
 	// (WithMaxAbandoned) was reached, so the attempt was not started.
 	// Matches *AbandonedLimitError.
@@ -390,6 +394,39 @@ func (e *PanicError) Is(target error) bool { return target == ErrToolPanic }
 
 // RetryClass implements Classifier: ClassPermanent.
 func (e *PanicError) RetryClass() Class { return ClassPermanent }
+
+// RetryAfterError reports a transient failure whose service asked to be
+// called again no sooner than RetryAfter later (an HTTP 429 or 503 with
+// Retry-After, or RetryAfter), beyond the tool's
+// RetryPolicy.MaxRetryAfter: the executor does not wait that long, so the
+// retries end after Attempts attempts. At is when the service said to
+// come back, by the executor's clock. Err is the last attempt's error. It
+// is ClassTransient (a later call may succeed: after At) and matches
+// ErrRetryAfterTooLong; the *ToolError around it matches ErrToolFailed.
+type RetryAfterError struct {
+	Tool       string
+	Attempts   int
+	RetryAfter time.Duration
+	At         time.Time
+	Max        time.Duration // the policy's MaxRetryAfter
+	Err        error
+}
+
+// Error says when the service said to come back, and that the retries
+// ended.
+func (e *RetryAfterError) Error() string {
+	return fmt.Sprintf("nodes: tool %q: the service asked to be called again in %v, at %s, beyond the retry policy's MaxRetryAfter of %v, so the retries ended; call again after that time (last error: %v)",
+		e.Tool, e.RetryAfter, e.At.UTC().Format(time.RFC3339), e.Max, e.Err)
+}
+
+// Unwrap returns the last attempt's error.
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrRetryAfterTooLong) true.
+func (e *RetryAfterError) Is(target error) bool { return target == ErrRetryAfterTooLong }
+
+// RetryClass implements Classifier: ClassTransient.
+func (e *RetryAfterError) RetryClass() Class { return ClassTransient }
 
 // AbandonedLimitError reports an attempt of Tool that was not started
 // because Limit tool bodies of the executor that outlived their timeout

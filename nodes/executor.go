@@ -1000,8 +1000,15 @@ func (e *Executor) attempts(ctx context.Context, c *Call, p *prepared, key strin
 			return nil, attempt, unsure, te
 		}
 		wait := rp.Backoff(attempt, e.rand())
-		if ra := retryAfter(err); ra > 0 {
-			wait = max(wait, min(ra, rp.MaxRetryAfter))
+		if ra := retryAfter(err); ra > rp.MaxRetryAfter {
+			// The service will not answer before then: retrying sooner
+			// cannot help, and waiting that long is not the policy's.
+			te := e.toolError(t, attempt, &RetryAfterError{Tool: t.name, Attempts: attempt, RetryAfter: ra, At: e.clock.Now().Add(ra), Max: rp.MaxRetryAfter, Err: err})
+			e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.Int("attempts", attempt), slog.Duration("retry_after", ra),
+				slog.String("reason", "the service's Retry-After exceeds the policy's MaxRetryAfter"), e.errAttr(te))
+			return nil, attempt, unsure, te
+		} else if ra > 0 {
+			wait = max(wait, ra)
 		}
 		if dl, ok := ctx.Deadline(); ok && e.clock.Now().Add(wait).After(dl) {
 			te := e.toolError(t, attempt, err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -208,17 +209,76 @@ func TestRetryAfter(t *testing.T) {
 			t.Errorf("Retry-After %q: %v, want %v", tc.header, got, tc.want)
 		}
 	}
-	attempts := &counter{}
-	clk := newFakeClock()
-	errs := []error{nodes.NewHTTPError(resp("1000000000"), now), nodes.NewHTTPError(resp("5"), now)}
-	ex, _ := nodes.NewExecutor([]*nodes.Tool{flaky(t, "api", attempts, errs, nodes.Retry(nodes.RetryPolicy{MaxRetryAfter: 30 * time.Second}))},
-		nodes.WithClock(clk), nodes.WithJitterSource(func() float64 { return 0.5 }))
-	if _, err := ex.Execute(context.Background(), nodes.Call{Tool: "api", Scope: "t"}); err != nil {
-		t.Fatal(err)
+}
+
+// TestRetryAfterSchedule (R30, issue 16 item 6): a Retry-After within the
+// policy's MaxRetryAfter sets the least wait; one beyond it ends the
+// retries at once, with no sleep, in a *RetryAfterError that says when
+// the service said to come back. The clock is injected: nothing sleeps.
+func TestRetryAfterSchedule(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	resp := func(v string) *http.Response {
+		return &http.Response{StatusCode: 429, Header: http.Header{"Retry-After": {v}}}
 	}
-	if d := cmp.Diff([]time.Duration{30 * time.Second, 5 * time.Second}, clk.Sleeps()); d != "" {
-		t.Errorf("waits (-want +got):\n%s", d)
+	far := nodes.NewHTTPError(resp("1000000000"), now)
+	for _, tc := range []struct {
+		name     string
+		errs     []error
+		attempts int             // attempts made
+		sleeps   []time.Duration // the waits between them
+		after    time.Duration   // the RetryAfterError's, 0 for success
+	}{
+		{"within the cap: waited, then success", []error{nodes.NewHTTPError(resp("5"), now)}, 2, []time.Duration{5 * time.Second}, 0},
+		{"at the cap: waited", []error{nodes.NewHTTPError(resp("30"), now)}, 2, []time.Duration{30 * time.Second}, 0},
+		{"1e9 seconds: ends at once", []error{far, nodes.NewHTTPError(resp("5"), now)}, 1, nil, 1_000_000_000 * time.Second},
+		{"just past the cap", []error{nodes.NewHTTPError(resp("31"), now)}, 1, nil, 31 * time.Second},
+		{"an HTTP date an hour away", []error{nodes.NewHTTPError(resp(now.Add(time.Hour).Format(http.TimeFormat)), now)}, 1, nil, time.Hour},
+		{"after a retry", []error{nodes.NewHTTPError(resp("2"), now), nodes.RetryAfter(errors.New("slow down"), 2*time.Hour)}, 2, []time.Duration{2 * time.Second}, 2 * time.Hour},
+		{"wrapped in a join", []error{errors.Join(errors.New("x"), fmt.Errorf("wrapped: %w", far))}, 1, nil, 1_000_000_000 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			attempts := &counter{}
+			clk := newFakeClock()
+			start := clk.Now()
+			ex, _ := nodes.NewExecutor([]*nodes.Tool{flaky(t, "api", attempts, tc.errs, nodes.Retry(nodes.RetryPolicy{MaxRetryAfter: 30 * time.Second}))},
+				nodes.WithClock(clk), nodes.WithJitterSource(func() float64 { return 0.5 }))
+			_, err := ex.Execute(context.Background(), nodes.Call{Tool: "api", Scope: "t"})
+			if attempts.get("api") != tc.attempts {
+				t.Errorf("%d attempts, want %d", attempts.get("api"), tc.attempts)
+			}
+			if d := cmp.Diff(tc.sleeps, clk.Sleeps()); d != "" {
+				t.Errorf("waits (-want +got):\n%s", d)
+			}
+			if tc.after == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			var rae *nodes.RetryAfterError
+			if !errors.As(err, &rae) || !errors.Is(err, nodes.ErrRetryAfterTooLong) || !errors.Is(err, nodes.ErrToolFailed) || errors.Is(err, nodes.ErrRetriesExhausted) {
+				t.Fatalf("err = %v, want a *RetryAfterError matching ErrRetryAfterTooLong and ErrToolFailed, not ErrRetriesExhausted", err)
+			}
+			at := start.Add(sum(tc.sleeps) + tc.after)
+			if rae.Tool != "api" || rae.RetryAfter != tc.after || !rae.At.Equal(at) || rae.Max != 30*time.Second || rae.Attempts != tc.attempts {
+				t.Errorf("%+v; want %v after %d attempts, at %v", rae, tc.after, tc.attempts, at)
+			}
+			if !strings.Contains(err.Error(), at.Format(time.RFC3339)) {
+				t.Errorf("the message does not say when to come back (%s): %v", at.Format(time.RFC3339), err)
+			}
+			if nodes.Classify(err) != nodes.ClassTransient {
+				t.Errorf("class %v, want transient", nodes.Classify(err))
+			}
+		})
 	}
+}
+
+func sum(ds []time.Duration) time.Duration {
+	var t time.Duration
+	for _, d := range ds {
+		t += d
+	}
+	return t
 }
 
 // sleepSignal is a Clock whose Sleep reports that it started and then waits

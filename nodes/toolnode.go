@@ -780,10 +780,11 @@ func (n *toolNode) resultMessage(tc ToolCall, res Result) *Message {
 func (n *toolNode) errorMessage(tc ToolCall, c Call, err error) *Message {
 	obs := Observation{Status: StatusFailed, Error: n.ex.red.String(err.Error())}
 	var (
-		de *DecisionError
-		ae *ArgsError
-		te *ToolError
-		re *ReplayedError
+		de  *DecisionError
+		ae  *ArgsError
+		te  *ToolError
+		re  *ReplayedError
+		rae *RetryAfterError
 	)
 	switch {
 	case errors.As(err, &de):
@@ -815,6 +816,8 @@ func (n *toolNode) errorMessage(tc ToolCall, c Call, err error) *Message {
 		if errors.Is(err, ErrToolTimeout) {
 			obs.Note += " An earlier attempt of it timed out and may have taken effect. Check before calling again."
 		}
+	case errors.As(err, &rae):
+		obs.Note = fmt.Sprintf("The service asked to be called again no sooner than %s, so the call was not retried. Do not call it again before then; tell the user when it can be tried.", rae.At.UTC().Format(time.RFC3339))
 	case errors.As(err, &te) && te.Exhausted:
 		obs.Note = "The service kept failing; retries are used up. Try again later, or tell the user."
 	case errors.Is(err, ErrToolTimeout):
