@@ -3,6 +3,7 @@ package approval
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/safe"
 )
 
 // ResumeFunc resumes the thread of a decided approval with its decision.
@@ -122,7 +124,13 @@ type WorkerOptions struct {
 // it. Anything else is retried with backoff; a crash between recording a
 // decision and resuming its thread leaves the decision unresumed, so the
 // next worker to run resumes it, and the runtime's first-wins resume makes
-// sure it happens once. A Worker is safe for concurrent use.
+// sure it happens once. The ResumeFunc, Threads and Backoff are the
+// application's code and run on the worker's goroutines: a ResumeFunc
+// that panics (or returns an error whose Error method panics) is a failed
+// attempt, a *ResumePanicError recorded on the approval and retried
+// after the backoff; a Threads that panics owns nothing, a Backoff that
+// panics gets the default; none stops the worker or the process. A
+// Worker is safe for concurrent use.
 type Worker struct {
 	store  Store
 	resume ResumeFunc
@@ -211,7 +219,7 @@ func (w *Worker) RunOnce(ctx context.Context) (WorkerReport, error) {
 				continue
 			}
 			seen[rec.ID] = true
-			if w.o.Threads != nil && !w.o.Threads(rec.Thread) {
+			if w.o.Threads != nil && !w.owns(ctx, rec) {
 				continue
 			}
 			fresh++
@@ -219,7 +227,15 @@ func (w *Worker) RunOnce(ctx context.Context) (WorkerReport, error) {
 				if stopped.Load() {
 					return nil
 				}
-				r, err := w.handle(ctx, rec)
+				// The worker's goroutine: nothing may panic out of it (the
+				// ResumeFunc's own panics are contained in handle).
+				var (
+					r   WorkerReport
+					err error
+				)
+				if p := safe.Call(func() { r, err = w.handle(ctx, rec) }); p != nil {
+					err = &ResumePanicError{ID: rec.ID, In: "the worker", Value: p.Value, Stack: p.Stack}
+				}
 				mu.Lock()
 				rep.add(r)
 				mu.Unlock()
@@ -254,7 +270,7 @@ func (w *Worker) handle(ctx context.Context, rec Record) (WorkerReport, error) {
 		rep.Skipped++
 		return rep, nil
 	}
-	rerr := w.resume(ctx, rec)
+	rerr := w.callResume(ctx, rec)
 	switch {
 	case rerr == nil:
 		log.LogAttrs(ctx, slog.LevelDebug, "approval resumed", slog.String("outcome", string(rec.Decision.Outcome)))
@@ -277,11 +293,11 @@ func (w *Worker) handle(ctx context.Context, rec Record) (WorkerReport, error) {
 		}
 		return rep, ctx.Err()
 	}
-	delay := w.o.Backoff(rec.Resume.Attempts + 1)
+	attempts := rec.Resume.Attempts + 1
 	if errors.Is(rerr, checkpoint.ErrThreadBusy) || errors.Is(rerr, checkpoint.ErrConflict) {
-		delay = w.o.Backoff(1)
+		attempts = 1
 	}
-	delay = max(delay, 0)
+	delay := max(w.backoff(ctx, attempts), 0)
 	log.LogAttrs(ctx, slog.LevelWarn, "resume failed; will retry", slog.String("error", rerr.Error()), slog.Duration("after", delay))
 	rep.Deferred++
 	return rep, w.store.RetryResume(ctx, rec.ID, rerr.Error(), delay)
@@ -290,6 +306,63 @@ func (w *Worker) handle(ctx context.Context, rec Record) (WorkerReport, error) {
 // handBackTimeout bounds the write that hands a stopped worker's claim
 // back.
 const handBackTimeout = 5 * time.Second
+
+// ResumePanicError is a panic recovered from a Worker's ResumeFunc (or,
+// In, from the worker's own handling of an approval, or the Error method
+// of the ResumeFunc's error): the attempt failed, and the approval is
+// resumed again after the worker's backoff, like after any failed
+// attempt. Value and Stack are the panic's.
+type ResumePanicError struct {
+	ID    string // the approval
+	In    string // what panicked, "" for the ResumeFunc itself
+	Value any
+	Stack []byte
+}
+
+// Error names the approval and what panicked, and the panic's value.
+func (e *ResumePanicError) Error() string {
+	in := e.In
+	if in == "" {
+		in = "the ResumeFunc"
+	}
+	return fmt.Sprintf("approval: resuming approval %s: %s panicked: %v", quoteShort(e.ID), in, e.Value)
+}
+
+// callResume runs the ResumeFunc: a panic is a *ResumePanicError, and its
+// error is read once, so that what the worker does with it (log it,
+// store its text, match it) calls none of its methods unprotected.
+func (w *Worker) callResume(ctx context.Context, rec Record) error {
+	var err error
+	if p := safe.Call(func() { err = w.resume(ctx, rec) }); p != nil {
+		return &ResumePanicError{ID: rec.ID, Value: p.Value, Stack: p.Stack}
+	}
+	p, w2 := safe.Wrap(err)
+	if p != nil {
+		return &ResumePanicError{ID: rec.ID, In: "the Error method of the ResumeFunc's error", Value: p.Value, Stack: p.Stack}
+	}
+	return w2
+}
+
+// owns asks WorkerOptions.Threads about rec's thread; one that panics
+// owns nothing (logged).
+func (w *Worker) owns(ctx context.Context, rec Record) (ok bool) {
+	if p := safe.Call(func() { ok = w.o.Threads(rec.Thread) }); p != nil {
+		w.o.Logger.LogAttrs(ctx, slog.LevelWarn, "WorkerOptions.Threads panicked; the approval is left to other workers",
+			slog.String("approval", rec.ID), slog.String("panic", p.String()))
+		return false
+	}
+	return ok
+}
+
+// backoff asks WorkerOptions.Backoff for the wait after attempts failed
+// attempts; one that panics gets the default backoff (logged).
+func (w *Worker) backoff(ctx context.Context, attempts int) (d time.Duration) {
+	if p := safe.Call(func() { d = w.o.Backoff(attempts) }); p != nil {
+		w.o.Logger.LogAttrs(ctx, slog.LevelWarn, "WorkerOptions.Backoff panicked; using the default backoff", slog.String("panic", p.String()))
+		return defaultBackoff(attempts)
+	}
+	return d
+}
 
 // notWaiting reports whether err says the thread no longer waits on the
 // approval, so resuming it again can never succeed.

@@ -893,3 +893,60 @@ func TestStoreStampsItsOwnTimes(t *testing.T) {
 		})
 	}
 }
+
+type nilErr struct{ msg string }
+
+func (e *nilErr) Error() string { return e.msg }
+
+// TestWorkerContainsResumeFunc (issue 16 item 1): the worker runs
+// ResumeFuncs on goroutines of its own; one that panics, or returns a
+// typed nil error whose Error reads its receiver, or a Backoff or Threads
+// option that panics, is an attempt that failed (recorded, retried after
+// the backoff), never a crash.
+func TestWorkerContainsResumeFunc(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		resume  approval.ResumeFunc
+		opts    approval.WorkerOptions
+		note    string // what the approval's last resume error says
+		skipped bool   // Threads panicked: nothing handled
+	}{
+		{"the ResumeFunc panics", func(context.Context, approval.Record) error { panic("resume exploded") }, approval.WorkerOptions{}, "the ResumeFunc panicked: resume exploded", false},
+		{"the ResumeFunc returns a typed nil", func(context.Context, approval.Record) error {
+			var e *nilErr
+			return e
+		}, approval.WorkerOptions{}, "the Error method of the ResumeFunc's error panicked", false},
+		{"Backoff panics", func(context.Context, approval.Record) error { return errors.New("try later") },
+			approval.WorkerOptions{Backoff: func(int) time.Duration { panic("backoff exploded") }}, "try later", false},
+		{"Threads panics", func(context.Context, approval.Record) error { return nil },
+			approval.WorkerOptions{Threads: func(string) bool { panic("threads exploded") }}, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := newClock()
+			store := approval.NewMemoryStore(clock.Now)
+			if _, err := store.Decide(ctx, newItem(t, refundSchema(t), clock.Now(), "a1"), approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}); err != nil {
+				t.Fatal(err)
+			}
+			opts := tc.opts
+			w, err := approval.NewWorker(store, tc.resume, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := w.RunOnce(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec, _ := store.Get(ctx, "a1")
+			if tc.skipped {
+				if rep != (approval.WorkerReport{}) || !rec.Resume.At.IsZero() {
+					t.Errorf("report %+v, resume %+v; want nothing handled", rep, rec.Resume)
+				}
+				return
+			}
+			if rep != (approval.WorkerReport{Deferred: 1}) || !strings.Contains(rec.Resume.LastError, tc.note) || rec.Resume.Attempts != 1 || !rec.Resume.NotBefore.After(clock.Now()) {
+				t.Errorf("report %+v, resume %+v; want one deferred attempt noting %q", rep, rec.Resume, tc.note)
+			}
+		})
+	}
+}
