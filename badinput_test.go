@@ -901,3 +901,150 @@ func TestBadInputApprovalEdits(t *testing.T) {
 		{name: "another tool", call: edit("lookup_order", `{"order":"A-1"}`), check: approvalErr(approval.ErrInvalidArgs)},
 	})
 }
+
+// Application code that misbehaves (issue 16 items 1, 6 and 7).
+type (
+	// badNilErr is returned as a typed nil: its Error reads the receiver.
+	badNilErr struct{ code int }
+	// badBlockMarshal's MarshalJSON blocks until its channel is closed.
+	badBlockMarshal struct{ release chan struct{} }
+	// badClock records waits instead of sleeping.
+	badClock struct{ sleeps []time.Duration }
+)
+
+func (e *badNilErr) Error() string { return fmt.Sprintf("code %d", e.code) }
+
+func (b badBlockMarshal) MarshalJSON() ([]byte, error) {
+	<-b.release
+	return []byte(`"late"`), nil
+}
+
+func (c *badClock) Now() time.Time { return time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC) }
+
+func (c *badClock) Sleep(ctx context.Context, d time.Duration) error {
+	c.sleeps = append(c.sleeps, d)
+	return ctx.Err()
+}
+
+// TestBadInputApplicationCode (issue 16 items 1, 6 and 7): application
+// code that panics, returns a typed nil error whose Error reads its
+// receiver, or blocks past the run's deadline, and a service that asks
+// to be called back far later than the retry policy waits, each give a
+// typed error naming what failed, kill nothing, and write nothing (a
+// failed node records its failure).
+func TestBadInputApplicationCode(t *testing.T) {
+	nilErr := func() error {
+		var e *badNilErr
+		return e
+	}
+	readTool := func(name string, body func() error) *nodes.Tool {
+		tool, err := nodes.NewTool(name, "A read that fails.", func(ctx context.Context, a soakPayArgs, env nodes.Env) (string, error) {
+			return "", body()
+		}, nodes.Idempotent(), nodes.NoMemo())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tool
+	}
+	execute := func(tool *nodes.Tool, opts ...nodes.ExecutorOption) func(ctx context.Context, f *badFixture) error {
+		return func(ctx context.Context, f *badFixture) error {
+			ex, err := nodes.NewExecutor([]*nodes.Tool{tool}, append([]nodes.ExecutorOption{nodes.WithLedger(f.app.ledger)}, opts...)...)
+			if err != nil {
+				return err
+			}
+			_, err = ex.Execute(ctx, nodes.Call{Tool: tool.Name(), Args: json.RawMessage(`{"order":"A-1","amount":5}`), Scope: "pay-wait"})
+			return err
+		}
+	}
+	panicIn := func(in string) func(error) string {
+		return asErr(func(e *nodes.PanicError) string {
+			if e.In != in || !errors.Is(e, nodes.ErrToolPanic) {
+				return fmt.Sprintf("%+v: want a panic in %q", e, in)
+			}
+			return ""
+		})
+	}
+	// blocked calls a run under a short deadline with a value whose
+	// MarshalJSON never returns until the run has returned.
+	blocked := func(run func(ctx context.Context, f *badFixture, v any) error) func(ctx context.Context, f *badFixture) error {
+		return func(ctx context.Context, f *badFixture) error {
+			v := badBlockMarshal{release: make(chan struct{})}
+			defer close(v.release)
+			ctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- run(ctx, f, v) }()
+			select {
+			case err := <-done:
+				return err
+			case <-time.After(time.Minute):
+				return errors.New("the run did not return by its deadline")
+			}
+		}
+	}
+	var asker *graph.Runnable[badState]
+	runBadCases(t, []badCase{
+		{name: "a tool's typed nil error", call: execute(readTool("lookup", nilErr)), check: panicIn("the Error method of the error its body returned")},
+		{name: "a tool's typed nil error, wrapped with fmt", call: execute(readTool("lookup", func() error { return fmt.Errorf("w: %w", nilErr()) })),
+			check: asErr(func(e *nodes.ToolError) string { return "" })},
+		{name: "a node's typed nil error", setup: func(ctx context.Context, f *badFixture) error {
+			var err error
+			asker, err = graph.New[badState]().AddNode("n", func(ctx context.Context, s badState) (graph.Update[badState], error) {
+				return graph.Update[badState]{}, nilErr()
+			}).AddEdge(graph.START, "n").Compile(graph.WithSaver(f.app.saver))
+			if err == nil {
+				_, err = asker.Invoke(ctx, "typed-nil", graph.Update[badState]{}, graph.InterruptBefore("n"))
+			}
+			return err
+		}, call: func(ctx context.Context, f *badFixture) error {
+			_, err := asker.Continue(ctx, "typed-nil")
+			return err
+		}, check: asErr(func(e *graph.PanicError) string {
+			if e.Node != "n" || e.Call != "the Error method of the error it returned" {
+				return fmt.Sprintf("%+v", e)
+			}
+			return ""
+		}), failed: true},
+		{name: "a 429 whose Retry-After is beyond MaxRetryAfter", call: func(ctx context.Context, f *badFixture) error {
+			clk := &badClock{}
+			far := &nodes.HTTPError{Status: 429, RetryAfter: 1_000_000_000 * time.Second}
+			err := execute(readTool("lookup", func() error { return far }), nodes.WithClock(clk))(ctx, f)
+			if len(clk.sleeps) != 0 {
+				return fmt.Errorf("slept %v: %w", clk.sleeps, err)
+			}
+			return err
+		}, check: asErr(func(e *nodes.RetryAfterError) string {
+			if e.RetryAfter != 1_000_000_000*time.Second || e.Attempts != 1 || !errors.Is(e, nodes.ErrRetryAfterTooLong) {
+				return fmt.Sprintf("%+v", e)
+			}
+			return ""
+		})},
+		{name: "a resume answer whose MarshalJSON blocks", call: blocked(func(ctx context.Context, f *badFixture, v any) error {
+			_, err := f.r.Resume(ctx, "wait", graph.Command[badState]{Resume: v})
+			return err
+		}), check: func(err error) string {
+			if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, graph.ErrAbandoned) {
+				return "want an error matching context.DeadlineExceeded and graph.ErrAbandoned"
+			}
+			return ""
+		}},
+		{name: "an Ask value whose MarshalJSON blocks", setup: func(ctx context.Context, f *badFixture) error {
+			var err error
+			asker, err = graph.New[badState]().AddNode("ask", func(ctx context.Context, s badState) (graph.Update[badState], error) {
+				_, err := interrupt.Ask[string](ctx, badBlockMarshal{release: blockedAsk})
+				return graph.Update[badState]{}, err
+			}).AddEdge(graph.START, "ask").Compile(graph.WithSaver(f.app.saver))
+			if err == nil {
+				_, err = asker.Invoke(ctx, "asker", graph.Update[badState]{}, graph.InterruptBefore("ask"))
+			}
+			return err
+		}, call: blocked(func(ctx context.Context, f *badFixture, _ any) error {
+			_, err := asker.Continue(ctx, "asker")
+			return err
+		}), check: isErr(context.DeadlineExceeded)},
+	})
+	close(blockedAsk)
+}
+
+// blockedAsk holds the Ask case's MarshalJSON until the pass is over.
+var blockedAsk = make(chan struct{})
