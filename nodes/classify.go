@@ -90,6 +90,10 @@ func classify(err error, depth int) Class {
 		return c
 	}
 	switch u := err.(type) {
+	case *safe.Error:
+		// An application error the runtime read once (package graph
+		// holds nodes' errors so): classified as what it holds.
+		return classify(u.Inner(), depth+1)
 	case interface{ Unwrap() []error }:
 		best := ClassNone
 		for _, e := range u.Unwrap() {
@@ -157,6 +161,9 @@ func retryAfter(err error) time.Duration {
 			d = max(d, x.RetryAfter)
 		case *bodyError:
 			d = max(d, x.after) // read when the body returned it
+			return
+		case *safe.Error:
+			walk(x.Inner(), depth+1)
 			return
 		}
 		switch u := e.(type) {

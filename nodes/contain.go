@@ -265,6 +265,34 @@ func (n *toolNode) recordOutcome(ctx context.Context, tool, id string, ran appro
 	return err
 }
 
+// readRecorded reads approval id's record from the outcome recorder (an
+// approval store) under ctx, like recordOutcome: a panic is a
+// *PanicError, its error is read once, a read still running when ctx
+// ends is given up on.
+func (n *toolNode) readRecorded(ctx context.Context, rr decisionReader, tool, id string) (approval.Record, error) {
+	type result struct {
+		rec approval.Record
+		err error
+	}
+	r, p, aerr := safe.Bound(ctx, &n.ex.aband, "the outcome recorder's Get (WithOutcomeRecorder)", func() result {
+		rec, err := rr.Get(ctx, id)
+		if err != nil {
+			var p *safe.Panic
+			if p, err = safe.Wrap(err); p != nil {
+				return result{err: n.ex.panickedIn(tool, "the Error method of the outcome recorder's error", p)}
+			}
+		}
+		return result{rec, err}
+	})
+	switch {
+	case p != nil:
+		return approval.Record{}, n.ex.panickedIn(tool, "the outcome recorder's Get (WithOutcomeRecorder)", p)
+	case aerr != nil:
+		return approval.Record{}, aerr
+	}
+	return r.rec, r.err
+}
+
 // panickedIn is panicked for a tool known by name.
 func (e *Executor) panickedIn(tool, in string, p *safe.Panic) *PanicError {
 	return &PanicError{Tool: tool, In: in, Value: e.red.String(p.String()), Stack: e.red.Bytes(p.Stack)}

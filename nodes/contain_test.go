@@ -346,7 +346,7 @@ func TestBlockedToolCode(t *testing.T) {
 			return mustTool(t)(nodes.NewTool("slow", "d", body, nodes.Idempotent(), nodes.Secrets("API_KEY")))
 		}, func(block func()) []nodes.ExecutorOption {
 			return []nodes.ExecutorOption{nodes.WithSecrets(nodes.SecretFunc(func(context.Context, string) (string, error) { block(); return "a-long-secret", nil })), nodes.WithPolicy(nodes.AlwaysApprove())}
-		}, false, nodes.ErrSecret},
+		}, false, context.DeadlineExceeded},
 		{"a NaturalKey function", func(t *testing.T, block func()) *nodes.Tool {
 			return mustTool(t)(nodes.NewTool("slow", "d", body, nodes.NaturalKey(func(a OrderArgs) string { block(); return a.OrderID })))
 		}, func(func()) []nodes.ExecutorOption {

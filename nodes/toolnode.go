@@ -610,7 +610,7 @@ func (n *toolNode) decide(ctx context.Context, thread string, tc ToolCall, pc *p
 		return outcome{Done: n.errorMessage(tc, c, err)}, nil
 	}
 	if dec.Allows() {
-		rec, err := n.recorded(ctx, dec)
+		rec, err := n.recorded(ctx, pc.Tool, dec)
 		if err != nil {
 			return outcome{}, err
 		}
@@ -681,12 +681,12 @@ type decisionReader interface {
 // recorded returns the decision the recorder's store holds for dec's
 // approval ID, or dec itself when the recorder does not read decisions or
 // the store has none for it. A failure to read is returned.
-func (n *toolNode) recorded(ctx context.Context, dec approval.Decision) (approval.Decision, error) {
+func (n *toolNode) recorded(ctx context.Context, tool string, dec approval.Decision) (approval.Decision, error) {
 	rr, ok := n.recorder.(decisionReader)
 	if !ok || dec.ID == "" {
 		return dec, nil
 	}
-	rec, err := rr.Get(ctx, dec.ID)
+	rec, err := n.readRecorded(ctx, rr, tool, dec.ID)
 	switch {
 	case errors.Is(err, approval.ErrNotFound):
 		return dec, nil
