@@ -50,7 +50,8 @@ var (
 	// failed, so the turn must abort.
 	ErrChannel = errors.New("approval: confirmation channel failed")
 	// ErrSchemaVersion: the database holds approval tables of a newer
-	// schema than this build knows.
+	// schema than this build knows, or a schema version no build writes
+	// (see OpenSQLStore). Nothing was changed.
 	ErrSchemaVersion = errors.New("approval: unsupported schema version")
 	// ErrInvalidConfig: Rules, WorkerOptions, WaitOptions or an argument
 	// of the same kind (a claim's lease) holds a value outside its range.

@@ -84,14 +84,21 @@ var _ Store = (*SQLStore)(nil)
 // waits for a writer) and returns a store that reads time from now (nil means
 // time.Now). db stays the caller's: the store never closes it. Open it with
 // WAL and a busy timeout, as the SQLite saver does. It returns an error
-// matching ErrSchemaVersion when the tables are newer than SchemaVersion.
+// matching ErrSchemaVersion, and writes nothing, when the stored schema
+// version is newer than SchemaVersion or one no build writes (0, negative,
+// a gap in approval_schema).
 func OpenSQLStore(ctx context.Context, db *sql.DB, now func() time.Time) (*SQLStore, error) {
 	// A current store needs no write: read its version without the write
 	// transaction, so that opening (a CLI listing approvals) never waits
-	// for a writer. Any error here (no table yet) goes the long way.
-	var cur sql.NullInt64
-	if err := db.QueryRowContext(ctx, `SELECT max(version) FROM approval_schema`).Scan(&cur); err == nil && cur.Int64 == SchemaVersion {
-		return newSQLStore(db, now), nil
+	// for a writer. Any error here (no table yet) goes the long way; a
+	// version this build cannot use is refused before any write.
+	if v, err := storedSchema(ctx, db); err == nil {
+		if err := v.check(); err != nil {
+			return nil, err
+		}
+		if v.max.Int64 == SchemaVersion {
+			return newSQLStore(db, now), nil
+		}
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -101,14 +108,14 @@ func OpenSQLStore(ctx context.Context, db *sql.DB, now func() time.Time) (*SQLSt
 	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS approval_schema (version INTEGER PRIMARY KEY)`); err != nil {
 		return nil, fmt.Errorf("approval: open store: %w", err)
 	}
-	var v sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT max(version) FROM approval_schema`).Scan(&v); err != nil {
+	v, err := storedSchema(ctx, tx)
+	if err != nil {
 		return nil, fmt.Errorf("approval: open store: %w", err)
 	}
-	if v.Int64 > SchemaVersion {
-		return nil, fmt.Errorf("%w: the database has approval schema version %d; this build knows %d", ErrSchemaVersion, v.Int64, SchemaVersion)
+	if err := v.check(); err != nil {
+		return nil, err
 	}
-	for i := int(v.Int64); i < SchemaVersion; i++ {
+	for i := int(v.max.Int64); i < SchemaVersion; i++ {
 		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
 			return nil, fmt.Errorf("approval: migrate to schema version %d: %w", i+1, err)
 		}
@@ -120,6 +127,40 @@ func OpenSQLStore(ctx context.Context, db *sql.DB, now func() time.Time) (*SQLSt
 		return nil, fmt.Errorf("approval: open store: %w", err)
 	}
 	return newSQLStore(db, now), nil
+}
+
+// schemaRows is what approval_schema holds: one row per version applied,
+// 1 to the current one (none yet in a new database).
+type schemaRows struct {
+	min, max sql.NullInt64
+	n        int64
+}
+
+// storedSchema reads approval_schema through q (a *sql.DB or *sql.Tx).
+func storedSchema(ctx context.Context, q interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}) (schemaRows, error) {
+	var v schemaRows
+	err := q.QueryRowContext(ctx, `SELECT min(version), max(version), count(*) FROM approval_schema`).Scan(&v.min, &v.max, &v.n)
+	return v, err
+}
+
+// check returns an error matching ErrSchemaVersion unless the rows are
+// those some build of this package wrote: versions 1 to at most
+// SchemaVersion, each once (or none yet). Anything else (a version newer
+// than this build's, 0, a negative one, a gap) is refused, and nothing is
+// written.
+func (v schemaRows) check() error {
+	switch {
+	case !v.max.Valid:
+		return nil
+	case v.max.Int64 > SchemaVersion:
+		return fmt.Errorf("%w: the database has approval schema version %d; this build knows up to %d: use a newer build (nothing was changed)", ErrSchemaVersion, v.max.Int64, SchemaVersion)
+	case v.min.Int64 < 1 || v.n != v.max.Int64:
+		return fmt.Errorf("%w: the database's approval_schema table holds versions %d to %d in %d rows, and no build writes that (versions 1 to %d, one row each): it was edited or damaged (nothing was changed)",
+			ErrSchemaVersion, v.min.Int64, v.max.Int64, v.n, SchemaVersion)
+	}
+	return nil
 }
 
 func newSQLStore(db *sql.DB, now func() time.Time) *SQLStore {

@@ -48,7 +48,8 @@ var (
 	// scope, message ID or message fingerprint, or a bad option.
 	ErrInvalid = errors.New("ledger: invalid argument")
 	// ErrSchemaVersion: the database holds ledger tables of a newer
-	// version than this code knows.
+	// version than this code knows, or a stored version no code writes
+	// (see NewSQL). Nothing was changed.
 	ErrSchemaVersion = errors.New("ledger: unsupported schema version")
 )
 

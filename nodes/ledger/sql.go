@@ -105,9 +105,11 @@ type SQL struct {
 
 var _ Ledger = (*SQL)(nil)
 
-// NewSQL creates the ledger's tables in db if they do not exist and returns
-// the ledger. It returns an error matching ErrSchemaVersion when db holds a
-// newer schema, ErrInvalid for bad options, or the database's error.
+// NewSQL creates the ledger's tables in db if they do not exist (or
+// upgrades them), in one transaction, and returns the ledger. It returns
+// an error matching ErrSchemaVersion, and changes nothing, when db holds a
+// newer schema or a stored version no code writes (see storedVersion),
+// ErrInvalid for bad options, or the database's error.
 func NewSQL(ctx context.Context, db *sql.DB, opts Options) (*SQL, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalid)
@@ -121,18 +123,9 @@ func NewSQL(ctx context.Context, db *sql.DB, opts Options) (*SQL, error) {
 		if _, err := tx.ExecContext(ctx, schemaMeta); err != nil {
 			return err
 		}
-		// A fresh database gets the current version; one written by
-		// version 1 keeps its row (version 1 wrote it with its tables, in
-		// one transaction) and is upgraded below.
-		if _, err := tx.ExecContext(ctx, `INSERT INTO lockstep_ledger_meta (name, version) VALUES ('ledger', ?) ON CONFLICT (name) DO NOTHING`, SchemaVersion); err != nil {
+		v, err := storedVersion(ctx, tx)
+		if err != nil {
 			return err
-		}
-		var v int
-		if err := tx.QueryRowContext(ctx, `SELECT version FROM lockstep_ledger_meta WHERE name = 'ledger'`).Scan(&v); err != nil {
-			return err
-		}
-		if v > SchemaVersion || v < 1 {
-			return fmt.Errorf("%w: the database has ledger schema version %d; this code knows 1 to %d", ErrSchemaVersion, v, SchemaVersion)
 		}
 		from := v
 		for ; v < SchemaVersion; v++ {
@@ -150,13 +143,50 @@ func NewSQL(ctx context.Context, db *sql.DB, opts Options) (*SQL, error) {
 		if from == SchemaVersion {
 			return nil
 		}
-		_, err := tx.ExecContext(ctx, `UPDATE lockstep_ledger_meta SET version = ? WHERE name = 'ledger'`, SchemaVersion)
+		_, err = tx.ExecContext(ctx, `UPDATE lockstep_ledger_meta SET version = ? WHERE name = 'ledger'`, SchemaVersion)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ledger: create tables: %w", err)
 	}
 	return l, nil
+}
+
+// storedVersion reads the version of the ledger's tables in the set-up
+// transaction. A fresh database gets the current version; one written by
+// version 1 keeps its row (every version writes it with its tables, in
+// one transaction) and is upgraded by the caller. A version no code
+// writes (below 1, above SchemaVersion, not an integer), or the ledger's
+// tables without a version row, is an error matching ErrSchemaVersion,
+// and the caller's transaction is rolled back: nothing is changed.
+func storedVersion(ctx context.Context, tx *sql.Tx) (int, error) {
+	var kind string
+	var stored any
+	err := tx.QueryRowContext(ctx, `SELECT typeof(version), version FROM lockstep_ledger_meta WHERE name = 'ledger'`).Scan(&kind, &stored)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		var tables int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('lockstep_ledger', 'lockstep_messages')`).Scan(&tables); err != nil {
+			return 0, err
+		}
+		if tables > 0 {
+			return 0, fmt.Errorf("%w: the database has the ledger's tables and no schema version for them in lockstep_ledger_meta: it was edited or damaged (nothing was changed)", ErrSchemaVersion)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO lockstep_ledger_meta (name, version) VALUES ('ledger', ?)`, SchemaVersion); err != nil {
+			return 0, err
+		}
+		return SchemaVersion, nil
+	case err != nil:
+		return 0, err
+	}
+	v, ok := stored.(int64)
+	if kind != "integer" || !ok {
+		return 0, fmt.Errorf("%w: the database's ledger schema version is %v, a %s value; versions are the integers 1 to %d: it was edited or damaged (nothing was changed)", ErrSchemaVersion, stored, kind, SchemaVersion)
+	}
+	if v > SchemaVersion || v < 1 {
+		return 0, fmt.Errorf("%w: the database has ledger schema version %d; this code knows 1 to %d (nothing was changed)", ErrSchemaVersion, v, SchemaVersion)
+	}
+	return int(v), nil
 }
 
 // tx runs fn in a transaction and commits it when fn returns nil.
