@@ -421,6 +421,9 @@ func (s *Saver) Vacuum(ctx context.Context, pages int) error {
 	if _, err := s.writer(ctx); err != nil {
 		return op.storeErr(err)
 	}
+	if err := s.checkWALInUse(); err != nil {
+		return s.saveDetachedWAL(detached(ctx))
+	}
 	s.heads.reset(-1)
 	// The pragma frees one page per step: read it to the end.
 	rows, err := s.wconn.QueryContext(ctx, "PRAGMA incremental_vacuum("+strconv.Itoa(pages)+")")

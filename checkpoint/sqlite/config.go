@@ -3,6 +3,7 @@ package sqlite
 import (
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -52,7 +53,11 @@ type Config struct {
 	// there. The points are "sqlite.put.begin" (after BEGIN IMMEDIATE),
 	// "sqlite.put.beforeCommit", "sqlite.put.afterCommit",
 	// "sqlite.writes.begin", "sqlite.writes.beforeCommit" and
-	// "sqlite.writes.afterCommit". It runs with the saver's write lock held
+	// "sqlite.writes.afterCommit"; and, while Open creates and sets up a
+	// file, "sqlite.create.identity", "sqlite.create.wal",
+	// "sqlite.setup.begin", "sqlite.setup.schema<N>" (after the statements
+	// of the migration to schema N), "sqlite.setup.beforeCommit" and
+	// "sqlite.setup.afterCommit". It runs with the saver's write lock held
 	// and must not call the saver. Production code leaves it nil.
 	Hook func(point string)
 	// DriverName is a testing aid: the database/sql driver Open uses
@@ -150,12 +155,40 @@ func (r *resolved) dsn() string {
 	return r.path + "?" + v.Encode()
 }
 
-// createDSN opens a new file once, before the pool: the driver applies
-// auto_vacuum before journal_mode, and auto_vacuum can only be chosen
-// before the first page is written (WAL mode writes one). It is not in the
-// pool's DSN because setting it rewrites the header of an existing file.
+// createDSN opens a new file once, before the pool (see create): with
+// auto_vacuum, which can only be chosen before the first page is written,
+// and no journal mode, so that the first transaction writes the database
+// file itself; create then switches it to WAL. It is not in the pool's DSN
+// because setting auto_vacuum rewrites the header of an existing file.
 func (r *resolved) createDSN() string {
-	return r.path + "?_auto_vacuum=incremental&_journal_mode=WAL&_busy_timeout=" + strconv.FormatInt(r.busyMillis, 10)
+	return r.path + "?_auto_vacuum=incremental&_busy_timeout=" + strconv.FormatInt(r.busyMillis, 10)
+}
+
+// callHook calls Config.Hook, if set, at point.
+func (r *resolved) callHook(point string) {
+	if r.hook != nil {
+		r.hook(point)
+	}
+}
+
+// readOnlyDSN opens a file read-only (a URI, for SQLite's mode=ro): such
+// a connection reads the -wal beside the file as any other does, but never
+// copies it into the file, which the last read-write connection to close
+// does.
+func (r *resolved) readOnlyDSN() string {
+	return fileURI(r.path) + "?mode=ro&_busy_timeout=" + strconv.FormatInt(r.busyMillis, 10)
+}
+
+// fileURI turns a file path into a SQLite URI naming it: '%' and '#' are
+// escaped ('?' cannot be in the path, see resolve), and a Windows drive
+// path gets the leading slash SQLite wants.
+func fileURI(path string) string {
+	p := filepath.ToSlash(path)
+	if len(p) >= 2 && p[1] == ':' {
+		p = "/" + p
+	}
+	p = strings.NewReplacer("%", "%25", "#", "%23").Replace(p)
+	return "file:" + p
 }
 
 // probeDSN opens a file without changing anything in it: no journal mode,

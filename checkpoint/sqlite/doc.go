@@ -111,33 +111,118 @@
 // reader holds an old snapshot the WAL grows regardless: that is SQLite's
 // design, and why a stopped process must not stay stopped.
 //
-// Keep a database's -wal and -shm files with it, and only with it. SQLite
-// replays whatever WAL it finds next to the file, and nothing in a WAL ties
-// it to one database: a -wal copied from another database is replayed into
-// this one, which then silently holds the other's pages (a test confirmed
-// it; the saver cannot tell, so Open does not refuse it). A damaged header
-// is refused: Open fails with an error wrapping the driver's SQLITE_NOTADB
-// and leaves the file as it was. Copy a live database with VACUUM INTO or
-// the sqlite3 shell's .backup, never by copying its files.
+// Keep a database's -wal and -shm files with it, and only with it, and
+// never delete, move or replace them while a program has the database
+// open. Copy a live database with VACUUM INTO or the sqlite3 shell's
+// .backup, never by copying its files.
+//
+// A -wal of another database beside the file: SQLite replays whatever WAL
+// it finds next to a database, and the last connection to close copies it
+// into the file, so a -wal copied from another database would replace
+// this one's pages (every thread gone, silently). Nothing in the WAL
+// format ties a WAL to one database, so the saver gives each file an
+// identity: a random PRAGMA application_id (one another program set is
+// kept), recorded a second time in the one-row table lockstep_file. A new
+// file gets both in its first transaction, written to the database file
+// itself in rollback-journal mode before it is switched to WAL, so the
+// lockstep_file page is in no -wal; page 1, the header that holds
+// application_id, is written again within the first two commits of every
+// generation of the -wal (SQLite starts the -wal over after a complete
+// checkpoint). Before SQLite sees a -wal, Open and OpenExisting read its
+// frames themselves (the format is documented), and when there is one
+// they read the file with it through a read-only connection, which can
+// neither copy it into the file nor delete it: if the two copies of the
+// identity differ, or SQLite cannot read the file with it (SQLITE_CORRUPT
+// or SQLITE_NOTADB), the open fails with a *WALError matching
+// ErrForeignWAL, and the database and the -wal are left byte for byte as
+// they were (SQLite may rebuild the -shm, its index of the -wal). A -wal
+// with frames beside a missing or empty database file is refused the
+// same way: SQLite would delete it, and it is the only copy of another
+// database's last commits. What remains undetectable:
+//
+//   - a -wal of another database that holds neither its page 1 nor its
+//     lockstep_file page: its commits since it last started over did not
+//     change the file's size or schema, and came before the saver's
+//     second commit of that generation (or were made by other programs
+//     through DB() alone); its other pages replace this database's;
+//   - a -wal of another database whose identity equals this one's: a copy
+//     of this database (a restored backup, a copied file) has the same
+//     identity, so a -wal of the copy beside the original, or an old -wal
+//     beside a restored file, is replayed; so is one of another database
+//     of an application that set application_id itself, which all its
+//     files share;
+//   - a -wal of another database that holds both pages, consistently: one
+//     whose file was upgraded from a lockstep without identities (its
+//     lockstep_file row is written by that first Open, into the -wal) and
+//     not checkpointed since, or one that was vacuumed;
+//   - any -wal beside a file no version with identities has opened yet
+//     (a file of an older lockstep, or another program's), and one whose
+//     other database had no identity (an older lockstep's, another
+//     program's) when this file's page 1 is not in it: there is nothing
+//     to compare;
+//   - a -wal overwritten in place (cp over it) while the database is open.
+//
+// An application that shares the file must therefore leave its
+// application_id alone once lockstep has opened it (set one before, and
+// lockstep keeps it): changed, the two copies differ, and Open refuses the
+// file (ErrSchemaInvalid without a -wal, ErrForeignWAL with one) until it
+// is set back.
+//
+// The -wal deleted, moved or replaced under a running saver: SQLite goes
+// on writing the file it has open, which no connection opened later and no
+// other process reads, and which disappears with the process, so every
+// commit acknowledged from then on would be lost when it exits. Before
+// each commit (and Vacuum) the writer compares the -wal path with the file
+// SQLite had open when the saver opened the database (one stat of the
+// path, about 1 us; a descriptor of that file is kept, so that its inode
+// cannot be reused). When the path names no file or another one, that
+// commit is rolled back, and it and every later write fail with a
+// *WALError matching ErrWALDeleted; a FULL checkpoint then copies the
+// commits acknowledged before into the database file through the deleted
+// file (WALError.Saved says whether it finished), so that they survive
+// the process. Close the saver and open the database again. The window:
+// a commit that was past the comparison when the file went is
+// acknowledged into it, and is saved only by that checkpoint (at the next
+// write) or by Close, so a process killed before either loses it, as it
+// does every commit acknowledged before the file went and not yet copied
+// into the database; other packages' writes through DB() are not checked.
+// When the path changed because SQLite let go of the old file (no
+// descriptor of this process has it open any more: the last connection,
+// in another process, closed it and deleted it, as SQLite does), the saver
+// follows the new one instead; that is known from /proc/self/fd, and
+// without it (not Linux) the commit is refused.
+//
+// A damaged header is refused: Open fails with an error wrapping the
+// driver's SQLITE_NOTADB and leaves the file as it was.
 //
 // # Tables
 //
 // The schema version is kept in PRAGMA user_version and brought up to date
-// by forward migrations when the file is opened; a file written by a newer
+// by forward migrations when the file is opened, every migration a file
+// needs in one transaction with the version that records them and the
+// file's identity: a process killed while it sets up or migrates a file
+// leaves it as it was (a new file then holds no lockstep tables, and
+// OpenExisting says its creation was cut short; the next Open sets it
+// up), never half way between two schemas. A file written by a newer
 // version is refused with a *SchemaError (ErrSchemaTooNew) and left
-// untouched. Schema 2 replaced schema 1's blobs table and the head
-// columns of threads: opening a schema-1 file rewrites it once, in one
-// transaction (ErrCannotMigrate, leaving the file as it was, for a
-// schema-1 thread whose head is not its newest checkpoint). Schema 3 (this
-// one) adds the lease's runner and epoch to threads, in place; a lease
-// taken before it reads as epoch 0 until the next claim. JSON columns are
-// TEXT, so the stock sqlite3 shell shows them.
+// untouched, and so is one whose version no lockstep writes (a
+// *SchemaError matching ErrSchemaInvalid: negative, 0 beside lockstep's
+// tables, or a version whose tables are not there). Schema 2 replaced
+// schema 1's blobs table and the head columns of threads: opening a
+// schema-1 file rewrites it once, in one transaction (ErrCannotMigrate,
+// leaving the file as it was, for a schema-1 thread whose head is not its
+// newest checkpoint). Schema 3 (this one) adds the lease's runner and
+// epoch to threads, in place; a lease taken before it reads as epoch 0
+// until the next claim. JSON columns are TEXT, so the stock sqlite3 shell
+// shows them.
 //
 // Open adds these tables to a database another program made when its
 // user_version is 0, so that an application can keep its checkpoints
-// beside its own tables (lockstep then owns user_version). A file whose
-// user_version another program set, without lockstep's tables, is refused
-// (ErrNotLockstep) and left as it was. OpenExisting, for tools that only
+// beside its own tables (lockstep then owns user_version, and
+// application_id when the application left it 0). A file whose
+// user_version another program set, without lockstep's tables, or with a
+// table of a name lockstep's need, is refused (ErrNotLockstep) and left
+// as it was. OpenExisting, for tools that only
 // inspect a file they were pointed at, never creates, migrates or
 // otherwise changes one: it opens only a lockstep database at this schema
 // (ErrNotLockstep, ErrSchemaTooOld and ErrSchemaTooNew otherwise).
@@ -181,6 +266,9 @@
 //	  created_at                 when it was first saved (a special write saved again keeps
 //	                               its row, rowid and created_at)
 //	  crc                        CRC-32C of channel, node, path and value
+//
+//	lockstep_file  one row: the file's identity, as PRAGMA application_id holds it
+//	  id                         a 32-bit integer, written once (see the -wal above)
 //
 //	thread_heads (view)  every thread's head: the row with the largest checkpoint ID
 //	  thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, step, source,

@@ -41,6 +41,12 @@ func runHelper(role string) int {
 		err = helperLoad()
 	case "runner":
 		err = helperRunner()
+	case "walgone":
+		err = helperWALGone()
+	case "setup":
+		err = helperSetUp()
+	case "romount":
+		err = helperReadOnlyMount()
 	default:
 		err = fmt.Errorf("unknown helper role %q", role)
 	}

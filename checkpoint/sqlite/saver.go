@@ -56,14 +56,17 @@ var (
 )
 
 // Open opens (creating it if needed) the database file at path and brings
-// its schema up to date. It fails with a *ConfigError (ErrInvalidConfig) for
-// an invalid path or Config, with a *SchemaError (ErrSchemaTooNew) when the
-// file was written by a newer schema (the file is then left byte for byte
-// as it was), and otherwise with an error wrapping the driver's error (a
-// file that is not a database, for example). When this process may not
-// write the file, or may not create it in its directory, it fails with an
-// error matching ErrReadOnly (and the fs error, such as fs.ErrPermission)
-// before SQLite opens anything.
+// its schema up to date, in one transaction. It fails with a *ConfigError
+// (ErrInvalidConfig) for an invalid path or Config, with a *SchemaError
+// matching ErrSchemaTooNew when the file was written by a newer schema and
+// ErrSchemaInvalid when its schema version is one no lockstep writes, with
+// a *WALError matching ErrForeignWAL when the -wal beside it is another
+// database's (see the package doc), each time leaving the file byte for
+// byte as it was, and otherwise with an error wrapping the driver's error
+// (a file that is not a database, for example). When this process may not
+// write the file, its -wal or -shm, or may not create them in its
+// directory, it fails with an error matching ErrReadOnly (and the fs
+// error, such as fs.ErrPermission) before SQLite opens anything.
 //
 // A SQLite file that lockstep did not write is refused with an error
 // matching ErrNotLockstep when it has a schema version of its own
@@ -82,8 +85,9 @@ func Open(path string, cfg Config) (*Saver, error) {
 // or it is empty, ErrNotLockstep for a SQLite file without lockstep's
 // tables, a *SchemaError matching ErrSchemaTooOld for a file an older
 // lockstep wrote (Open migrates it) and one matching ErrSchemaTooNew for
-// a newer one, and otherwise as Open does. The file is not modified on
-// any of these errors.
+// a newer one, ErrSchemaInvalid and ErrForeignWAL as Open does, and
+// otherwise as Open does. The file is not modified on any of these
+// errors.
 func OpenExisting(path string, cfg Config) (*Saver, error) {
 	return open(path, cfg, true)
 }
@@ -104,19 +108,22 @@ func open(path string, cfg Config, existing bool) (*Saver, error) {
 	db.SetMaxOpenConns(r.maxOpenConns)
 	db.SetMaxIdleConns(r.maxOpenConns)
 	s := &Saver{cfg: r, db: db, wsem: make(chan struct{}, 1), stmts: map[string]*sql.Stmt{}, heads: newHeadCache()}
-	if err := s.init(ctx); err != nil {
+	if err := s.init(ctx, existing); err != nil {
 		s.closeConns()
 		return nil, err
 	}
 	return s, nil
 }
 
-// probe reads the schema version of an existing file, and whether it has
-// lockstep's tables, through a connection that sets no journal mode, so
-// that a file too new for this code, or not lockstep's, is rejected before
-// anything could write to it. A new (or empty) file is created with
-// auto_vacuum=INCREMENTAL and WAL, unless existing is set: then the file
-// must already be a lockstep database at the current schema.
+// probe reads the schema version of an existing file, whether it has
+// lockstep's tables, and its identity, through a connection that sets no
+// journal mode (a read-only one when a -wal with frames is beside the
+// file), so that a file too new for this code, not lockstep's, or read
+// with another database's -wal, is rejected before anything could write
+// to it. A new (or empty) file is created with auto_vacuum=INCREMENTAL
+// and WAL, unless existing is set: then the file must already be a
+// lockstep database at the current schema. Before a new file is created,
+// a -wal already beside its path is refused (checkOrphanWAL).
 func probe(ctx context.Context, r *resolved, existing bool) error {
 	st, err := os.Stat(r.path)
 	if errors.Is(err, os.ErrNotExist) || err == nil && st.Size() == 0 {
@@ -125,6 +132,9 @@ func probe(ctx context.Context, r *resolved, existing bool) error {
 				err = fs.ErrNotExist // an empty file holds no database
 			}
 			return fmt.Errorf("%w: %s: no database (%w)", ErrNotLockstep, strconv.Quote(r.path), err)
+		}
+		if err := checkOrphanWAL(r.path); err != nil {
+			return err
 		}
 		if err := writable(r.path, true); err != nil {
 			return err
@@ -139,32 +149,63 @@ func probe(ctx context.Context, r *resolved, existing bool) error {
 			return err
 		}
 	}
-	db, err := sql.Open(r.driverName, r.probeDSN())
+	// SQLite replays the -wal beside the file at the first read, and the
+	// last connection to close copies it into the file and deletes it.
+	// When there is one, the probe reads the file with it through a
+	// read-only connection, which can do neither: nothing is written
+	// until the identity check below passed.
+	w, err := readWAL(r.path + "-wal")
+	if err != nil {
+		return fmt.Errorf("checkpoint/sqlite: open %q: read its -wal: %w", r.path, err)
+	}
+	dsn := r.probeDSN()
+	if w.exists {
+		dsn = r.readOnlyDSN()
+	}
+	db, err := sql.Open(r.driverName, dsn)
 	if err != nil {
 		return fmt.Errorf("checkpoint/sqlite: open %q: %w", r.path, err)
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	var v, tables int
-	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-		return fmt.Errorf("checkpoint/sqlite: open %q: read schema version: %w", r.path, err)
+	f, err := readSchema(ctx, db)
+	if err != nil && w.frames > 0 && isCorrupt(err) {
+		return &WALError{Path: r.path, Foreign: true, Err: err,
+			Reason: fmt.Sprintf("SQLite cannot read the file with the %d frames of the -wal replayed (%v): the -wal holds pages of another database, or the file is damaged", w.frames, err)}
 	}
-	// Every schema has these two; a file whose user_version some other
-	// program set has neither.
-	const ours = `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('checkpoints', 'threads')`
-	if err := db.QueryRowContext(ctx, ours).Scan(&tables); err != nil {
-		return fmt.Errorf("checkpoint/sqlite: open %q: read the schema: %w", r.path, err)
+	if err != nil {
+		return openErr(r.path, "open", err)
 	}
-	switch {
-	case v > schemaVersion:
-		// Perhaps a later schema renamed the tables: newer either way.
-		return &SchemaError{Path: r.path, File: v, Code: schemaVersion}
-	case tables < 2 && (v != 0 || existing), existing && v == 0:
-		return fmt.Errorf("%w: %s has no lockstep tables (schema version %d): check the path (the file was not modified)", ErrNotLockstep, strconv.Quote(r.path), v)
-	case existing && v < schemaVersion:
-		return &SchemaError{Path: r.path, File: v, Code: schemaVersion}
+	if err := f.identity(r.path, w.frames); err != nil {
+		return err
+	}
+	if err := f.check(r.path, existing); err != nil {
+		if w.frames > 0 && (errors.Is(err, ErrNotLockstep) || errors.Is(err, ErrSchemaInvalid)) {
+			// What was read may be another database's pages.
+			return fmt.Errorf("%w (read with the %d frames of the -wal beside it: if that -wal came from another database, move it and the -shm away)", err, w.frames)
+		}
+		return err
+	}
+	if f.unset() && !existing {
+		// No table yet: a file whose creation was cut short (or an empty
+		// database). create gives it what a new file gets first; it
+		// changes nothing in a file that already has them.
+		db.Close()
+		return create(ctx, r)
 	}
 	return nil
+}
+
+// openErr wraps an error of SQLite met while opening the file at path:
+// one matching ErrReadOnly when SQLite refused to write (SQLITE_READONLY:
+// a read-only file, -wal, -shm, directory or mount that the checks before
+// it did not see), otherwise the driver's error naming the path.
+func openErr(path, what string, err error) error {
+	if isReadOnly(err) {
+		return fmt.Errorf("%w: SQLite may not write %s, its -wal or -shm file or its directory (Open writes them; to only inspect the database, use the lockstep CLI): %w",
+			ErrReadOnly, strconv.Quote(path), err)
+	}
+	return fmt.Errorf("checkpoint/sqlite: %s %q: %w", what, path, err)
 }
 
 // walAutocheckpoint is the WAL size, in pages, at which the writer
@@ -198,52 +239,122 @@ func (s *Saver) writer(ctx context.Context) (*sql.Conn, error) {
 
 // writable checks, without changing anything, that this process may
 // write the file at path (when it exists) or create it in its directory
-// (when create is set), so that a read-only location fails with
+// (when create is set), and write or create the -wal and -shm files SQLite
+// keeps beside an existing file, so that a read-only location fails with
 // ErrReadOnly and says why, instead of with SQLite's "unable to open
 // database file" or "attempt to write a readonly database". It neither
 // opens the file nor creates one (see checkWrite).
 func writable(path string, create bool) error {
+	denied := func(err error) bool { return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) }
 	err := checkWrite(path, create)
 	switch {
 	case err == nil:
-		return nil
-	case create && (errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)):
+	case create && denied(err):
 		return fmt.Errorf("%w: cannot create %s: its directory is not writable by this process (SQLite also keeps -wal and -shm files there): %w",
 			ErrReadOnly, strconv.Quote(path), err)
 	case create:
 		return fmt.Errorf("checkpoint/sqlite: create %q: %w", path, err)
-	case errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS):
+	case denied(err):
 		return fmt.Errorf("%w: %s is not writable by this process (Open writes the database, its -wal and -shm files; to only inspect it, use the lockstep CLI): %w",
 			ErrReadOnly, strconv.Quote(path), err)
+	default:
+		return nil // anything else (a directory, ...) is for SQLite to report
 	}
-	return nil // anything else (a directory, ...) is for SQLite to report
+	if create {
+		return nil
+	}
+	sidecar, err := checkSidecars(path)
+	switch {
+	case err == nil || !denied(err):
+		return nil // SQLite is better placed to report anything else
+	case sidecar == "":
+		return fmt.Errorf("%w: %s is in a directory this process may not write, and SQLite must create the database's -wal and -shm files there (Open writes them; to only inspect the database, use the lockstep CLI): %w",
+			ErrReadOnly, strconv.Quote(path), err)
+	}
+	return fmt.Errorf("%w: %s's %s file is not writable by this process, and SQLite writes it with the database (Open writes them; to only inspect the database, use the lockstep CLI): %w",
+		ErrReadOnly, strconv.Quote(path), sidecar, err)
 }
 
+// create gives a new (or empty) file what it gets before its tables, in
+// this order: auto_vacuum=INCREMENTAL (which can only be chosen before the
+// first page is written), its identity (identify), written to the
+// database file itself in one rollback-journal transaction so that it is
+// in the file from the start and in no -wal, and then WAL mode.
+// The tables follow in set-up's one transaction (setUp). A process killed
+// here leaves a file with no tables, which the next Open sets up. Hook
+// points: "sqlite.create.identity" (committed, not WAL yet) and
+// "sqlite.create.wal".
 func create(ctx context.Context, r *resolved) error {
 	db, err := sql.Open(r.driverName, r.createDSN())
 	if err != nil {
 		return fmt.Errorf("checkpoint/sqlite: create %q: %w", r.path, err)
 	}
 	defer db.Close()
-	if err := db.PingContext(ctx); err != nil {
-		return fmt.Errorf("checkpoint/sqlite: create %q: %w", r.path, err)
+	db.SetMaxOpenConns(1)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return openErr(r.path, "create", err)
 	}
+	defer conn.Close()
+	if err := func() (err error) {
+		if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+			return err
+		}
+		defer func() {
+			if err != nil {
+				conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+			}
+		}()
+		// Under the write lock: another process creating the same file
+		// may have given it its identity, or set it up, already.
+		f, err := readSchema(ctx, conn)
+		if err != nil {
+			return err
+		}
+		if f.unset() {
+			if err := identify(ctx, conn, f); err != nil {
+				return err
+			}
+		}
+		_, err = conn.ExecContext(ctx, "COMMIT")
+		return err
+	}(); err != nil {
+		return openErr(r.path, "create", err)
+	}
+	r.callHook("sqlite.create.identity")
+	var mode string
+	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
+		return openErr(r.path, "create", err)
+	}
+	r.callHook("sqlite.create.wal")
 	return nil
 }
 
-func (s *Saver) init(ctx context.Context) error {
+// init checks the writer's journal mode, sets the file up (not for
+// OpenExisting: probe let only a current file through, and nothing may be
+// written) and starts watching the -wal (see walWatch).
+func (s *Saver) init(ctx context.Context, existing bool) error {
 	conn, err := s.writer(ctx)
 	if err != nil {
-		return fmt.Errorf("checkpoint/sqlite: open %q: %w", s.cfg.path, err)
+		return openErr(s.cfg.path, "open", err)
 	}
 	var mode string
 	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
-		return fmt.Errorf("checkpoint/sqlite: open %q: %w", s.cfg.path, err)
+		return openErr(s.cfg.path, "open", err)
 	}
 	if mode != "wal" {
 		return fmt.Errorf("checkpoint/sqlite: open %q: journal mode is %q, not WAL (is the file on a network filesystem?)", s.cfg.path, mode)
 	}
-	return migrate(ctx, conn, s.cfg.path)
+	if !existing {
+		if err := setUp(ctx, conn, s.cfg.path, s.cfg.hook); err != nil {
+			var se *SchemaError
+			if errors.As(err, &se) || errors.Is(err, ErrNotLockstep) || errors.Is(err, ErrCannotMigrate) {
+				return err
+			}
+			return openErr(s.cfg.path, "open", err)
+		}
+	}
+	return s.watchWAL(ctx)
 }
 
 // DB returns the saver's connection pool, for packages that keep their own
@@ -271,6 +382,7 @@ func (s *Saver) Close() error {
 
 // closeConns closes the writer's statements and connection and the pool.
 func (s *Saver) closeConns() error {
+	s.wal.unfollow() // first: on Windows, SQLite's last close deletes the -wal
 	var errs []error
 	for k, st := range s.stmts {
 		errs = append(errs, st.Close())
@@ -395,6 +507,9 @@ func (s *Saver) write(ctx context.Context, op opInfo, prefix string, fn func(t *
 	if err := s.live(); err != nil {
 		return err
 	}
+	if s.wal.lost != nil {
+		return s.wal.lost
+	}
 	if err := ctx.Err(); err != nil {
 		return op.storeErr(err)
 	}
@@ -434,6 +549,11 @@ func (s *Saver) write(ctx context.Context, op opInfo, prefix string, fn func(t *
 	if prefix != "" {
 		s.hook(prefix, ".beforeCommit")
 	}
+	if err := s.checkWALInUse(); err != nil {
+		s.rollback(bg)
+		return s.saveDetachedWAL(bg)
+	}
+	stamped := s.stampPage1(t)
 	commit, err := t.stmt("COMMIT")
 	if err != nil {
 		s.rollback(bg)
@@ -452,6 +572,7 @@ func (s *Saver) write(ctx context.Context, op opInfo, prefix string, fn func(t *
 	if prefix != "" {
 		s.hook(prefix, ".afterCommit")
 	}
+	s.wal.walCommitted(stamped)
 	s.keepWAL(bg)
 	return nil
 }

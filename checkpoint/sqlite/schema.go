@@ -2,8 +2,13 @@ package sqlite
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // migration moves the schema from version-1 to version: stmts, then data
@@ -15,9 +20,10 @@ type migration struct {
 	post    []string
 }
 
-// migrations are applied in order, each in its own IMMEDIATE transaction
-// together with the PRAGMA user_version that records it. They are never
-// edited once released: a change is a new migration.
+// migrations are applied in order, all of those a file needs in one
+// IMMEDIATE transaction together with the PRAGMA user_version that records
+// them (see setUp). They are never edited once released: a change is a new
+// migration.
 var migrations = []migration{
 	{version: 1, stmts: []string{
 		// One row per thread and namespace: the head checkpoint and the
@@ -150,71 +156,276 @@ var migrations = []migration{
 // schemaVersion is the newest schema this code knows.
 var schemaVersion = migrations[len(migrations)-1].version
 
-// migrate brings the schema up to schemaVersion on conn. It is idempotent:
-// on a current file it reads user_version and writes nothing. A file newer
-// than the code gives a *SchemaError (the probe in Open catches that before
-// any connection that could write is opened; this is the second line).
-func migrate(ctx context.Context, conn *sql.Conn, path string) error {
-	var v int
-	if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-		return fmt.Errorf("checkpoint/sqlite: %q: read schema version: %w", path, err)
+// schemaNames are the tables, indexes and views lockstep's migrations
+// create, by their sqlite_master names.
+var schemaNames = []string{"threads", "checkpoints", "blobs", "writes", "writes_interrupts", "thread_heads", "checkpoints_v2", "threads_v2"}
+
+// fileTable is the table that holds the file's identity a second time
+// (see assignFileID): one row, written once.
+const fileTable = "lockstep_file"
+
+// fileSchema is what set-up reads of a file before it changes anything.
+type fileSchema struct {
+	version int             // PRAGMA user_version
+	names   map[string]bool // the schemaNames (and fileTable) the file has
+	objects int             // tables, indexes and views of any name
+	appID   uint32          // PRAGMA application_id: the file's identity (see assignFileID)
+	// marker is the identity in fileTable; hasMarker is false when the
+	// file has no such row (a file no lockstep of this version set up).
+	marker    uint32
+	hasMarker bool
+}
+
+// querier is a *sql.DB, *sql.Conn or *sql.Tx.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// readSchema reads the schema version, identity and lockstep objects of
+// the file q is open on.
+func readSchema(ctx context.Context, q querier) (fileSchema, error) {
+	f := fileSchema{names: map[string]bool{}}
+	var id int64
+	if err := q.QueryRowContext(ctx, "SELECT (SELECT user_version FROM pragma_user_version), (SELECT application_id FROM pragma_application_id), (SELECT count(*) FROM sqlite_master)").Scan(&f.version, &id, &f.objects); err != nil {
+		return f, fmt.Errorf("read the schema: %w", err)
 	}
-	if v == schemaVersion {
+	f.appID = uint32(int32(id))
+	rows, err := q.QueryContext(ctx, "SELECT name FROM sqlite_master WHERE name IN ('"+strings.Join(schemaNames, "', '")+"', '"+fileTable+"')")
+	if err != nil {
+		return f, fmt.Errorf("read the schema: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return f, fmt.Errorf("read the schema: %w", err)
+		}
+		f.names[name] = true
+	}
+	if err := rows.Err(); err != nil {
+		return f, fmt.Errorf("read the schema: %w", err)
+	}
+	rows.Close()
+	if f.names[fileTable] {
+		var marker sql.NullInt64
+		err := q.QueryRowContext(ctx, "SELECT id FROM "+fileTable+" LIMIT 1").Scan(&marker)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return f, fmt.Errorf("read the file's identity: %w", err)
+		default:
+			f.marker, f.hasMarker = uint32(int32(marker.Int64)), marker.Valid
+		}
+	}
+	return f, nil
+}
+
+// identity returns the error that keeps the file from being used when its
+// two copies of its identity differ (nil when they agree, or when there is
+// only one): with frames of a -wal replayed, the pages of another
+// database (*WALError, ErrForeignWAL); without, an application_id
+// another program changed (*SchemaError, ErrSchemaInvalid).
+func (f fileSchema) identity(path string, walFrames int) error {
+	if !f.hasMarker || f.marker == f.appID {
 		return nil
 	}
-	if v > schemaVersion {
-		return &SchemaError{Path: path, File: v, Code: schemaVersion}
+	if walFrames > 0 {
+		return &WALError{Path: path, Foreign: true, Reason: fmt.Sprintf("with the %d frames of the -wal replayed, the database header names the database %08x and its %s table %08x: the -wal holds pages of another database",
+			walFrames, f.appID, fileTable, f.marker)}
 	}
-	for _, m := range migrations {
-		if err := applyMigration(ctx, conn, path, m); err != nil {
-			return err
+	return &SchemaError{Path: path, File: f.version, Code: schemaVersion, Invalid: fmt.Sprintf("its PRAGMA application_id is %08x and the identity lockstep gave it (table %s) %08x: another program changed application_id; set it back",
+		f.appID, fileTable, f.marker)}
+}
+
+// lockstep reports whether the file has the two tables every schema has.
+func (f fileSchema) lockstep() bool { return f.names["threads"] && f.names["checkpoints"] }
+
+// unset reports whether the file has no schema yet: no table but, for one
+// whose creation was cut short, fileTable (see create).
+func (f fileSchema) unset() bool {
+	return f.version == 0 && (f.objects == 0 || f.objects == 1 && f.names[fileTable])
+}
+
+// check returns the error that keeps set-up from using the file at path
+// (nil when set-up may bring it to schemaVersion, or it is there), without
+// changing anything: a version newer than the code's (*SchemaError,
+// ErrSchemaTooNew); one no lockstep writes (*SchemaError,
+// ErrSchemaInvalid): negative, 0 beside lockstep's tables, or not the
+// version of the tables the file has; another program's database with a
+// schema version of its own, or with a table lockstep would create
+// (ErrNotLockstep). With existing (OpenExisting), only a file at
+// schemaVersion passes.
+func (f fileSchema) check(path string, existing bool) error {
+	p := strconv.Quote(path)
+	invalid := func(why string) error {
+		return &SchemaError{Path: path, File: f.version, Code: schemaVersion, Invalid: why}
+	}
+	switch {
+	case f.version > schemaVersion:
+		// Perhaps a later schema renamed the tables: newer either way.
+		return &SchemaError{Path: path, File: f.version, Code: schemaVersion}
+	case f.version < 0:
+		return invalid("negative")
+	case f.version == 0 && f.lockstep():
+		return invalid("0 means no lockstep tables yet, and the file has tables named threads and checkpoints: PRAGMA user_version was reset, or the tables are another program's")
+	case existing && f.unset():
+		return fmt.Errorf("%w: %s holds no lockstep tables yet: a database whose creation was cut short (a program stopped while it created the file; its next Open sets it up), or an empty one; check the path (the file was not modified)", ErrNotLockstep, p)
+	case f.version == 0 && existing:
+		return fmt.Errorf("%w: %s has no lockstep tables (schema version 0): check the path (the file was not modified)", ErrNotLockstep, p)
+	case f.version == 0:
+		for _, name := range schemaNames {
+			if f.names[name] {
+				return fmt.Errorf("%w: %s has a table, index or view named %q of its own, and lockstep's tables need that name: keep lockstep's tables in a file of their own (the file was not modified)", ErrNotLockstep, p, name)
+			}
 		}
+		return nil
+	case !f.lockstep():
+		return fmt.Errorf("%w: %s has no lockstep tables (schema version %d): check the path (the file was not modified)", ErrNotLockstep, p, f.version)
+	case f.version == 1 && !f.names["blobs"]:
+		return invalid("schema 1 has a blobs table, and the file has none")
+	case f.version >= 2 && f.names["blobs"]:
+		return invalid(fmt.Sprintf("schema %d has no blobs table, and the file has one", f.version))
+	case existing && f.version < schemaVersion:
+		return &SchemaError{Path: path, File: f.version, Code: schemaVersion}
 	}
 	return nil
 }
 
-func applyMigration(ctx context.Context, conn *sql.Conn, path string, m migration) (err error) {
+// setUp brings the schema of the file conn is open on up to schemaVersion
+// and gives the file its identity, in ONE IMMEDIATE transaction: a process
+// killed at any point of it leaves the file as it was (a new file then
+// holds no tables, and the next Open sets it up), never a file half way
+// between two schemas. It is idempotent: on a current file with an
+// identity it reads and writes nothing. Errors are those of check, the
+// migration's (ErrCannotMigrate) and the driver's. hook is Config.Hook
+// (nil for none); its points are "sqlite.setup.begin", after each
+// migration's statements "sqlite.setup.schema<N>",
+// "sqlite.setup.beforeCommit" and "sqlite.setup.afterCommit".
+func setUp(ctx context.Context, conn *sql.Conn, path string, hook func(string)) (err error) {
+	if hook == nil {
+		hook = func(string) {}
+	}
+	f, err := readSchema(ctx, conn)
+	if err != nil {
+		return fmt.Errorf("checkpoint/sqlite: %q: %w", path, err)
+	}
+	if err := f.check(path, false); err != nil {
+		return err
+	}
+	if err := f.identity(path, 0); err != nil || f.version == schemaVersion && f.appID != 0 && f.hasMarker {
+		return err
+	}
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return fmt.Errorf("checkpoint/sqlite: %q: migrate to schema %d: %w", path, m.version, err)
+		return fmt.Errorf("checkpoint/sqlite: %q: set up the schema: %w", path, err)
 	}
 	defer func() {
 		if err != nil {
 			conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
 		}
 	}()
-	// Read the version again under the write lock: another process may
-	// have migrated since.
-	var v int
-	if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-		return fmt.Errorf("checkpoint/sqlite: %q: read schema version: %w", path, err)
+	hook("sqlite.setup.begin")
+	// Read it again under the write lock: another process may have set
+	// the file up since.
+	if f, err = readSchema(ctx, conn); err != nil {
+		return fmt.Errorf("checkpoint/sqlite: %q: %w", path, err)
 	}
-	if v > schemaVersion {
-		return &SchemaError{Path: path, File: v, Code: schemaVersion}
-	}
-	if v >= m.version {
-		_, err := conn.ExecContext(ctx, "COMMIT")
+	if err := f.check(path, false); err != nil {
 		return err
 	}
+	if err := f.identity(path, 0); err != nil {
+		return err
+	}
+	for _, m := range migrations {
+		if f.version >= m.version {
+			continue
+		}
+		if err := applyMigration(ctx, conn, m); err != nil {
+			return fmt.Errorf("checkpoint/sqlite: %q: migrate to schema %d: %w", path, m.version, err)
+		}
+		hook("sqlite.setup.schema" + strconv.Itoa(m.version))
+	}
+	if f.version != schemaVersion {
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
+			return fmt.Errorf("checkpoint/sqlite: %q: migrate to schema %d: %w", path, schemaVersion, err)
+		}
+	}
+	if err := identify(ctx, conn, f); err != nil {
+		return fmt.Errorf("checkpoint/sqlite: %q: %w", path, err)
+	}
+	hook("sqlite.setup.beforeCommit")
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return fmt.Errorf("checkpoint/sqlite: %q: set up the schema: commit: %w", path, err)
+	}
+	hook("sqlite.setup.afterCommit")
+	return nil
+}
+
+// applyMigration runs one migration's statements, data step and post
+// statements in the transaction set-up holds.
+func applyMigration(ctx context.Context, conn *sql.Conn, m migration) error {
 	for _, s := range m.stmts {
 		if _, err := conn.ExecContext(ctx, s); err != nil {
-			return fmt.Errorf("checkpoint/sqlite: %q: migrate to schema %d: %w", path, m.version, err)
+			return err
 		}
 	}
 	if m.data != nil {
 		if err := m.data(ctx, conn); err != nil {
-			return fmt.Errorf("checkpoint/sqlite: %q: migrate to schema %d: %w", path, m.version, err)
+			return err
 		}
 	}
 	for _, s := range m.post {
 		if _, err := conn.ExecContext(ctx, s); err != nil {
-			return fmt.Errorf("checkpoint/sqlite: %q: migrate to schema %d: %w", path, m.version, err)
+			return err
 		}
 	}
-	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.version)); err != nil {
-		return fmt.Errorf("checkpoint/sqlite: %q: migrate to schema %d: %w", path, m.version, err)
+	return nil
+}
+
+// identify is the identity step of create and set-up, kept apart from
+// the schema migrations (older code ignores what it writes, so it needs
+// no schema version): the file gets an identity, a random PRAGMA
+// application_id when it has none (one another program set is kept), and
+// a second copy of it in fileTable, written once. A new file gets both in
+// create's rollback-journal transaction, so that the fileTable page is in
+// the database file and in no -wal; the header (page 1) is written again
+// in every generation of the -wal (see Saver.stampPage1). Read with a
+// -wal of another database that holds its page 1, the file's header then
+// names the other database and its fileTable row still this one, and
+// probe refuses it. The caller holds the write lock, so that two
+// processes never give one file two identities.
+func identify(ctx context.Context, conn *sql.Conn, f fileSchema) error {
+	id := f.appID
+	if id == 0 {
+		var err error
+		if id, err = newFileID(); err != nil {
+			return err
+		}
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d", int32(id))); err != nil {
+			return fmt.Errorf("set the file's identity: %w", err)
+		}
 	}
-	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
-		return fmt.Errorf("checkpoint/sqlite: %q: migrate to schema %d: commit: %w", path, m.version, err)
+	if f.hasMarker {
+		return nil
+	}
+	if _, err := conn.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+fileTable+" (id INTEGER NOT NULL)"); err != nil {
+		return fmt.Errorf("record the file's identity: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, "INSERT INTO "+fileTable+" (id) VALUES (?)", int64(int32(id))); err != nil {
+		return fmt.Errorf("record the file's identity: %w", err)
 	}
 	return nil
+}
+
+// newFileID returns a random non-zero file identity.
+func newFileID() (uint32, error) {
+	var b [4]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			return 0, fmt.Errorf("draw the file's identity: %w", err)
+		}
+		if id := binary.BigEndian.Uint32(b[:]); id != 0 {
+			return id, nil
+		}
+	}
 }

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"time"
@@ -33,11 +34,34 @@ const (
 	walRetryLooks = 16
 )
 
-// walKeeper is the writer's state for keeping the WAL bounded.
+// walKeeper is the writer's state for keeping the WAL bounded, and for
+// watching that the -wal file is still the one SQLite writes (see
+// checkWALInUse).
 type walKeeper struct {
 	commits  int // since the last look at the file
 	skip     int // looks to skip after a forced checkpoint that did not finish
 	restarts int // forced checkpoints that finished (for tests)
+
+	// f is the -wal file as SQLite had it open when the saver started
+	// watching (nil until then), fi its identity. Holding it keeps the
+	// inode from being reused while the saver compares it with the path.
+	// SQLite takes no lock on the -wal (its locks are on the database
+	// file and the -shm), so this descriptor cannot release one.
+	f    *os.File
+	fid  fileID
+	path string // the -wal's path
+	hdr  [walHeaderSize]byte
+	// salt is the salts of f's header when last read: they change when
+	// SQLite starts the WAL over, and stamp is then set until a write
+	// transaction wrote page 1 again (see stampPage1).
+	salt  [8]byte
+	stamp bool
+	id    uint32 // the file's identity (PRAGMA application_id); 0: none
+	// lost is the *WALError, once the -wal was found deleted or replaced:
+	// every later write fails with it. saveTried: the deleted file's
+	// commits were checkpointed into the database (or that was tried).
+	lost      *WALError
+	saveTried bool
 }
 
 // keepWAL runs after each commit of the writer: every walCheckEvery
@@ -84,4 +108,205 @@ func (s *Saver) restartWAL(ctx context.Context) bool {
 		s.dropWriter()
 	}
 	return err == nil && busy == 0
+}
+
+// The checks of the -wal beside the database, made by Open before SQLite
+// reads it (checkOrphanWAL, checkForeignWAL), and by the writer before
+// each commit (checkWALInUse).
+
+// checkOrphanWAL refuses to create a database at path (missing or empty)
+// while a -wal with frames is beside it: SQLite would take it for the new
+// file's (it deletes one beside an empty file, and replays it into any
+// other), and it is the only copy of another database's last commits.
+func checkOrphanWAL(path string) error {
+	w, err := readWAL(path + "-wal")
+	if err != nil {
+		return fmt.Errorf("checkpoint/sqlite: open %q: read its -wal: %w", path, err)
+	}
+	if w.frames == 0 {
+		return nil
+	}
+	// Another process may have created the file, and its -wal, meanwhile:
+	// probe then reads it as an existing file.
+	if st, err := os.Stat(path); err == nil && st.Size() > 0 {
+		return nil
+	}
+	return &WALError{Path: path, Foreign: true, Reason: fmt.Sprintf("there is no database, and the -wal beside its path holds %d frames of one (a database deleted without its -wal, or a -wal copied here)", w.frames)}
+}
+
+// watchWAL starts watching the -wal: it keeps the file as SQLite has it
+// open now (the writer read the database, so SQLite opened or created
+// it), and reads the file's identity, for stampPage1. When there is no
+// -wal yet, the first write starts watching.
+func (s *Saver) watchWAL(ctx context.Context) error {
+	var id int64
+	if err := s.wconn.QueryRowContext(ctx, "PRAGMA application_id").Scan(&id); err != nil {
+		return openErr(s.cfg.path, "open", err)
+	}
+	s.wal.id = uint32(int32(id))
+	s.wal.path = s.cfg.path + "-wal"
+	s.wal.follow()
+	return nil
+}
+
+// follow keeps the -wal file at k.path as the one SQLite writes (none
+// when it cannot be opened), and its header's salts.
+func (k *walKeeper) follow() {
+	k.unfollow()
+	f, err := os.Open(k.path)
+	if err != nil {
+		return
+	}
+	id, ok := idOf(f)
+	if !ok {
+		f.Close()
+		return
+	}
+	k.f, k.fid = f, id
+	k.salt, _ = k.readSalt()
+}
+
+// unfollow closes the kept -wal file.
+func (k *walKeeper) unfollow() {
+	if k.f != nil {
+		k.f.Close()
+		k.f, k.fid = nil, fileID{}
+	}
+}
+
+// readSalt reads the salts of the kept -wal file's header; ok is false
+// when it has no header yet.
+func (k *walKeeper) readSalt() (salt [8]byte, ok bool) {
+	if _, err := k.f.ReadAt(k.hdr[:], 0); err != nil {
+		return salt, false
+	}
+	copy(salt[:], k.hdr[16:24])
+	return salt, true
+}
+
+// checkWALInUse runs in each write transaction of the writer, just before
+// its COMMIT (and before Vacuum): it refuses the commit, with a
+// *WALError matching ErrWALDeleted, when the -wal path no longer names
+// the file SQLite writes (it was deleted, moved, or another file put in
+// its place). SQLite would go on writing the file it has open, which no
+// connection opened later and no other process reads, and which
+// disappears with the process: every commit acknowledged from then on
+// would be lost. One stat of the path a commit, compared with the file
+// kept by follow. The caller holds wsem, rolls back, and calls
+// saveDetachedWAL.
+func (s *Saver) checkWALInUse() error {
+	k := &s.wal
+	if k.lost != nil {
+		return k.lost
+	}
+	if k.path == "" {
+		return nil // not watching (an OpenExisting saver that never wrote)
+	}
+	if k.f == nil {
+		k.follow()
+		return nil
+	}
+	id, size, exists := statID(k.path)
+	if exists && id.same(k.fid) {
+		if size == 0 {
+			// Truncated: this commit starts the WAL over.
+			k.stamp = true
+		}
+		return nil
+	}
+	if !walStillOpen(k.f) {
+		// No connection of this process has the old file open any more:
+		// SQLite closed it, and the last connection to the database (in
+		// another process) deleted it, as it does. Follow the new one.
+		k.follow()
+		return nil
+	}
+	reason := k.path + " names no file now"
+	if exists {
+		reason = k.path + " now names another file than the one SQLite writes"
+	}
+	k.lost = &WALError{Path: s.cfg.path, Reason: reason}
+	return k.lost
+}
+
+// walStillOpen reports whether a descriptor of this process other than
+// own has own's file open (on Linux, from /proc/self/fd); true when that
+// cannot be told, so that a doubt refuses the commit.
+func walStillOpen(own *os.File) bool {
+	fi, err := own.Stat()
+	if err != nil {
+		return true
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return true
+	}
+	self := strconv.FormatUint(uint64(own.Fd()), 10)
+	for _, e := range ents {
+		if e.Name() == self {
+			continue
+		}
+		if other, err := os.Stat("/proc/self/fd/" + e.Name()); err == nil && os.SameFile(other, fi) {
+			return true
+		}
+	}
+	return false
+}
+
+// saveDetachedWAL, once, after checkWALInUse refused a commit: a FULL
+// checkpoint on the writer, which still has the deleted file open, copies
+// the commits acknowledged so far into the database file, so that they
+// survive the process. It returns the *WALError, Saved set when the
+// checkpoint copied everything. The caller holds wsem, outside any
+// transaction.
+func (s *Saver) saveDetachedWAL(ctx context.Context) error {
+	k := &s.wal
+	if k.lost == nil {
+		return nil
+	}
+	if k.saveTried {
+		return k.lost
+	}
+	k.saveTried = true
+	if s.wconn != nil {
+		var busy, logFrames, done int
+		err := s.wconn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(FULL)").Scan(&busy, &logFrames, &done)
+		k.lost.Saved = err == nil && busy == 0 && logFrames == done
+	}
+	return k.lost
+}
+
+// stampPage1 writes page 1 (the database header, with the file's
+// identity) in the transaction about to commit when the WAL started over
+// since the last one did, so that every generation of the -wal holds the
+// identity checkForeignWAL compares (SQLite writes page 1 only when the
+// schema or the file's size changes, which can take several commits). It
+// writes application_id back unchanged; it does nothing for a file
+// without one. It returns whether it wrote. The caller holds wsem.
+func (s *Saver) stampPage1(t *wtx) bool {
+	k := &s.wal
+	if !k.stamp || k.id == 0 {
+		return false
+	}
+	_, err := t.exec("PRAGMA application_id = " + strconv.FormatInt(int64(int32(k.id)), 10))
+	return err == nil
+}
+
+// walCommitted runs after each commit of the writer: it notes whether
+// SQLite started the WAL over (its header's salts changed), so that the
+// next transaction writes page 1 again; stamped says this one did.
+func (k *walKeeper) walCommitted(stamped bool) {
+	if k.f == nil {
+		return
+	}
+	salt, ok := k.readSalt()
+	if !ok {
+		return
+	}
+	if stamped {
+		k.stamp = false
+	} else if salt != k.salt {
+		k.stamp = true
+	}
+	k.salt = salt
 }

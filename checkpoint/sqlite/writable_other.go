@@ -31,3 +31,8 @@ func checkWrite(path string, create bool) error {
 	}
 	return f.Close()
 }
+
+// checkSidecars returns nil here: probing whether the -wal and -shm files
+// could be created would create them. When SQLite cannot write them, Open
+// still fails with ErrReadOnly (see openErr).
+func checkSidecars(path string) (sidecar string, err error) { return "", nil }

@@ -3,6 +3,7 @@
 package sqlite
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -40,4 +41,27 @@ func checkWrite(path string, create bool) error {
 		return &fs.PathError{Op: "access", Path: target, Err: err}
 	}
 	return nil
+}
+
+// checkSidecars returns the error that keeps this process from writing the
+// -wal and -shm files SQLite keeps beside the existing database at path:
+// one that exists and may not be written (sidecar names it: "-wal" or
+// "-shm"), or, for one that does not exist, a directory where it may not
+// be created (sidecar is ""). Like checkWrite, it only asks access(2).
+func checkSidecars(path string) (sidecar string, err error) {
+	for _, sfx := range []string{"-wal", "-shm"} {
+		_, err := os.Lstat(path + sfx)
+		switch {
+		case err == nil:
+			if err := syscall.Access(path+sfx, accessW); err != nil {
+				return sfx, &fs.PathError{Op: "access", Path: path + sfx, Err: err}
+			}
+		case errors.Is(err, fs.ErrNotExist):
+			dir := filepath.Dir(path)
+			if err := syscall.Access(dir, accessW|accessX); err != nil {
+				return "", &fs.PathError{Op: "access", Path: dir, Err: err}
+			}
+		}
+	}
+	return "", nil
 }

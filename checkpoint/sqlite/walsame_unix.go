@@ -1,0 +1,34 @@
+//go:build unix
+
+package sqlite
+
+import (
+	"os"
+	"syscall"
+)
+
+// fileID identifies a file: its device and inode.
+type fileID struct{ dev, ino uint64 }
+
+// idOf returns the identity of the open file f.
+func idOf(f *os.File) (fileID, bool) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		return fileID{}, false
+	}
+	return fileID{uint64(st.Dev), uint64(st.Ino)}, true //nolint:unconvert // Dev and Ino are not uint64 everywhere
+}
+
+// statID returns the identity and size of the file at path; ok is false
+// when there is none (or it cannot be told). It allocates nothing: it
+// runs before every commit.
+func statID(path string) (id fileID, size int64, ok bool) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return fileID{}, 0, false
+	}
+	return fileID{uint64(st.Dev), uint64(st.Ino)}, st.Size, true //nolint:unconvert // as above
+}
+
+// same reports whether a and b are one file.
+func (a fileID) same(b fileID) bool { return a == b }
