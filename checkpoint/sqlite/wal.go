@@ -56,6 +56,7 @@ type walKeeper struct {
 	// transaction wrote page 1 again (see stampPage1).
 	salt  [8]byte
 	stamp bool
+	looks int    // commits since the path was last compared (see walPathEvery)
 	id    uint32 // the file's identity (PRAGMA application_id); 0: none
 	// lost is the *WALError, once the -wal was found deleted or replaced:
 	// every later write fails with it. saveTried: the deleted file's
@@ -191,9 +192,10 @@ func (k *walKeeper) readSalt() (salt [8]byte, ok bool) {
 // its place). SQLite would go on writing the file it has open, which no
 // connection opened later and no other process reads, and which
 // disappears with the process: every commit acknowledged from then on
-// would be lost. One stat of the path a commit, compared with the file
-// kept by follow. The caller holds wsem, rolls back, and calls
-// saveDetachedWAL.
+// would be lost. It compares the path with the file kept by follow: a
+// fstat of that file at every commit tells whether it lost its name
+// (deleted, or another file renamed over it), and every walPathEvery
+// commits a stat of the path tells whether it was moved away. The caller holds wsem, rolls back, and calls saveDetachedWAL.
 func (s *Saver) checkWALInUse() error {
 	k := &s.wal
 	if k.lost != nil {
@@ -206,8 +208,13 @@ func (s *Saver) checkWALInUse() error {
 		k.follow()
 		return nil
 	}
+	gone := unlinked(k.f)
+	if k.looks++; !gone && k.looks < walPathEvery {
+		return nil
+	}
+	k.looks = 0
 	id, size, exists := statID(k.path)
-	if exists && id.same(k.fid) {
+	if !gone && exists && id.same(k.fid) {
 		if size == 0 {
 			// Truncated: this commit starts the WAL over.
 			k.stamp = true

@@ -26,3 +26,11 @@ func statID(path string) (id fileID, size int64, ok bool) {
 
 // same reports whether a and b are one file.
 func (a fileID) same(b fileID) bool { return a.fi != nil && b.fi != nil && os.SameFile(a.fi, b.fi) }
+
+// unlinked reports false: link counts are not read here, and the path is
+// compared at every commit instead.
+func unlinked(f *os.File) bool { return false }
+
+// walPathEvery is how many commits pass between comparisons of the -wal
+// path with the kept file: every commit here.
+const walPathEvery = 1

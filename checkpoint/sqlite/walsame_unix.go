@@ -32,3 +32,16 @@ func statID(path string) (id fileID, size int64, ok bool) {
 
 // same reports whether a and b are one file.
 func (a fileID) same(b fileID) bool { return a == b }
+
+// unlinked reports whether the open file f has no name left (deleted, or
+// another file renamed over it): one fstat, cheaper than a stat of a
+// path. A file moved to another name keeps its link: only statID sees
+// that.
+func unlinked(f *os.File) bool {
+	var st syscall.Stat_t
+	return syscall.Fstat(int(f.Fd()), &st) == nil && st.Nlink == 0
+}
+
+// walPathEvery is how many commits pass between comparisons of the -wal
+// path with the kept file (statID); unlinked runs at every commit.
+const walPathEvery = 8
