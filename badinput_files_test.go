@@ -45,7 +45,7 @@ func TestBadInputDatabaseFiles(t *testing.T) {
 	}{
 		{"saver schema version -1", edit("PRAGMA user_version = -1"), sqlite.ErrSchemaInvalid},
 		{"saver schema version 0 beside its tables", edit("PRAGMA user_version = 0"), sqlite.ErrSchemaInvalid},
-		{"saver schema version newer", edit("PRAGMA user_version = 3"), sqlite.ErrSchemaTooNew},
+		{"saver schema version newer", edit("PRAGMA user_version = 99"), sqlite.ErrSchemaTooNew},
 		{"file identity changed", edit("PRAGMA application_id = 7"), sqlite.ErrSchemaInvalid},
 		{"approval schema version -1", edit("DELETE FROM approval_schema", "INSERT INTO approval_schema (version) VALUES (-1)"), approval.ErrSchemaVersion},
 		{"approval schema version 0", edit("DELETE FROM approval_schema", "INSERT INTO approval_schema (version) VALUES (0)"), approval.ErrSchemaVersion},

@@ -35,9 +35,12 @@ func TestMigrateSchema2Leases(t *testing.T) {
 		if m.version > 2 {
 			break
 		}
-		if err := applyMigration(ctx, conn, path, m); err != nil {
+		if err := applyMigration(ctx, conn, m); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if _, err := conn.ExecContext(ctx, "PRAGMA user_version = 2"); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := conn.ExecContext(ctx, `INSERT INTO threads (thread_id, checkpoint_ns, lease_owner, lease_until, updated_at) VALUES ('t', '', 'old-run', ?, '2025-06-01T12:00:00.000000000Z')`,
 		until.UnixNano()); err != nil {

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -48,12 +49,14 @@ func TestSchemaVersionsOutOfRange(t *testing.T) {
 		{"user_version -1", func(t *testing.T) string { return lockstepDB(t, "PRAGMA user_version = -1") }, ErrSchemaInvalid, ErrSchemaInvalid},
 		{"user_version -2147483648", func(t *testing.T) string { return lockstepDB(t, "PRAGMA user_version = -2147483648") }, ErrSchemaInvalid, ErrSchemaInvalid},
 		{"user_version 0 beside lockstep's tables", func(t *testing.T) string { return lockstepDB(t, "PRAGMA user_version = 0") }, ErrSchemaInvalid, ErrSchemaInvalid},
-		{"user_version 1 on schema 2's tables", func(t *testing.T) string { return lockstepDB(t, "PRAGMA user_version = 1") }, ErrSchemaInvalid, ErrSchemaInvalid},
-		{"user_version 3", func(t *testing.T) string { return lockstepDB(t, "PRAGMA user_version = 3") }, ErrSchemaTooNew, ErrSchemaTooNew},
+		{"user_version 1 on the current tables", func(t *testing.T) string { return lockstepDB(t, "PRAGMA user_version = 1") }, ErrSchemaInvalid, ErrSchemaInvalid},
+		{"user_version newer", func(t *testing.T) string {
+			return lockstepDB(t, "PRAGMA user_version = "+strconv.Itoa(schemaVersion+1))
+		}, ErrSchemaTooNew, ErrSchemaTooNew},
 		{"user_version 2147483647", func(t *testing.T) string { return lockstepDB(t, "PRAGMA user_version = 2147483647") }, ErrSchemaTooNew, ErrSchemaTooNew},
-		{"user_version 2 on schema 1's tables", func(t *testing.T) string {
+		{"the current user_version on schema 1's tables", func(t *testing.T) string {
 			path := copySchema1(t)
-			editDB(t, path, "PRAGMA user_version = 2")
+			editDB(t, path, "PRAGMA user_version = "+strconv.Itoa(schemaVersion))
 			return path
 		}, ErrSchemaInvalid, ErrSchemaInvalid},
 		{"user_version 0 on schema 1's tables", func(t *testing.T) string {
