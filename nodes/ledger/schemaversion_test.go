@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/lockstepgo/lockstep/nodes/ledger"
@@ -25,7 +26,7 @@ func TestSQLSchemaVersionsOutOfRange(t *testing.T) {
 	}{
 		{"-1", `UPDATE lockstep_ledger_meta SET version = -1 WHERE name = 'ledger'`},
 		{"0", `UPDATE lockstep_ledger_meta SET version = 0 WHERE name = 'ledger'`},
-		{"newer", `UPDATE lockstep_ledger_meta SET version = 3 WHERE name = 'ledger'`},
+		{"newer", `UPDATE lockstep_ledger_meta SET version = ` + strconv.Itoa(ledger.SchemaVersion+1) + ` WHERE name = 'ledger'`},
 		{"maximum int64", `UPDATE lockstep_ledger_meta SET version = 9223372036854775807 WHERE name = 'ledger'`},
 		{"text", `UPDATE lockstep_ledger_meta SET version = 'two' WHERE name = 'ledger'`},
 		{"real", `UPDATE lockstep_ledger_meta SET version = 1.5 WHERE name = 'ledger'`},
