@@ -1,6 +1,6 @@
 module github.com/lockstepgo/lockstep
 
-go 1.26.0
+go 1.25.0
 
 require (
 	github.com/chromedp/cdproto v0.159.0
@@ -9,7 +9,7 @@ require (
 	github.com/mattn/go-sqlite3 v1.14.53
 	github.com/tmc/langchaingo v0.1.14
 	go.uber.org/goleak v1.3.0
-	golang.org/x/sync v0.25.0
+	golang.org/x/sync v0.22.0
 )
 
 require (

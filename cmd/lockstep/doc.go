@@ -110,6 +110,24 @@
 // Prints the Mermaid flowchart of a registered example graph (without a
 // name, lists them). It does not read the database.
 //
+//	lockstep version
+//
+// Prints what the go command stamped into the binary
+// (runtime/debug.ReadBuildInfo): the module and its version (a release
+// such as v0.1.0 for `go install ...@v0.1.0`, "(devel)" for a build in a
+// checkout), the VCS revision and commit time it was built from and
+// whether the checkout had uncommitted changes (go build in a git clone
+// records them; go install ...@VERSION does not, and they print as
+// unknown), and the Go version and platform. It does not read the
+// database.
+//
+//	lockstep  v0.1.0
+//	module    github.com/lockstepgo/lockstep
+//	revision  unknown (not built in a checkout)
+//	time      unknown
+//	go        go1.25.3
+//	platform  linux/amd64
+//
 //	lockstep help [COMMAND]
 //
 // Prints the usage, or a command's flags.

@@ -98,6 +98,9 @@ func commands() []command {
 		{name: "graph", synopsis: "[NAME]", minArgs: 0, maxArgs: 1, setup: graphCommand,
 			summary: "draw an example graph as Mermaid, or list the example graphs",
 			about:   "Prints the Mermaid flowchart of a registered example graph; without a name, lists them.\nIt does not read the database."},
+		{name: "version", synopsis: "", minArgs: 0, maxArgs: 0, setup: versionCommand,
+			summary: "print the version, VCS revision and Go version of this binary",
+			about:   "Prints the module version of this binary, the VCS revision and commit time it was built\nfrom (with whether the checkout had uncommitted changes), and the Go version and platform.\nIt does not read the database."},
 	}
 }
 

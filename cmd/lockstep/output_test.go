@@ -234,7 +234,7 @@ func TestDocumentation(t *testing.T) {
 	var help strings.Builder
 	(&env{stdout: &help}).usage(&help)
 	for _, c := range commands() {
-		if want := "//\tlockstep " + c.name + " " + c.synopsis + "\n"; !strings.Contains(string(doc), want) {
+		if want := "//\t" + strings.TrimSpace("lockstep "+c.name+" "+c.synopsis) + "\n"; !strings.Contains(string(doc), want) {
 			t.Errorf("doc.go does not show %q", want)
 		}
 		if !strings.Contains(help.String(), "  "+c.name+" ") {
