@@ -114,12 +114,12 @@
 //
 // Prints what the go command stamped into the binary
 // (runtime/debug.ReadBuildInfo): the module and its version (a release
-// such as v0.1.0 for `go install ...@v0.1.0`, "(devel)" for a build in a
-// checkout), the VCS revision and commit time it was built from and
-// whether the checkout had uncommitted changes (go build in a git clone
-// records them; go install ...@VERSION does not, and they print as
-// unknown), and the Go version and platform. It does not read the
-// database.
+// such as v0.1.0 for `go install ...@v0.1.0`, a pseudo-version for a
+// build at a commit, "(devel)" without VCS information), the VCS revision
+// and commit time it was built from and whether the checkout had
+// uncommitted changes (go build in a git clone records them; go install
+// ...@VERSION does not, and they print as unknown), and the Go version
+// and platform. It does not read the database.
 //
 //	lockstep  v0.1.0
 //	module    github.com/lockstepgo/lockstep

@@ -14,8 +14,10 @@ import (
 type buildVersion struct {
 	// Module is the main module's path and Version its version: a
 	// release ("v0.1.0") for a binary built by `go install ...@v0.1.0`, a
-	// pseudo-version for one built at a commit the module proxy knows,
-	// "(devel)" for one built in a checkout.
+	// pseudo-version for one built at a commit (by go install ...@COMMIT,
+	// or by go build in a git clone, with "+dirty" when it had
+	// uncommitted changes), "(devel)" for one built without VCS
+	// information.
 	Module  string `json:"module"`
 	Version string `json:"version"`
 	// Revision, Time and Modified come from the version control system of
