@@ -80,11 +80,37 @@ const (
 	KindFallback Kind = "fallback"
 	// KindOutcomeUnknown: an earlier attempt of this exact write may have
 	// taken effect and its outcome is unknown (the process died between
-	// the call and recording its result). Approve only after checking
-	// downstream that it did not happen: the call then runs again with the
-	// same idempotency key. Such a request cannot be edited.
+	// the call and recording its result). Check downstream before
+	// deciding: approving runs the call again with the same idempotency
+	// key, which is right when it did not happen, or when the service
+	// deduplicates by that key (the run then returns what the first
+	// attempt made); otherwise reject, saying what happened. Such a
+	// request cannot be edited. Its Rationale is the model's, written
+	// before the earlier attempt: show OutcomeUnknownNote instead
+	// (Request.Explanation).
 	KindOutcomeUnknown Kind = "outcome_unknown"
 )
+
+// OutcomeUnknownNote is what the reviewer of a KindOutcomeUnknown request
+// needs to know, in place of the model's rationale.
+const OutcomeUnknownNote = "An earlier attempt of this call may already have taken effect: its run was stopped inside the call, so its outcome is unknown. " +
+	"Check downstream whether it happened before deciding. Approving runs it again with the same idempotency key: right when it did not happen, " +
+	"or when the service deduplicates by that key (it then returns what the first attempt made); otherwise reject, saying what happened."
+
+// OutcomeUnknownShort is OutcomeUnknownNote in a few words, for a table
+// cell.
+const OutcomeUnknownShort = "may already have run: check downstream"
+
+// Explanation returns what a reviewer should read as the reason for the
+// request: the model's Rationale, or OutcomeUnknownNote for a
+// KindOutcomeUnknown request, whose rationale the model wrote before the
+// earlier attempt and which does not say that the write may have happened.
+func (r Request) Explanation() string {
+	if r.Kind == KindOutcomeUnknown {
+		return OutcomeUnknownNote
+	}
+	return r.Rationale
+}
 
 // Valid reports whether k is a known kind or empty (KindGate).
 func (k Kind) Valid() bool {

@@ -34,7 +34,17 @@ type approvalJSON struct {
 	Tool             string          `json:"tool"`
 	Args             json.RawMessage `json:"args"`
 	ArgsHash         string          `json:"args_hash"`
+	// Kind is what the reviewer is asked: gate (the model's call),
+	// fallback (FallbackFor failed; this call would run instead) or
+	// outcome_unknown (an earlier attempt may already have run).
+	Kind        approval.Kind `json:"kind"`
+	FallbackFor string        `json:"fallback_for,omitempty"`
+	// Rationale is what the reviewer should read as the reason: the
+	// model's (ModelRationale), or for outcome_unknown what that means and
+	// what to check (the model wrote its rationale before the earlier
+	// attempt).
 	Rationale        string          `json:"rationale"`
+	ModelRationale   string          `json:"model_rationale"`
 	Context          json.RawMessage `json:"context"`
 	Risk             string          `json:"risk"`
 	Rule             string          `json:"rule"`
@@ -108,8 +118,13 @@ func approvalsCommand(fs *flag.FlagSet) runner {
 		out := approvalsJSON{Approvals: []approvalJSON{}, NextCursor: page.Next, Expired: page.Expired, ExpiryRecorded: durable && page.Expired > 0}
 		for _, it := range page.Items {
 			r := it.Request
+			kind := r.Kind
+			if kind == "" {
+				kind = approval.KindGate
+			}
 			out.Approvals = append(out.Approvals, approvalJSON{ID: it.ID, Thread: it.Thread, Checkpoint: it.Checkpoint, Node: it.Node,
-				Tool: r.Tool, Args: r.Args, ArgsHash: r.ArgsHash, Rationale: r.Rationale, Context: r.Context, Risk: string(r.Risk),
+				Tool: r.Tool, Args: r.Args, ArgsHash: r.ArgsHash, Kind: kind, FallbackFor: r.FallbackFor,
+				Rationale: r.Explanation(), ModelRationale: r.Rationale, Context: r.Context, Risk: string(r.Risk),
 				Rule: r.Rule, Owner: r.Owner, Schema: r.Schema, CreatedAt: r.CreatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC(),
 				AgeSeconds: int64(now.Sub(r.CreatedAt) / time.Second), ExpiresInSeconds: int64(r.ExpiresAt.Sub(now) / time.Second)})
 		}
@@ -124,17 +139,30 @@ func (e *env) printApprovals(out approvalsJSON, f approval.Filter) error {
 	w := e.stdout
 	if len(out.Approvals) > 0 {
 		t := newTable(w)
-		t.row("ID", "TOOL", "THREAD", "ARGS", "RATIONALE", "RISK", "OWNER", "AGE", "EXPIRES IN")
+		t.row("ID", "TOOL", "THREAD", "ARGS", "RULE", "RATIONALE", "RISK", "OWNER", "AGE", "EXPIRES IN")
+		unknown := 0
 		for _, a := range out.Approvals {
-			owner := a.Owner
+			owner, rule, why := a.Owner, a.Rule, a.Rationale
 			if owner == "" {
 				owner = "-"
 			}
-			t.row(a.ID, a.Tool, a.Thread, preview(a.Args, previewArgs), truncate(clean(a.Rationale), previewRationale),
+			if rule == "" {
+				rule = "-"
+			}
+			if a.Kind == approval.KindOutcomeUnknown {
+				why = approval.OutcomeUnknownShort
+				unknown++
+			}
+			t.row(a.ID, a.Tool, a.Thread, preview(a.Args, previewArgs), rule, truncate(clean(why), previewRationale),
 				a.Risk, owner, formatAge(time.Duration(a.AgeSeconds)*time.Second), formatAge(time.Duration(a.ExpiresInSeconds)*time.Second))
 		}
 		if err := t.flush(); err != nil {
 			return err
+		}
+		if unknown > 0 {
+			if _, err := fmt.Fprintf(w, "outcome_unknown (%d above): %s\n", unknown, approval.OutcomeUnknownNote); err != nil {
+				return err
+			}
 		}
 	} else if out.NextCursor == "" {
 		msg := "no pending approvals"

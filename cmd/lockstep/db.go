@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/checkpoint"
@@ -195,4 +197,26 @@ func (e *env) readHead(ctx context.Context, s *sqlite.Saver, thread string) (*ch
 		return nil, fmt.Errorf("read thread %s: %w", quote(thread), err)
 	}
 	return head, nil
+}
+
+// readLease reads the lease of a thread's root namespace as stored: the
+// run holding it (or that held it last, if it lapsed) and until when. It
+// returns nil when no run holds it (released, or never taken).
+func (e *env) readLease(ctx context.Context, s *sqlite.Saver, thread string, now time.Time) (*leaseJSON, error) {
+	var (
+		owner sql.NullString
+		until sql.NullInt64
+	)
+	err := s.DB().QueryRowContext(ctx, `SELECT lease_owner, lease_until FROM threads WHERE thread_id = ? AND checkpoint_ns = ''`, thread).Scan(&owner, &until)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("read the lease of thread %s: %w", quote(thread), err)
+	case !owner.Valid || owner.String == "":
+		return nil, nil
+	}
+	l := &leaseJSON{Owner: owner.String, Until: time.Unix(0, until.Int64).UTC()}
+	l.Live = now.Before(l.Until)
+	return l, nil
 }

@@ -33,19 +33,26 @@
 //	lockstep state THREAD [--checkpoint ID]
 //
 // Shows a thread at its head (or at an older checkpoint): status, next
-// tasks, each task with its interrupts (ID and value preview; approval
-// requests with tool, arguments, owner and expiry) or its error, the
-// breakpoint that holds it if any, the state values as JSON, and what to do
-// next in one line.
+// tasks, the lease at the head (the run holding the thread and until when,
+// or that its lease lapsed: a run that was killed keeps the thread until
+// then), each task with its interrupts (ID and value preview; approval
+// requests with tool, arguments, owner, the rule that raised them and
+// expiry, or their decision and, when a worker claimed the resume and did
+// not finish it or an attempt failed, until when and why) or its error,
+// the breakpoint that holds it if any, the state values as JSON, and what
+// to do next in one line. An approval of kind outcome_unknown (an earlier
+// attempt of the write may already have taken effect) says so and what to
+// check, instead of the model's rationale, which was written before it.
 //
 //	thread      refund-7
 //	status      waiting
 //	checkpoint  019cadcf-c240-741c-b58e-420e99b86efc (head)
 //	step        1 (loop), created 2026-03-02T09:10:00Z, 50m00s ago
 //	next        execute
+//	lease       none (no run holds the thread)
 //
 //	TASK       NODE     STATUS   DETAIL
-//	499def6f…  execute  waiting  approval 550f87fc…: refund {"amount":40,"order":"A-7"} for payments (expires in 10m00s)
+//	499def6f…  execute  waiting  approval 550f87fc…: refund {"amount":40,"order":"A-7"} for payments (rule risk:high) (expires in 10m00s)
 //
 //	values
 //	{ … }
@@ -62,7 +69,11 @@
 //	lockstep approvals [--tool T] [--owner O] [--thread T] [--older-than D] [--expiring-within D] [--limit N] [--cursor C]
 //
 // Lists the pending approval requests of all threads, oldest first: ID,
-// tool, thread, arguments, rationale, risk, owner, age and time to expiry.
+// tool, thread, arguments, the rule that raised it, rationale, risk,
+// owner, age and time to expiry. For a request of kind outcome_unknown
+// the rationale says that the write may already have happened and what to
+// check (approval.OutcomeUnknownNote; the model's own is model_rationale
+// in JSON).
 // Expired requests are not listed: they can no longer be approved, and
 // seeing one expired records its expiry, a rejection by system:expiry,
 // when the database has approval tables and is writable to the user (the

@@ -76,6 +76,11 @@ func schemaOf(tool string) json.RawMessage {
 // that expires ttl after clock() and runs the call (approved or edited
 // arguments) or reports the rejection.
 func gatedGraph(clock func() time.Time, ttl time.Duration) *graph.Graph[Call] {
+	return askingGraph(clock, ttl, "", "risk:high") // kind "": a gate, as requests before kinds were
+}
+
+// askingGraph is gatedGraph whose requests are of kind, raised by rule.
+func askingGraph(clock func() time.Time, ttl time.Duration, kind approval.Kind, rule string) *graph.Graph[Call] {
 	return graph.New[Call]().
 		AddNode("plan", func(ctx context.Context, c Call) (graph.Update[Call], error) {
 			return graph.Set(Call{Log: []string{"planned " + c.Tool}}, "Log"), nil
@@ -93,8 +98,8 @@ func gatedGraph(clock func() time.Time, ttl time.Duration) *graph.Graph[Call] {
 			d, err := interrupt.Ask[approval.Decision](ctx, approval.Request{
 				Type: approval.RequestType, Tool: c.Tool, Args: args, ArgsHash: hash, CallID: "call-" + c.Tool,
 				Rationale: c.Rationale, Context: json.RawMessage(`{"customer":"c-9","orders":3}`),
-				Risk: approval.RiskHigh, Rule: "risk:high", Owner: c.Owner, Schema: schemaOf(c.Tool),
-				CreatedAt: now, ExpiresAt: now.Add(ttl),
+				Risk: approval.RiskHigh, Rule: rule, Owner: c.Owner, Schema: schemaOf(c.Tool),
+				CreatedAt: now, ExpiresAt: now.Add(ttl), Kind: kind,
 			})
 			if err != nil {
 				return graph.Update[Call]{}, err

@@ -31,6 +31,10 @@ type stateJSON struct {
 	Next       []string                   `json:"next"`
 	Tasks      []taskJSON                 `json:"tasks"`
 	Breakpoint *checkpoint.Breakpoint     `json:"breakpoint"`
+	// Lease is the thread's lease at its head: the run that holds it, or
+	// held it last if it lapsed, and until when; null when no run holds
+	// it (and at an older checkpoint).
+	Lease      *leaseJSON                 `json:"lease"`
 	Interrupts []interruptJSON            `json:"interrupts"` // pending ones
 	Values     map[string]json.RawMessage `json:"values"`
 	// Hint says what to do next, in one line.
@@ -61,11 +65,45 @@ type interruptJSON struct {
 
 // approvalStatus is where an approval request stands.
 type approvalStatus struct {
-	Tool      string             `json:"tool"`
-	Owner     string             `json:"owner"`
+	Tool  string `json:"tool"`
+	Owner string `json:"owner"`
+	// Kind is what the reviewer is asked: gate, fallback or
+	// outcome_unknown (an earlier attempt may already have run).
+	Kind approval.Kind `json:"kind"`
+	// Rule is the rule that raised the request.
+	Rule string `json:"rule"`
+	// Rationale is what the reviewer should read as its reason: the
+	// model's, or for outcome_unknown what that means and what to check
+	// (approval.Request.Explanation).
+	Rationale string             `json:"rationale"`
 	ExpiresAt time.Time          `json:"expires_at"`
 	Expired   bool               `json:"expired"`
 	Decision  *approval.Decision `json:"decision"` // nil until decided
+	// Resume is where the approval worker is with delivering the
+	// decision; nil until decided.
+	Resume *resumeJSON `json:"resume"`
+}
+
+// resumeJSON is the approval worker's progress on a decided approval.
+type resumeJSON struct {
+	// State is done (delivered), claimed (a worker took it and has not
+	// finished: it is resuming the thread, or was stopped or killed, and
+	// its claim lapses at NotBefore), retrying (the last attempt failed;
+	// the next starts at NotBefore) or due (a worker resumes it on its
+	// next pass).
+	State     string    `json:"state"`
+	At        time.Time `json:"at,omitzero"`
+	Note      string    `json:"note,omitempty"`
+	Attempts  int       `json:"attempts"`
+	LastError string    `json:"last_error,omitempty"`
+	NotBefore time.Time `json:"not_before,omitzero"`
+}
+
+// leaseJSON is a thread's lease as stored.
+type leaseJSON struct {
+	Owner string    `json:"owner"` // the run holding it
+	Until time.Time `json:"until"`
+	Live  bool      `json:"live"` // held now; false once it lapsed
 }
 
 func stateCommand(fs *flag.FlagSet) runner {
@@ -109,6 +147,11 @@ func stateCommand(fs *flag.FlagSet) runner {
 		if err != nil {
 			return err
 		}
+		if latest {
+			if out.Lease, err = e.readLease(ctx, s, thread, e.now()); err != nil {
+				return err
+			}
+		}
 		out.Hint = stateHint(out, head.Checkpoint.ID)
 		if e.opts.json {
 			return e.writeJSON(out)
@@ -137,12 +180,20 @@ func buildState(ctx context.Context, tp *checkpoint.Tuple, in *checkpoint.Inspec
 		for _, it := range t.Interrupts {
 			_, answered := t.Answered[it.ID]
 			ij := interruptJSON{ID: it.ID, TaskID: t.ID, Node: t.Name, Value: it.Value, Answered: answered}
-			if pending[it.ID] {
-				st, err := approvalOf(ctx, store, observe, it, now)
+			if pending[it.ID] || latest {
+				// An answered approval of the head's tasks shows too: its
+				// resume may be claimed and not finished.
+				var obs *approval.Inbox
+				if pending[it.ID] {
+					obs = observe
+				}
+				st, err := approvalOf(ctx, store, obs, it, now)
 				if err != nil {
 					return nil, err
 				}
 				ij.Approval = st
+			}
+			if pending[it.ID] {
 				out.Interrupts = append(out.Interrupts, ij)
 			}
 			tj.Interrupts = append(tj.Interrupts, ij)
@@ -161,7 +212,11 @@ func approvalOf(ctx context.Context, store approval.Store, observe *approval.Inb
 	if !ok || perr != nil {
 		return nil, nil
 	}
-	st := &approvalStatus{Tool: req.Tool, Owner: req.Owner, ExpiresAt: req.ExpiresAt.UTC(), Expired: req.Expired(now)}
+	st := &approvalStatus{Tool: req.Tool, Owner: req.Owner, Kind: req.Kind, Rule: req.Rule, Rationale: req.Explanation(),
+		ExpiresAt: req.ExpiresAt.UTC(), Expired: req.Expired(now)}
+	if st.Kind == "" {
+		st.Kind = approval.KindGate
+	}
 	if observe != nil && st.Expired {
 		if _, err := observe.Get(ctx, it.ID); err != nil && !errors.Is(err, approval.ErrExpired) &&
 			!errors.Is(err, approval.ErrAlreadyDecided) && !errors.Is(err, approval.ErrNotFound) {
@@ -172,10 +227,33 @@ func approvalOf(ctx context.Context, store approval.Store, observe *approval.Inb
 	switch {
 	case err == nil:
 		st.Decision = &rec.Decision
+		st.Resume = resumeOf(rec.Resume, store.Now())
 	case !errors.Is(err, approval.ErrNotFound):
 		return nil, fmt.Errorf("read the decision of approval %s: %w", it.ID, err)
 	}
 	return st, nil
+}
+
+// resumeOf says where the worker is with a decided approval at now.
+func resumeOf(r approval.Resume, now time.Time) *resumeJSON {
+	out := &resumeJSON{Note: r.Note, Attempts: r.Attempts, LastError: r.LastError}
+	if !r.At.IsZero() {
+		out.At = r.At.UTC()
+	}
+	if !r.NotBefore.IsZero() {
+		out.NotBefore = r.NotBefore.UTC()
+	}
+	switch {
+	case !r.At.IsZero():
+		out.State = "done"
+	case r.LastError != "" && r.NotBefore.After(now):
+		out.State = "retrying"
+	case r.NotBefore.After(now):
+		out.State = "claimed"
+	default:
+		out.State = "due"
+	}
+	return out
 }
 
 // stateHint says in one line what to do next about the thread.
@@ -193,6 +271,13 @@ func stateHint(st *stateJSON, head string) string {
 			}
 		}
 	case "pending":
+		if resumed := unfinishedResume(st); resumed != "" {
+			return resumed
+		}
+		if l := st.Lease; l != nil && l.Live {
+			return fmt.Sprintf("pending: run %s holds the thread's lease until %s: it is still running, or it was killed and the lease lapses then; after that the application continues the thread with Runnable.Continue",
+				l.Owner, formatTime(l.Until))
+		}
 		return "pending: the run stopped between steps (a crash or a cancelled run); the application continues it with Runnable.Continue"
 	case "waiting":
 		return waitingHint(st)
@@ -216,12 +301,20 @@ func waitingHint(st *stateJSON) string {
 		}
 	}
 	switch {
+	case len(open) == 1 && open[0].Approval.Kind == approval.KindOutcomeUnknown:
+		id, a := open[0].ID, open[0].Approval
+		return fmt.Sprintf("waiting for approval %s: an earlier attempt of %s may already have taken effect (rule %s): check downstream whether it happened, "+
+			"then run `lockstep approve %s --reviewer NAME` to run it again with the same idempotency key, or `lockstep reject %s --reviewer NAME --note WHAT-HAPPENED`",
+			id, a.Tool, a.Rule, id, id)
 	case len(open) == 1:
 		id := open[0].ID
 		return fmt.Sprintf("waiting for approval %s: run `lockstep approve %s --reviewer NAME` or `lockstep reject %s --reviewer NAME`", id, id, id)
 	case len(open) > 1:
 		return fmt.Sprintf("waiting for %d approvals: run `lockstep approve ID --reviewer NAME` or `lockstep reject ID --reviewer NAME` for each ID above", len(open))
 	case len(decided) > 0:
+		if s := unfinishedResume(st); s != "" {
+			return s
+		}
 		d := decided[0].Approval.Decision
 		return fmt.Sprintf("approval %s was %s by %s: a process running approval.Worker resumes the thread with the decision", decided[0].ID, d.Outcome, quote(d.Reviewer))
 	case len(expired) > 0:
@@ -234,6 +327,29 @@ func waitingHint(st *stateJSON) string {
 			st.Breakpoint.When, strings.Join(st.Breakpoint.Nodes, ","))
 	}
 	return "waiting"
+}
+
+// unfinishedResume says why a decided approval of the head's tasks has not
+// been delivered, when a worker claimed it or failed: "" otherwise.
+func unfinishedResume(st *stateJSON) string {
+	for _, t := range st.Tasks {
+		for _, in := range t.Interrupts {
+			a := in.Approval
+			if a == nil || a.Decision == nil || a.Resume == nil {
+				continue
+			}
+			what := fmt.Sprintf("approval %s was %s by %s", in.ID, a.Decision.Outcome, quote(a.Decision.Reviewer))
+			switch a.Resume.State {
+			case "claimed":
+				return fmt.Sprintf("%s; a worker claimed its resume and has not finished: it is resuming the thread now, or it was stopped or killed, and then a process running approval.Worker resumes the thread after %s",
+					what, formatTime(a.Resume.NotBefore))
+			case "retrying":
+				return fmt.Sprintf("%s; resuming the thread failed %d time(s), last: %s; a process running approval.Worker tries again after %s",
+					what, a.Resume.Attempts, truncate(clean(a.Resume.LastError), previewError), formatTime(a.Resume.NotBefore))
+			}
+		}
+	}
+	return ""
 }
 
 func (e *env) printState(st *stateJSON) error {
@@ -255,6 +371,9 @@ func (e *env) printState(st *stateJSON) error {
 	kv.row("next", list(st.Next, 1<<10))
 	if bp := st.Breakpoint; bp != nil {
 		kv.row("breakpoint", bp.When+" "+strings.Join(bp.Nodes, ","))
+	}
+	if st.Head {
+		kv.row("lease", leaseLine(st.Lease, now))
 	}
 	if err := kv.flush(); err != nil {
 		return err
@@ -284,6 +403,17 @@ func (e *env) printState(st *stateJSON) error {
 	return err
 }
 
+// leaseLine describes a thread's lease for the state table.
+func leaseLine(l *leaseJSON, now time.Time) string {
+	switch {
+	case l == nil:
+		return "none (no run holds the thread)"
+	case l.Live:
+		return fmt.Sprintf("held by run %s until %s (for %s more): it is running, or was killed and its lease lapses then", l.Owner, formatTime(l.Until), formatAge(l.Until.Sub(now)))
+	}
+	return fmt.Sprintf("lapsed at %s (run %s held it; if it was killed it is gone, and the next run takes the thread at once)", formatTime(l.Until), l.Owner)
+}
+
 // taskDetails are the lines of the DETAIL column of a task.
 func taskDetails(t taskJSON, bp *checkpoint.Breakpoint, now time.Time) []string {
 	var out []string
@@ -297,13 +427,25 @@ func taskDetails(t taskJSON, bp *checkpoint.Breakpoint, now time.Time) []string 
 	for _, in := range t.Interrupts {
 		switch {
 		case in.Answered:
-			out = append(out, "answered interrupt "+in.ID)
+			s := "answered interrupt " + in.ID
+			if a := in.Approval; a != nil && a.Decision != nil {
+				s += fmt.Sprintf(" (approval: %s by %s)", a.Decision.Outcome, a.Decision.Reviewer)
+			}
+			out = append(out, s)
+			out = append(out, resumeLines(in.Approval)...)
 		case in.Approval != nil:
 			a := in.Approval
 			req, _, _ := approval.ParseRequest(in.Value)
 			s := fmt.Sprintf("approval %s: %s %s", in.ID, a.Tool, preview(req.Args, previewArgs))
 			if a.Owner != "" {
 				s += " for " + a.Owner
+			}
+			if a.Rule != "" {
+				s += " (rule " + a.Rule + ")"
+			}
+			if a.Kind == approval.KindOutcomeUnknown {
+				out = append(out, s)
+				s = "  outcome unknown: an earlier attempt may already have run; check downstream before deciding"
 			}
 			switch {
 			case a.Decision != nil:
@@ -314,6 +456,7 @@ func taskDetails(t taskJSON, bp *checkpoint.Breakpoint, now time.Time) []string 
 				s += " (expires in " + formatAge(a.ExpiresAt.Sub(now)) + ")"
 			}
 			out = append(out, s)
+			out = append(out, resumeLines(a)...)
 		default:
 			out = append(out, fmt.Sprintf("interrupt %s: %s", in.ID, preview(in.Value, previewValue)))
 		}
@@ -338,6 +481,21 @@ func taskDetails(t taskJSON, bp *checkpoint.Breakpoint, now time.Time) []string 
 		}
 	}
 	return out
+}
+
+// resumeLines are the DETAIL lines of a decided approval whose resume a
+// worker claimed and did not finish, or that failed.
+func resumeLines(a *approvalStatus) []string {
+	if a == nil || a.Resume == nil {
+		return nil
+	}
+	switch r := a.Resume; r.State {
+	case "claimed":
+		return []string{"  resume claimed by a worker until " + formatTime(r.NotBefore) + ", not finished"}
+	case "retrying":
+		return []string{fmt.Sprintf("  resume failed %d time(s): %s; next try after %s", r.Attempts, truncate(clean(r.LastError), previewError), formatTime(r.NotBefore))}
+	}
+	return nil
 }
 
 // informativeType reports whether a failed task's error type tells an
