@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
@@ -16,7 +17,10 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/examples/hotelbooking/booking"
 	"github.com/lockstepgo/lockstep/examples/internal/demo"
+	"github.com/lockstepgo/lockstep/internal/canon"
 	"github.com/lockstepgo/lockstep/interrupt"
+	"github.com/lockstepgo/lockstep/nodes"
+	"github.com/lockstepgo/lockstep/nodes/ledger"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -303,4 +307,80 @@ func holdOf(err error, hold *booking.Hold) bool {
 	h, ok := ni.Value.(booking.Hold)
 	*hold = h
 	return ok
+}
+
+// TestHotelBookingOutcomeUnknown: an earlier run was killed inside the
+// approved booking of ThreadApproval, after the hotel booked it. Resumed,
+// the call finds that attempt, and the thread waits again, on whether to
+// run it again: the program says what that means and how to check
+// hotel_bookings (the query, with the call's idempotency key) before
+// deciding. Approved after the check, it books nothing twice.
+func TestHotelBookingOutcomeUnknown(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "lockstep.db")
+	run(t, db, false)
+	items := pending(t, db)
+	if len(items) != 1 {
+		t.Fatalf("%d pending approvals, want 1", len(items))
+	}
+	decide(t, db, items[0].ID, approval.Verdict{Outcome: approval.Approved, Reviewer: "you"})
+
+	// What the killed run left: its intent, and the booking it made.
+	args, err := canon.JSON(json.RawMessage(`{"guest":"Ana Lima","hotel":"Palácio Suites","city":"Porto","check_in":"2026-06-10","nights":4,"total_eur":1520}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := nodes.IdempotencyKey(booking.ThreadApproval, "book_hotel", args)
+	func() {
+		s, err := sqlite.Open(db, sqlite.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		hash, err := approval.ArgsHash("book_hotel", args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		led, err := ledger.NewSQL(ctx, s.DB(), ledger.Options{Now: func() time.Time { return time.Now().Add(-time.Hour) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, started, err := led.Begin(ctx, ledger.Intent{Key: key, Tool: "book_hotel", ArgsHash: hash, Owner: "killed-run", Lease: time.Minute}); err != nil || !started {
+			t.Fatalf("the killed run's intent: %v, %v", started, err)
+		}
+		api, err := booking.OpenHotelAPI(ctx, s.DB(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ba booking.BookArgs
+		if err := json.Unmarshal(args, &ba); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := api.Book(ctx, ba, key); err != nil {
+			t.Fatal(err)
+		}
+	}()
+
+	_, out := run(t, db, true)
+	wantLines(t, out,
+		"book_hotel: approved",
+		"Thread hotel-porto-ana:",
+		"The thread is waiting, not failed",
+		"(rule outcome_unknown)",
+		"It asks whether to run book_hotel again (rule outcome_unknown): an earlier attempt was stopped inside the call, so it may already have booked.",
+		"Before you decide, look in hotel_bookings for a booking under the call's idempotency key:",
+		"WHERE idempotency_key = '"+key+"'",
+		"If there is one, the earlier attempt booked",
+		"Decide it with the lockstep CLI",
+	)
+	items = pending(t, db)
+	if len(items) != 1 || items[0].Request.Kind != approval.KindOutcomeUnknown {
+		t.Fatalf("pending approvals %+v, want the outcome-unknown one", items)
+	}
+	decide(t, db, items[0].ID, approval.Verdict{Outcome: approval.Approved, Reviewer: "you", Note: "checked hotel_bookings: HB-0002 is there"})
+	_, out = run(t, db, true)
+	wantLines(t, out, "book_hotel: executed", "Agent: The travel desk approved it")
+	if got := bookings(t, db); len(got) != 2 {
+		t.Errorf("bookings %v, want 2: nothing booked twice", got)
+	}
 }

@@ -440,14 +440,28 @@ func (a *app) report(ctx context.Context, p *demo.Printer, thread string, fresh 
 		switch {
 		case errors.As(err, &decided):
 			p.Printf("  It was %s by %s: resume the thread with\n    %s --resume\n", decided.Winner.Outcome, decided.Winner.Reviewer, a.command("go run ./examples/hotelbooking"))
+			continue
+		case errors.Is(err, approval.ErrExpired):
+			p.Printf("  Nobody decided it in time: its expiry is now recorded, as a rejection by %s. Resume the thread, and the agent is told:\n    %s --resume\n",
+				approval.ExpiryReviewer, a.command("go run ./examples/hotelbooking"))
+			continue
 		case err != nil:
 			return err
-		default:
-			p.Printf("  Decide it with the lockstep CLI, then resume the thread:\n")
-			p.Printf("    %s approvals\n", a.command("go run ./cmd/lockstep"))
-			p.Printf("    %s approve %s --reviewer you\n", a.command("go run ./cmd/lockstep"), in.ID)
-			p.Printf("    %s --resume\n", a.command("go run ./examples/hotelbooking"))
 		}
+		if req.Kind == approval.KindOutcomeUnknown {
+			// Not the first request: an earlier run was stopped inside the
+			// approved call, which may already have booked.
+			key := nodes.IdempotencyKey(thread, req.Tool, req.Args)
+			p.Printf("  It asks whether to run %s again (rule %s): an earlier attempt was stopped inside the call, so it may already have booked. Its outcome is unknown, and the agent's rationale was written before it.\n",
+				req.Tool, req.Rule)
+			p.Printf("  Before you decide, look in hotel_bookings for a booking under the call's idempotency key:\n    sqlite3 %s \"SELECT id, guest, hotel, check_in FROM hotel_bookings WHERE idempotency_key = '%s'\"\n",
+				a.cfg.DB, key)
+			p.Printf("  If there is one, the earlier attempt booked: approving runs the call again under that key, which the hotel answers with that booking instead of booking twice. If there is none, approving books it now. Reject it, with a note saying what you found, only if the stay was booked some other way.\n")
+		}
+		p.Printf("  Decide it with the lockstep CLI, then resume the thread:\n")
+		p.Printf("    %s approvals\n", a.command("go run ./cmd/lockstep"))
+		p.Printf("    %s approve %s --reviewer you\n", a.command("go run ./cmd/lockstep"), in.ID)
+		p.Printf("    %s --resume\n", a.command("go run ./examples/hotelbooking"))
 	}
 	return nil
 }

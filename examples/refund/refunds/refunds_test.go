@@ -3,6 +3,7 @@ package refunds_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -25,6 +26,9 @@ import (
 	"github.com/lockstepgo/lockstep/examples/internal/demo"
 	"github.com/lockstepgo/lockstep/examples/refund/refunds"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/canon"
+	"github.com/lockstepgo/lockstep/nodes"
+	"github.com/lockstepgo/lockstep/nodes/ledger"
 )
 
 // TestMain runs the crash test's child (the test binary re-runs itself
@@ -438,5 +442,101 @@ func TestRefundHeldByAKilledRun(t *testing.T) {
 	}
 	if d := cmp.Diff([]string{"RF-0001 A-1001 8990"}, payments(t, shop)); d != "" {
 		t.Errorf("refund_payments (-want +got):\n%s", d)
+	}
+}
+
+// abandonRefund leaves in db what a run killed inside issue_refund's body
+// leaves: the ledger's intent for the approved refund of ThreadPaid, with
+// no outcome and a lease that has lapsed, and, when paid, the payment the
+// shop made before the kill.
+func abandonRefund(t *testing.T, db string, paid bool) {
+	t.Helper()
+	ctx := context.Background()
+	s, shop, _ := open(t, db)
+	args, err := canon.JSON(json.RawMessage(`{"order_id":"A-1001","amount_cents":8990,"reason":"the parcel was lost in transit"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := nodes.IdempotencyKey(refunds.ThreadPaid, "issue_refund", args)
+	hash, err := approval.ArgsHash("issue_refund", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	led, err := ledger.NewSQL(ctx, s.DB(), ledger.Options{Now: func() time.Time { return time.Now().Add(-time.Hour) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, started, err := led.Begin(ctx, ledger.Intent{Key: key, Tool: "issue_refund", ArgsHash: hash, Owner: "killed-run", Lease: time.Minute}); err != nil || !started {
+		t.Fatalf("the killed run's intent: %v, %v", started, err)
+	}
+	if paid {
+		if _, err := shop.Refund(ctx, "A-1001", 8990, "the parcel was lost in transit", key); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRefundOutcomeUnknown: an earlier run was killed inside the approved
+// refund, after or before the shop paid. Run again, the program tells the
+// outcome-unknown approval as a step of its story: what it means, and a
+// reviewer who checks refund_payments before deciding (never the two
+// reviewers' blind race) and says what she found. Either way the refund is
+// paid exactly once and the customer is told it was issued.
+func TestRefundOutcomeUnknown(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		paid  bool
+		found string
+	}{
+		{"paid before the kill", true, "already paid 89.90 EUR for order A-1001, so the earlier attempt did pay"},
+		{"killed before the payment", false, "no payment for order A-1001, so the earlier attempt did not pay"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			db := filepath.Join(t.TempDir(), "lockstep.db")
+			a, err := refunds.Open(ctx, refunds.Config{DB: db})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := a.Start(ctx, refunds.ThreadPaid)
+			if err != nil || len(res.Interrupts) != 1 {
+				a.Close()
+				t.Fatalf("start: %v, %v", res.Status, err)
+			}
+			gate := res.Interrupts[0].ID
+			if _, err := a.Inbox.Approve(ctx, gate, refunds.ReviewerB, "lost parcel"); err != nil {
+				a.Close()
+				t.Fatal(err)
+			}
+			a.Close()
+			abandonRefund(t, db, tc.paid)
+
+			c, out := run(t, db)
+			wantLines(t, out,
+				"issue_refund: approved",
+				"The thread waits again: the approved call found an earlier attempt of itself, stopped inside the call.",
+				"asks whether to run issue_refund",
+				"again (rule outcome_unknown): an earlier attempt was stopped inside the call, so it may already have paid.",
+				refunds.ReviewerA+" checks refund_payments before deciding, for the call's idempotency key ",
+				tc.found,
+				refunds.ReviewerA+"'s decision is recorded: approved at",
+				"Status done. Agent to the customer: Good news, Mia Chen: your refund of 89.90 EUR for order A-1001 has been issued.",
+			)
+			if strings.Count(out, "click Approve at the same moment") != 0 {
+				t.Errorf("the reviewers approved the outcome-unknown request in a blind race:\n%s", out)
+			}
+			if c.Payments != 1 {
+				t.Errorf("%d payments, want 1\n%s", c.Payments, out)
+			}
+			_, shop, store := open(t, db)
+			if d := cmp.Diff([]string{"RF-0001 A-1001 8990"}, payments(t, shop)); d != "" {
+				t.Errorf("refund_payments (-want +got):\n%s", d)
+			}
+			// The second approval's decision says what the reviewer checked.
+			page, err := store.Unresumed(ctx, 0)
+			if err != nil || len(page) != 0 {
+				t.Errorf("unresumed decisions after the run: %+v, %v", page, err)
+			}
+		})
 	}
 }

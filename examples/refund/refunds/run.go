@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -169,6 +170,12 @@ func paidStory(ctx context.Context, a *App, cfg Config, p *demo.Printer, c *Coun
 		return a, err
 	}
 	for _, it := range page.Items {
+		if it.Request.Kind == approval.KindOutcomeUnknown {
+			if err := reviewUnknown(ctx, a, p, it, c); err != nil {
+				return a, err
+			}
+			continue
+		}
 		showRequest(p, it)
 		cl, err := race(ctx, a.Inbox, it.ID)
 		if err != nil {
@@ -204,27 +211,95 @@ func paidStory(ctx context.Context, a *App, cfg Config, p *demo.Printer, c *Coun
 		return a, err
 	}
 	p.Printf("  Restarted: the program opens %s again, as a new process would. The thread is %s; %d decision(s) wait to be resumed.\n", cfg.DB, snap.Status, len(unresumed))
-	mark := len(a.log.Events())
-	rep, err := a.Worker.RunOnce(ctx)
-	if err != nil {
-		return a, err
-	}
-	c.Resumed += rep.Resumed
-	p.Printf("  Its approval worker resumes %d thread(s):\n", rep.Resumed)
-	printEvents(p, a, mark)
-	if snap, err = a.Runnable.GetState(ctx, s.thread); err != nil {
-		return a, err
-	}
-	if snap.Status != graph.StatusDone {
-		return a, notFinished(ctx, a, p, s.thread, snap)
+	for round := 0; ; round++ {
+		mark := len(a.log.Events())
+		rep, err := a.Worker.RunOnce(ctx)
+		if err != nil {
+			return a, err
+		}
+		c.Resumed += rep.Resumed
+		p.Printf("  Its approval worker resumes %d thread(s):\n", rep.Resumed)
+		printEvents(p, a, mark)
+		if snap, err = a.Runnable.GetState(ctx, s.thread); err != nil {
+			return a, err
+		}
+		if snap.Status == graph.StatusDone {
+			break
+		}
+		// The resumed call may find that an earlier run was stopped inside
+		// it: the thread then waits again, on whether to run it again.
+		page, err := a.Inbox.List(ctx, approval.Filter{Thread: s.thread})
+		if err != nil {
+			return a, err
+		}
+		unknown := slices.DeleteFunc(page.Items, func(it approval.Item) bool { return it.Request.Kind != approval.KindOutcomeUnknown })
+		if len(unknown) == 0 || round > 0 {
+			return a, notFinished(ctx, a, p, s.thread, snap)
+		}
+		p.Printf("  The thread waits again: the approved call found an earlier attempt of itself, stopped inside the call.\n")
+		for _, it := range unknown {
+			if err := reviewUnknown(ctx, a, p, it, c); err != nil {
+				return a, err
+			}
+		}
 	}
 	p.Printf("  Status %s. Agent to the customer: %s\n", snap.Status, demo.LastAnswer(snap.Values.Messages))
-	rep, err = a.Worker.RunOnce(ctx)
+	rep, err := a.Worker.RunOnce(ctx)
 	if err != nil {
 		return a, err
 	}
 	p.Printf("  A second worker pass resumes %d thread(s): the decision was delivered once.\n", rep.Resumed)
 	return a, nil
+}
+
+// reviewUnknown is the careful review of an outcome-unknown request: an
+// earlier attempt of the refund was stopped inside the call, so it may
+// already have paid, and the agent's rationale was written before it.
+// ReviewerA looks in refund_payments for a payment under the call's
+// idempotency key (nodes.IdempotencyKey of the thread, the tool and the
+// arguments: the key it ran, and runs again, under) before deciding.
+// Either way she approves, and says why: when there is none the earlier
+// attempt did not pay, and running the call again pays once; when there
+// is one, running it again reuses the key, which the shop answers with
+// that payment instead of paying twice, and the agent can tell the
+// customer. (A service that did not deduplicate by key would call for a
+// rejection saying what happened.)
+func reviewUnknown(ctx context.Context, a *App, p *demo.Printer, it approval.Item, c *Counts) error {
+	req := it.Request
+	var args RefundArgs
+	if err := json.Unmarshal(req.Args, &args); err != nil {
+		return fmt.Errorf("refunds: approval %s: arguments: %w", it.ID, err)
+	}
+	p.Printf("  Approval %s asks whether to run %s %s again (rule %s): an earlier attempt was stopped inside the call, so it may already have paid. Its outcome is unknown, and the agent's rationale was written before it.\n",
+		it.ID, req.Tool, req.Args, req.Rule)
+	key := nodes.IdempotencyKey(it.Thread, req.Tool, req.Args)
+	pay, found, err := a.Shop.PaymentByKey(ctx, key)
+	if err != nil {
+		return err
+	}
+	var note string
+	if found {
+		p.Printf("  %s checks refund_payments before deciding, for the call's idempotency key %.12s…: %s already paid %s for order %s, so the earlier attempt did pay. Running the call again reuses that key, which the shop answers with that payment instead of paying twice: she approves, so that the agent can tell the customer.\n",
+			ReviewerA, key, pay.ID, Euros(pay.AmountCents), pay.Order)
+		note = "checked refund_payments: " + pay.ID + " already paid this; running it again under the same key returns it"
+	} else {
+		p.Printf("  %s checks refund_payments before deciding, for the call's idempotency key %.12s…: no payment for order %s, so the earlier attempt did not pay. She approves running it again.\n",
+			ReviewerA, key, args.OrderID)
+		note = "checked refund_payments: no payment for " + args.OrderID + " under this call's key; run it again"
+	}
+	d, err := a.Inbox.Approve(ctx, it.ID, ReviewerA, note)
+	var won *approval.AlreadyDecidedError
+	switch {
+	case errors.As(err, &won):
+		c.Lost++
+		p.Printf("  %s is told: %v.\n", ReviewerA, won)
+		return nil
+	case err != nil:
+		return err
+	}
+	c.Decided++
+	p.Printf("  %s's decision is recorded: %s at %s.\n", d.Reviewer, d.Outcome, d.DecidedAt.UTC().Format(time.RFC3339))
+	return nil
 }
 
 // clicks is what became of the reviewers' simultaneous clicks.

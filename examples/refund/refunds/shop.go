@@ -177,6 +177,25 @@ func (s *Shop) Refund(ctx context.Context, id string, amountCents int, reason, k
 
 func paymentID(id int64) string { return fmt.Sprintf("RF-%04d", id) }
 
+// PaymentByKey returns the payment made under idempotency key, and false
+// when the key paid nothing.
+func (s *Shop) PaymentByKey(ctx context.Context, key string) (Payment, bool, error) {
+	var (
+		p  Payment
+		id int64
+	)
+	err := s.db.QueryRowContext(ctx, `SELECT id, order_id, amount_cents, reason, paid_at FROM refund_payments WHERE idempotency_key = ?`, key).
+		Scan(&id, &p.Order, &p.AmountCents, &p.Reason, &p.PaidAt)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return Payment{}, false, nil
+	case err != nil:
+		return Payment{}, false, fmt.Errorf("shop: payment by key: %w", err)
+	}
+	p.ID = paymentID(id)
+	return p, true, nil
+}
+
 // Payments returns every refund paid, oldest first.
 func (s *Shop) Payments(ctx context.Context) ([]Payment, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, order_id, amount_cents, reason, paid_at FROM refund_payments ORDER BY id`)

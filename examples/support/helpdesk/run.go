@@ -2,6 +2,7 @@ package helpdesk
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -168,34 +169,53 @@ func Run(ctx context.Context, cfg Config) (_ Counts, err error) {
 	if snap.Status == graph.StatusWaiting {
 		p.Printf("  The thread is waiting, not failed: status %s, next %v.\n", snap.Status, snap.Next)
 		var approved []string
-		page, err := inbox.List(ctx, approval.Filter{Thread: Thread})
-		if err != nil {
-			return c, err
-		}
-		for _, it := range page.Items {
-			req := it.Request
-			p.Printf("  Approval %s asks %s: %s %s (risk %s, rule %s).\n", it.ID, req.Owner, req.Tool, req.Args, req.Risk, req.Rule)
-			p.Printf("    The agent's rationale: %q\n", req.Rationale)
-			d, err := inbox.Approve(ctx, it.ID, Reviewer, "checked with Fabrikam: login works again")
+		for round := 0; ; round++ {
+			page, err := inbox.List(ctx, approval.Filter{Thread: Thread})
 			if err != nil {
 				return c, err
 			}
-			c.Approved++
-			approved = append(approved, it.ID)
-			p.Printf("  %s approves it in the approval inbox (at %s).\n", d.Reviewer, d.DecidedAt.UTC().Format(time.RFC3339))
-		}
-		mark := len(log.Events())
-		rep, err := worker.RunOnce(ctx)
-		if err != nil {
-			return c, err
-		}
-		c.Resumed = rep.Resumed
-		p.Printf("  The approval worker resumes the thread (%d resumed):\n", rep.Resumed)
-		printEvents(mark)
-		if snap, err = r.GetState(ctx, Thread); err != nil {
-			return c, err
-		}
-		if snap.Status != graph.StatusDone {
+			for _, it := range page.Items {
+				req := it.Request
+				if req.Kind == approval.KindOutcomeUnknown {
+					// Not the first request: whether to run a close again
+					// that an earlier run was stopped inside.
+					d, err := reviewUnknown(ctx, desk, inbox, p, it)
+					if err != nil {
+						return c, err
+					}
+					c.Approved++
+					approved = append(approved, it.ID)
+					p.Printf("  %s's decision is recorded: %s at %s.\n", d.Reviewer, d.Outcome, d.DecidedAt.UTC().Format(time.RFC3339))
+					continue
+				}
+				p.Printf("  Approval %s asks %s: %s %s (risk %s, rule %s).\n", it.ID, req.Owner, req.Tool, req.Args, req.Risk, req.Rule)
+				p.Printf("    The agent's rationale: %q\n", req.Rationale)
+				d, err := inbox.Approve(ctx, it.ID, Reviewer, "checked with Fabrikam: login works again")
+				if err != nil {
+					return c, err
+				}
+				c.Approved++
+				approved = append(approved, it.ID)
+				p.Printf("  %s approves it in the approval inbox (at %s).\n", d.Reviewer, d.DecidedAt.UTC().Format(time.RFC3339))
+			}
+			mark := len(log.Events())
+			rep, err := worker.RunOnce(ctx)
+			if err != nil {
+				return c, err
+			}
+			c.Resumed += rep.Resumed
+			p.Printf("  The approval worker resumes the thread (%d resumed):\n", rep.Resumed)
+			printEvents(mark)
+			if snap, err = r.GetState(ctx, Thread); err != nil {
+				return c, err
+			}
+			if snap.Status == graph.StatusDone {
+				break
+			}
+			if round == 0 && waitsOnUnknown(snap) {
+				p.Printf("  The thread waits again: the approved call found an earlier attempt of itself, stopped inside the call.\n")
+				continue
+			}
 			// An earlier run of the program may have been stopped while it
 			// resumed the thread: say so, and when to run again, rather
 			// than an answer the thread has not reached.
@@ -233,6 +253,52 @@ func Run(ctx context.Context, cfg Config) (_ Counts, err error) {
 	p.Printf("\nThis run: the helpdesk ran %d search(es), the memo answered %d, and %d ticket(s) were closed. helpdesk_closures holds %d close(s).\n",
 		c.Searches, c.CacheHits, c.Closed, c.Closures)
 	return c, p.Err()
+}
+
+// waitsOnUnknown reports whether the thread of snap waits on an
+// outcome-unknown approval request.
+func waitsOnUnknown(snap graph.Snapshot[nodes.AgentState]) bool {
+	for _, in := range snap.Interrupts {
+		if req, ok, err := approval.ParseRequest(in.Value); ok && err == nil && req.Kind == approval.KindOutcomeUnknown {
+			return true
+		}
+	}
+	return false
+}
+
+// reviewUnknown is the careful review of an outcome-unknown request: an
+// earlier attempt of the close was stopped inside the call, so the ticket
+// may already be closed, and the agent's rationale was written before it.
+// The support lead looks in helpdesk_closures for a close under the
+// call's idempotency key (nodes.IdempotencyKey of the thread, the tool and
+// the arguments) before deciding, says what was found, and approves: when
+// there is none the earlier attempt did not close the ticket, and running
+// the call again closes it once; when there is one, running it again
+// reuses the key, which the helpdesk answers with that close instead of
+// closing twice.
+func reviewUnknown(ctx context.Context, desk *Helpdesk, inbox *approval.Inbox, p *demo.Printer, it approval.Item) (approval.Decision, error) {
+	req := it.Request
+	var args CloseArgs
+	if err := json.Unmarshal(req.Args, &args); err != nil {
+		return approval.Decision{}, fmt.Errorf("helpdesk: approval %s: arguments: %w", it.ID, err)
+	}
+	p.Printf("  Approval %s asks whether to run %s %s again (rule %s): an earlier attempt was stopped inside the call, so the ticket may already be closed. Its outcome is unknown, and the agent's rationale was written before it.\n",
+		it.ID, req.Tool, req.Args, req.Rule)
+	key := nodes.IdempotencyKey(it.Thread, req.Tool, req.Args)
+	cl, found, err := desk.ClosureByKey(ctx, key)
+	if err != nil {
+		return approval.Decision{}, err
+	}
+	note := "checked helpdesk_closures: no close of " + args.TicketID + " under this call's key; run it again"
+	if found {
+		p.Printf("  %s checks helpdesk_closures before deciding, for the call's idempotency key %.12s…: %s was closed at %s, so the earlier attempt did close it. Running the call again reuses that key, which the helpdesk answers with that close instead of closing twice: approving it lets the agent tell the customer.\n",
+			Reviewer, key, cl.Ticket, cl.ClosedAt)
+		note = "checked helpdesk_closures: " + cl.Ticket + " was closed at " + cl.ClosedAt + "; running it again under the same key returns that close"
+	} else {
+		p.Printf("  %s checks helpdesk_closures before deciding, for the call's idempotency key %.12s…: no close of %s, so the earlier attempt did not close it: approving runs it again.\n",
+			Reviewer, key, args.TicketID)
+	}
+	return inbox.Approve(ctx, it.ID, Reviewer, note)
 }
 
 // explain says in words what a decision status means here.

@@ -165,6 +165,21 @@ func (h *Helpdesk) Tickets(ctx context.Context) ([]Ticket, error) {
 	return out, nil
 }
 
+// ClosureByKey returns the close made under idempotency key, and false
+// when the key closed nothing.
+func (h *Helpdesk) ClosureByKey(ctx context.Context, key string) (Closure, bool, error) {
+	var c Closure
+	err := h.db.QueryRowContext(ctx, `SELECT ticket_id, resolution, closed_at FROM helpdesk_closures WHERE idempotency_key = ?`, key).
+		Scan(&c.Ticket, &c.Resolution, &c.ClosedAt)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return Closure{}, false, nil
+	case err != nil:
+		return Closure{}, false, fmt.Errorf("helpdesk: closure by key: %w", err)
+	}
+	return c, true, nil
+}
+
 // Closures returns how many closes helpdesk_closures holds (every run, every
 // process).
 func (h *Helpdesk) Closures(ctx context.Context) (int, error) {
