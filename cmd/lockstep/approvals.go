@@ -27,13 +27,13 @@ type approvalsJSON struct {
 
 // approvalJSON is one pending approval: the request and where it waits.
 type approvalJSON struct {
-	ID               string          `json:"id"`
-	Thread           string          `json:"thread"`
-	Checkpoint       string          `json:"checkpoint"`
-	Node             string          `json:"node"`
-	Tool             string          `json:"tool"`
-	Args             json.RawMessage `json:"args"`
-	ArgsHash         string          `json:"args_hash"`
+	ID         string          `json:"id"`
+	Thread     string          `json:"thread"`
+	Checkpoint string          `json:"checkpoint"`
+	Node       string          `json:"node"`
+	Tool       string          `json:"tool"`
+	Args       json.RawMessage `json:"args"`
+	ArgsHash   string          `json:"args_hash"`
 	// Kind is what the reviewer is asked: gate (the model's call),
 	// fallback (FallbackFor failed; this call would run instead) or
 	// outcome_unknown (an earlier attempt may already have run).

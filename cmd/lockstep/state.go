@@ -27,10 +27,10 @@ type stateJSON struct {
 	// Status is done, waiting (an interrupt or a breakpoint holds the
 	// thread), failed (a task's error) or pending (next tasks, nothing
 	// holding them: a crash or a stop between steps).
-	Status     string                     `json:"status"`
-	Next       []string                   `json:"next"`
-	Tasks      []taskJSON                 `json:"tasks"`
-	Breakpoint *checkpoint.Breakpoint     `json:"breakpoint"`
+	Status     string                 `json:"status"`
+	Next       []string               `json:"next"`
+	Tasks      []taskJSON             `json:"tasks"`
+	Breakpoint *checkpoint.Breakpoint `json:"breakpoint"`
 	// Lease is the thread's lease at its head: the run that holds it, or
 	// held it last if it lapsed, and until when; null when no run holds
 	// it (and at an older checkpoint).
