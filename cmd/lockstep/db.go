@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -199,24 +198,19 @@ func (e *env) readHead(ctx context.Context, s *sqlite.Saver, thread string) (*ch
 	return head, nil
 }
 
-// readLease reads the lease of a thread's root namespace as stored: the
-// run holding it (or that held it last, if it lapsed) and until when. It
-// returns nil when no run holds it (released, or never taken).
+// readLease reads the lease of a thread's root namespace as stored
+// (checkpoint.LeaseInspector): the run holding it (or that held it last,
+// if it lapsed), its runner, its epoch and until when. It returns nil when
+// no run holds it (released, or never taken).
 func (e *env) readLease(ctx context.Context, s *sqlite.Saver, thread string, now time.Time) (*leaseJSON, error) {
-	var (
-		owner sql.NullString
-		until sql.NullInt64
-	)
-	err := s.DB().QueryRowContext(ctx, `SELECT lease_owner, lease_until FROM threads WHERE thread_id = ? AND checkpoint_ns = ''`, thread).Scan(&owner, &until)
+	info, err := s.Lease(ctx, thread, "")
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
+	case errors.Is(err, checkpoint.ErrNotFound):
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("read the lease of thread %s: %w", quote(thread), err)
-	case !owner.Valid || owner.String == "":
+	case info.Owner == "":
 		return nil, nil
 	}
-	l := &leaseJSON{Owner: owner.String, Until: time.Unix(0, until.Int64).UTC()}
-	l.Live = now.Before(l.Until)
-	return l, nil
+	return &leaseJSON{Owner: info.Owner, Runner: info.Runner, Epoch: info.Epoch, Until: info.Until.UTC(), Live: info.Live(now)}, nil
 }

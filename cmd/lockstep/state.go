@@ -101,9 +101,11 @@ type resumeJSON struct {
 
 // leaseJSON is a thread's lease as stored.
 type leaseJSON struct {
-	Owner string    `json:"owner"` // the run holding it
-	Until time.Time `json:"until"`
-	Live  bool      `json:"live"` // held now; false once it lapsed
+	Owner  string    `json:"owner"`  // the run holding it
+	Runner string    `json:"runner"` // the runner (process) of that run, if it named one
+	Epoch  uint64    `json:"epoch"`  // counts the claims on the thread: the run holding epoch n succeeds every earlier one
+	Until  time.Time `json:"until"`
+	Live   bool      `json:"live"` // held now; false once it lapsed
 }
 
 func stateCommand(fs *flag.FlagSet) runner {
@@ -409,9 +411,21 @@ func leaseLine(l *leaseJSON, now time.Time) string {
 	case l == nil:
 		return "none (no run holds the thread)"
 	case l.Live:
-		return fmt.Sprintf("held by run %s until %s (for %s more): it is running, or was killed and its lease lapses then", l.Owner, formatTime(l.Until), formatAge(l.Until.Sub(now)))
+		return fmt.Sprintf("held by run %s%s until %s (for %s more): it is running, or was killed and its lease lapses then", l.Owner, leaseOf(l), formatTime(l.Until), formatAge(l.Until.Sub(now)))
 	}
-	return fmt.Sprintf("lapsed at %s (run %s held it; if it was killed it is gone, and the next run takes the thread at once)", formatTime(l.Until), l.Owner)
+	return fmt.Sprintf("lapsed at %s (run %s%s held it; if it was killed it is gone, and the next run takes the thread at once)", formatTime(l.Until), l.Owner, leaseOf(l))
+}
+
+// leaseOf names a lease's runner and epoch, for leaseLine.
+func leaseOf(l *leaseJSON) string {
+	s := ""
+	if l.Runner != "" {
+		s = " of runner " + l.Runner
+	}
+	if l.Epoch > 0 {
+		s += fmt.Sprintf(", claim %d", l.Epoch)
+	}
+	return s
 }
 
 // taskDetails are the lines of the DETAIL column of a task.

@@ -34,11 +34,11 @@ func TestStateShowsWhyAThreadWaits(t *testing.T) {
 		want  []string // lines the output must hold
 	}{
 		{"state-leased", leaseThread(threadPending, claimedAt, 30*time.Second), claimedAt.Add(10 * time.Second), []string{"state", threadPending},
-			[]string{"lease       held by run run-killed until 2026-03-02T10:00:30Z (for 20s more)", "run run-killed holds the thread's lease until 2026-03-02T10:00:30Z"}},
+			[]string{"lease       held by run run-killed of runner host-a/4242, claim 2 until 2026-03-02T10:00:30Z (for 20s more)", "run run-killed holds the thread's lease until 2026-03-02T10:00:30Z"}},
 		{"state-leased-json", leaseThread(threadPending, claimedAt, 30*time.Second), claimedAt.Add(10 * time.Second), []string{"state", threadPending, "--json"},
-			[]string{`"owner": "run-killed"`, `"until": "2026-03-02T10:00:30Z"`, `"live": true`}},
+			[]string{`"owner": "run-killed"`, `"runner": "host-a/4242"`, `"epoch": 2`, `"until": "2026-03-02T10:00:30Z"`, `"live": true`}},
 		{"state-lease-lapsed", leaseThread(threadPending, claimedAt, 30*time.Second), claimedAt.Add(time.Minute), []string{"state", threadPending},
-			[]string{"lease       lapsed at 2026-03-02T10:00:30Z (run run-killed held it"}},
+			[]string{"lease       lapsed at 2026-03-02T10:00:30Z (run run-killed of runner host-a/4242, claim 2 held it"}},
 		{"state-resume-claimed", decideAndClaim(f, claimedAt, false), claimedAt.Add(10 * time.Second), []string{"state", threadRefund},
 			[]string{"resume claimed by a worker until 2026-03-02T10:01:00Z, not finished", "a worker claimed its resume and has not finished"}},
 		{"state-resume-claimed-json", decideAndClaim(f, claimedAt, false), claimedAt.Add(10 * time.Second), []string{"state", threadRefund, "--json"},
@@ -88,7 +88,7 @@ func leaseThread(thread string, at time.Time, ttl time.Duration) func(t *testing
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Claim(ctx, checkpoint.Ref{Thread: thread, ID: head.Checkpoint.ID}, checkpoint.Lease{Owner: "run-killed", TTL: ttl}); err != nil {
+		if err := s.Claim(ctx, checkpoint.Ref{Thread: thread, ID: head.Checkpoint.ID}, checkpoint.Lease{Owner: "run-killed", Runner: "host-a/4242", TTL: ttl}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -76,7 +76,12 @@ func Tools(tracker *Tracker, outbox *Outbox, timeout time.Duration) ([]*nodes.To
 				return QueuedResult{}, err
 			}
 			return QueuedResult{Queued: true, OutboxID: q.ID, QueuedAt: q.QueuedAt, NextStep: nextStep}, nil
-		})
+		},
+		// The outbox answers a known key with the escalation it queued, so
+		// a run that finds an earlier attempt stopped inside the call runs
+		// it again instead of asking a human (this example has nobody to
+		// ask).
+		nodes.DedupesByKey())
 	if err != nil {
 		return nil, err
 	}

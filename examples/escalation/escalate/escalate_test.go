@@ -14,11 +14,14 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.uber.org/goleak"
 
+	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/examples/escalation/escalate"
 	"github.com/lockstepgo/lockstep/examples/internal/demo"
+	"github.com/lockstepgo/lockstep/internal/canon"
 	"github.com/lockstepgo/lockstep/nodes"
+	"github.com/lockstepgo/lockstep/nodes/ledger"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -194,5 +197,59 @@ func TestTrackerDedupes(t *testing.T) {
 	}
 	if tr.Requests() != 3 || tr.Creates() != 1 {
 		t.Errorf("%d requests, %d creates; want 3, 1", tr.Requests(), tr.Creates())
+	}
+}
+
+// TestQueueAfterAKilledRun: an earlier run was killed inside
+// queue_escalation, after the outbox took the escalation. The outbox
+// deduplicates by idempotency key, and the tool says so (DedupesByKey), so
+// the run again queues under the same key, which returns the queued
+// escalation: no human is asked (this example has nobody to ask), and the
+// outbox holds it once.
+func TestQueueAfterAKilledRun(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "lockstep.db")
+	args, err := canon.JSON(json.RawMessage(`{"repository":"payments/checkout","title":"Refund webhook failing with 500s","body":"The refund webhook has answered 500 to every delivery since 09:12 UTC. Reported by the on-call bot.","severity":"critical"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := nodes.IdempotencyKey(escalate.ThreadOutage, "queue_escalation", args)
+	func() {
+		s, err := sqlite.Open(db, sqlite.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		hash, err := approval.ArgsHash("queue_escalation", args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		led, err := ledger.NewSQL(ctx, s.DB(), ledger.Options{Now: func() time.Time { return time.Now().Add(-time.Hour) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, started, err := led.Begin(ctx, ledger.Intent{Key: key, Tool: "queue_escalation", ArgsHash: hash, Owner: "killed-run", Lease: time.Minute}); err != nil || !started {
+			t.Fatalf("the killed run's intent: %v, %v", started, err)
+		}
+	}()
+	c, out := run(t, db)
+	wantLines(t, out, "queue_escalation: executed", "I queued the escalation in the outbox instead")
+	if c.Queued != 1 {
+		t.Errorf("the outbox holds %d escalations, want 1\n%s", c.Queued, out)
+	}
+	s, err := sqlite.Open(db, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, thread := range []string{escalate.ThreadSlow, escalate.ThreadOutage} {
+		in, err := demo.Inspect(ctx, s, thread)
+		if err != nil || in.Status != "done" {
+			var st string
+			if in != nil {
+				st = in.Status
+			}
+			t.Errorf("%s: status %q, %v; want done", thread, st, err)
+		}
 	}
 }
