@@ -4,10 +4,11 @@
 // once; a second booking, above the price limit, waits for an approval
 // that you give with the lockstep CLI. See package booking.
 //
-//	go run ./examples/hotelbooking                     # both stories; one waits for you
-//	go run ./cmd/lockstep approvals                    # the pending approval
-//	go run ./cmd/lockstep approve ID --reviewer you    # approve it
-//	go run ./examples/hotelbooking --resume            # the worker resumes it: booked once
+//	go run ./examples/hotelbooking             # both stories; one waits for you
+//	go install ./cmd/lockstep                  # the CLI, once (its exit codes are lost under go run)
+//	lockstep approvals                         # the pending approval
+//	lockstep approve ID --reviewer you         # approve it
+//	go run ./examples/hotelbooking --resume    # the worker resumes it: booked once
 //
 // Flags:
 //

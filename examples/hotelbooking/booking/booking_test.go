@@ -165,7 +165,8 @@ func TestHotelBooking(t *testing.T) {
 		"book_hotel: blocked",
 		"so book_hotel needs a human (rule price_over_1000_eur); it did not run.",
 		"The thread is waiting, not failed: status waiting, next [tools].",
-		"go run ./cmd/lockstep --db "+db+" approve ",
+		"Decide it with the lockstep CLI (go install ./cmd/lockstep), then resume the thread:",
+		"lockstep --db "+db+" approve ",
 		"go run ./examples/hotelbooking --db "+db+" --resume",
 		"hotel_bookings holds 1 booking(s): HB-0001 (Robert Tables, Hotel Ritz). This run booked 1.",
 	)

@@ -458,9 +458,9 @@ func (a *app) report(ctx context.Context, p *demo.Printer, thread string, fresh 
 				a.cfg.DB, key)
 			p.Printf("  If there is one, the earlier attempt booked: approving runs the call again under that key, which the hotel answers with that booking instead of booking twice. If there is none, approving books it now. Reject it, with a note saying what you found, only if the stay was booked some other way.\n")
 		}
-		p.Printf("  Decide it with the lockstep CLI, then resume the thread:\n")
-		p.Printf("    %s approvals\n", a.command("go run ./cmd/lockstep"))
-		p.Printf("    %s approve %s --reviewer you\n", a.command("go run ./cmd/lockstep"), in.ID)
+		p.Printf("  Decide it with the lockstep CLI (go install ./cmd/lockstep), then resume the thread:\n")
+		p.Printf("    %s approvals\n", a.command("lockstep"))
+		p.Printf("    %s approve %s --reviewer you\n", a.command("lockstep"), in.ID)
 		p.Printf("    %s --resume\n", a.command("go run ./examples/hotelbooking"))
 	}
 	return nil
