@@ -21,8 +21,11 @@
 //     that differs in any byte (case, spaces, invisible or look-alike
 //     characters), is a *ScopeError. A fallback is reachable only as the
 //     fallback of its tool. The arguments are then canonicalised and
-//     validated (*ArgsError), and in strict mode (the default) arguments
-//     that reference a secret are refused (*SecretReferenceError).
+//     validated (*ArgsError: also for what would reach the body as
+//     another value than the one hashed and approved, such as the escape
+//     of a lone surrogate or a number a float field would round), and in
+//     strict mode (the default) arguments that reference a secret are
+//     refused (*SecretReferenceError).
 //  2. Gate: the Policy (DenyDestructive when none is set; AlwaysApprove;
 //     FromRules over approval.Rules, which may read the arguments) says
 //     whether the call needs a human. If it does and Call.Approval is nil,

@@ -19,7 +19,7 @@ import (
 // whatever their key order and spacing: a respelled repeat is a cache hit
 // with the same result, and canonicalisation is idempotent.
 func FuzzCanonicalArgs(f *testing.F) {
-	for _, s := range []string{`{}`, `{"a":1,"b":[1,2,{"c":"d"}]}`, `{"q":"login","limit":10}`, `{"n":1.0e2,"s":"\u00e9"}`, `{"x":{"y":{"z":null}}}`, `[1]`, `{"a":1,"a":2}`, `{"A":1,"a":2}`} {
+	for _, s := range []string{`{}`, `{"a":1,"b":[1,2,{"c":"d"}]}`, `{"q":"login","limit":10}`, `{"n":1.0e2,"s":"\u00e9"}`, `{"x":{"y":{"z":null}}}`, `[1]`, `{"a":1,"a":2}`, `{"A":1,"a":2}`, `{"s":"\ud800"}`, `{"s":"\ufffd"}`, `{"n":9007199254740993}`} {
 		f.Add(s)
 	}
 	runs := &counter{}

@@ -45,7 +45,8 @@ func JSON(data []byte) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var buf bytes.Buffer
-	if err := canonValue(dec, &buf, "$", 0); err != nil {
+	w := &walker{dec: dec, data: data}
+	if err := w.value(&buf, "$", 0); err != nil {
 		return nil, err
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -65,10 +66,96 @@ func Value(v any) ([]byte, error) {
 	return JSON(b)
 }
 
-func canonValue(dec *json.Decoder, buf *bytes.Buffer, path string, depth int) error {
-	tok, err := dec.Token()
+// walker reads the tokens of one document. encoding/json decodes the
+// escape of a lone surrogate ("\ud800") to U+FFFD, as it does raw bytes
+// that are not UTF-8 (which JSON refuses before decoding); token checks
+// the raw text of every string so that the escape is refused too, rather
+// than canonicalised (and hashed) as "\ufffd".
+type walker struct {
+	dec  *json.Decoder
+	data []byte
+}
+
+// token returns the next token, refusing a string (a value or a key)
+// whose raw text escapes a lone surrogate.
+func (w *walker) token(path string) (json.Token, error) {
+	from := w.dec.InputOffset()
+	tok, err := w.dec.Token()
 	if err != nil {
-		return &Error{Path: path, Reason: syntaxReason(err)}
+		return nil, &Error{Path: path, Reason: syntaxReason(err)}
+	}
+	if _, ok := tok.(string); ok {
+		raw := w.data[from:w.dec.InputOffset()]
+		if i := bytes.IndexByte(raw, '"'); i >= 0 {
+			raw = raw[i:]
+		}
+		if r, ok := loneSurrogate(raw); ok {
+			return nil, &Error{Path: path, Reason: fmt.Sprintf("a string escapes the lone surrogate \\u%04x, which JSON cannot decode as itself (it would become U+FFFD)", r)}
+		}
+	}
+	return tok, nil
+}
+
+// loneSurrogate returns the first surrogate of raw, the text of one JSON
+// string, that is escaped without its other half.
+func loneSurrogate(raw []byte) (rune, bool) {
+	if !bytes.Contains(raw, []byte(`\u`)) {
+		return 0, false
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' || i+1 >= len(raw) {
+			continue
+		}
+		if raw[i+1] != 'u' {
+			i++ // a two-byte escape, \\ included
+			continue
+		}
+		r, ok := hex4(raw, i+2)
+		if !ok {
+			return 0, false // a syntax error, reported by the decoder
+		}
+		switch {
+		case 0xD800 <= r && r < 0xDC00:
+			if i+7 < len(raw) && raw[i+6] == '\\' && raw[i+7] == 'u' {
+				if r2, ok := hex4(raw, i+8); ok && 0xDC00 <= r2 && r2 < 0xE000 {
+					i += 11
+					continue
+				}
+			}
+			return r, true
+		case 0xDC00 <= r && r < 0xE000:
+			return r, true
+		}
+		i += 5
+	}
+	return 0, false
+}
+
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+func (w *walker) value(buf *bytes.Buffer, path string, depth int) error {
+	tok, err := w.token(path)
+	if err != nil {
+		return err
 	}
 	switch t := tok.(type) {
 	case json.Delim:
@@ -76,10 +163,10 @@ func canonValue(dec *json.Decoder, buf *bytes.Buffer, path string, depth int) er
 			return &Error{Path: path, Reason: fmt.Sprintf("nesting deeper than %d", MaxDepth)}
 		}
 		if t == '[' {
-			return canonArray(dec, buf, path, depth+1)
+			return w.array(buf, path, depth+1)
 		}
 		if t == '{' {
-			return canonObject(dec, buf, path, depth+1)
+			return w.object(buf, path, depth+1)
 		}
 		return &Error{Path: path, Reason: "unexpected " + string(t)}
 	case json.Number:
@@ -102,34 +189,34 @@ func canonValue(dec *json.Decoder, buf *bytes.Buffer, path string, depth int) er
 	return nil
 }
 
-func canonArray(dec *json.Decoder, buf *bytes.Buffer, path string, depth int) error {
+func (w *walker) array(buf *bytes.Buffer, path string, depth int) error {
 	buf.WriteByte('[')
-	for i := 0; dec.More(); i++ {
+	for i := 0; w.dec.More(); i++ {
 		if i > 0 {
 			buf.WriteByte(',')
 		}
-		if err := canonValue(dec, buf, fmt.Sprintf("%s[%d]", path, i), depth); err != nil {
+		if err := w.value(buf, fmt.Sprintf("%s[%d]", path, i), depth); err != nil {
 			return err
 		}
 	}
-	if _, err := dec.Token(); err != nil {
+	if _, err := w.dec.Token(); err != nil {
 		return &Error{Path: path, Reason: syntaxReason(err)}
 	}
 	buf.WriteByte(']')
 	return nil
 }
 
-func canonObject(dec *json.Decoder, buf *bytes.Buffer, path string, depth int) error {
+func (w *walker) object(buf *bytes.Buffer, path string, depth int) error {
 	type member struct {
 		key string
 		val []byte
 	}
 	var members []member
 	folded := map[string]string{}
-	for dec.More() {
-		tok, err := dec.Token()
+	for w.dec.More() {
+		tok, err := w.token(path)
 		if err != nil {
-			return &Error{Path: path, Reason: syntaxReason(err)}
+			return err
 		}
 		key, ok := tok.(string)
 		if !ok {
@@ -144,12 +231,12 @@ func canonObject(dec *json.Decoder, buf *bytes.Buffer, path string, depth int) e
 		}
 		folded[fk] = key
 		var vb bytes.Buffer
-		if err := canonValue(dec, &vb, path+"."+key, depth); err != nil {
+		if err := w.value(&vb, path+"."+key, depth); err != nil {
 			return err
 		}
 		members = append(members, member{key, vb.Bytes()})
 	}
-	if _, err := dec.Token(); err != nil {
+	if _, err := w.dec.Token(); err != nil {
 		return &Error{Path: path, Reason: syntaxReason(err)}
 	}
 	sort.Slice(members, func(i, j int) bool { return members[i].key < members[j].key })

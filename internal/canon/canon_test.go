@@ -21,6 +21,9 @@ func TestJSON(t *testing.T) {
 		{"strings keep code points", `["caf\u00e9", "cafe\u0301", "<&>"]`, "[\"caf\u00e9\",\"cafe\u0301\",\"<&>\"]"},
 		{"nested", `{"z":{"y":[{"b":true,"a":null}]}}`, `{"z":{"y":[{"a":null,"b":true}]}}`},
 		{"escapes", `"a\"b\\c\n"`, `"a\"b\\c\n"`},
+		{"surrogate pair", `"\ud83d\ude00"`, "\"\U0001F600\""},
+		{"escaped backslash before u", `"\\ud800"`, `"\\ud800"`},
+		{"replacement character", `"\ufffd"`, "\"\uFFFD\""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,6 +53,14 @@ func TestJSONRejects(t *testing.T) {
 		{"too deep", deep},
 		{"leading zero", `01`},
 		{"empty", ``},
+		// encoding/json decodes these to U+FFFD; raw bytes that are not
+		// UTF-8 are refused, and so are they (issue 16).
+		{"lone high surrogate", `"\ud800"`},
+		{"lone low surrogate", `{"a":"x\uDC00y"}`},
+		{"high surrogate at the end", `["\ud83d"]`},
+		{"high then not a low", `"\ud83d\u0041"`},
+		{"surrogate in a key", `{"\ud800":1}`},
+		{"surrogate after an escaped backslash pair", `"\\\ud800"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,7 +93,7 @@ func TestHashIsLengthPrefixed(t *testing.T) {
 // FuzzJSON checks that canonicalisation is idempotent and that key order
 // and whitespace never change the result.
 func FuzzJSON(f *testing.F) {
-	for _, s := range []string{`{"b":1,"a":[1.0,"x",null]}`, `[1e3,-0,0.5]`, `"\u00e9"`, `{"a":{"b":{"c":true}}}`, `12345678901234567890`} {
+	for _, s := range []string{`{"b":1,"a":[1.0,"x",null]}`, `[1e3,-0,0.5]`, `"\u00e9"`, `{"a":{"b":{"c":true}}}`, `12345678901234567890`, `"\ud800"`, `{"\udc00":"\ud83d\ude00"}`, `["\\ud800","\ufffd"]`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
@@ -98,4 +109,24 @@ func FuzzJSON(f *testing.F) {
 			t.Fatalf("not idempotent: %s -> %s", c1, c2)
 		}
 	})
+}
+
+// TestLoneSurrogate (issue 16): the escape of a lone surrogate is refused
+// where it is, never canonicalised as "\ufffd" (so its arguments never
+// hash as the replacement character's do), and the path names it.
+func TestLoneSurrogate(t *testing.T) {
+	for _, tc := range []struct{ in, path string }{
+		{`{"note":"\ud800"}`, "$.note"},
+		{`{"items":[{"id":"ok"},{"id":"\udfff"}]}`, "$.items[1].id"},
+		{`{"a":{"\ud800":1}}`, "$.a"},
+	} {
+		_, err := JSON([]byte(tc.in))
+		var ce *Error
+		if !errors.As(err, &ce) || ce.Path != tc.path {
+			t.Errorf("JSON(%s) = %v, want an *Error at %s", tc.in, err, tc.path)
+		}
+	}
+	if _, err := JSON([]byte(`{"note":"\ufffd"}`)); err != nil {
+		t.Errorf("the replacement character itself: %v", err)
+	}
 }

@@ -18,8 +18,10 @@
 //
 // # Rejected input
 //
-// Syntax errors, trailing data, invalid UTF-8, an object with a duplicate
-// key, an object with two keys that differ only in letter case (encoding/json
+// Syntax errors, trailing data, invalid UTF-8, the escape of a lone
+// surrogate ("\ud800", which encoding/json would decode as U+FFFD, so
+// that it would canonicalise and hash as "\ufffd"), an object with a
+// duplicate key, an object with two keys that differ only in letter case (encoding/json
 // would merge them into one struct field, an ambiguity an attacker can use),
 // and nesting deeper than MaxDepth are *Error values matching ErrInvalid.
 // Nothing is repaired or guessed: input is either canonicalised exactly or

@@ -22,8 +22,13 @@
 // # Validation
 //
 // Validate rejects what canon rejects (duplicate keys, keys differing only
-// in case, bad JSON), then checks type, required, additionalProperties,
-// enum, bounds, lengths and patterns. Failures are a *ValidationError whose
+// in case, bad JSON, the escape of a lone surrogate), then checks type,
+// required, additionalProperties, enum, bounds, lengths and patterns. A
+// "number" must also be one the float it is decoded into holds as itself
+// (float32 for a schema with float32's bounds, float64 otherwise):
+// 9007199254740993 for a float64 would reach the tool as
+// 9007199254740992, another value than the one validated, hashed and
+// approved, and is refused. Failures are a *ValidationError whose
 // Path names the offending field ("$.ticket_id") and which matches
 // ErrInvalid. A schema that went through JSON (Schema.UnmarshalJSON)
 // checks a document as the one it was written from did. An unknown type,

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/lockstepgo/lockstep/internal/canon"
+	"github.com/lockstepgo/lockstep/internal/strictjson"
 )
 
 // Schema is a JSON Schema node.
@@ -420,6 +421,10 @@ func (ps *problems) check(s *Schema, v any, path string) {
 			if strings.ContainsAny(c, ".e") && !isBigInteger(c) {
 				bad("want an integer, got %s", n)
 			}
+		} else if bits := floatBits(s); !strictjson.ExactFloat([]byte(n), bits) {
+			// A float field would receive another value than the one
+			// sent (and hashed, and approved).
+			bad("%s is not a number a float%d holds: it would be read as %v", cutNumber(n), bits, roundTo(f, bits))
 		}
 		if s.Minimum != nil && f < *s.Minimum {
 			bad("want at least %v, got %s", *s.Minimum, n)
@@ -434,6 +439,31 @@ func (ps *problems) check(s *Schema, v any, path string) {
 	if len(s.Enum) > 0 && !inEnum(s.Enum, v) {
 		bad("must be one of %v", s.Enum)
 	}
+}
+
+// floatBits is the size of the float a "number" schema was derived from:
+// 32 when its bounds are float32's (see fromType), else 64.
+func floatBits(s *Schema) int {
+	if s.Minimum != nil && s.Maximum != nil && *s.Minimum == -math.MaxFloat32 && *s.Maximum == math.MaxFloat32 {
+		return 32
+	}
+	return 64
+}
+
+// roundTo is f as a float of the given size reads it.
+func roundTo(f float64, bits int) any {
+	if bits == 32 {
+		return float32(f)
+	}
+	return f
+}
+
+// cutNumber keeps a long number short in a message.
+func cutNumber(n json.Number) string {
+	if len(n) > 40 {
+		return string(n[:40]) + "…"
+	}
+	return string(n)
 }
 
 // isBigInteger reports whether a canonical number in exponent form is an

@@ -172,6 +172,49 @@ func TestSizedNumbers(t *testing.T) {
 	}
 }
 
+// TestInexactFloats (issue 16): a "number" a float field cannot hold as
+// itself (it would decode as another value than the one validated,
+// hashed and approved) fails validation naming the field: 2^53+1 for a
+// float64, 2^24+1 for a float32, an underflow to zero; other spellings
+// of a value a float holds pass.
+func TestInexactFloats(t *testing.T) {
+	type floatArgs struct {
+		Amount float64   `json:"amount"`
+		Ratio  float32   `json:"ratio,omitempty"`
+		Rates  []float64 `json:"rates,omitempty"`
+	}
+	s, err := For[floatArgs]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Through JSON (an approval request stores the schema) the rule holds.
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Schema
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ doc, path string }{
+		{`{"amount":9007199254740992,"ratio":16777216,"rates":[0.1,1.0,1e2]}`, ""},
+		{`{"amount":0.30000000000000004}`, ""},
+		{`{"amount":9007199254740993}`, "$.amount"},
+		{`{"amount":1e-400}`, "$.amount"},
+		{`{"amount":0.10000000000000001}`, "$.amount"},
+		{`{"amount":1,"ratio":16777217}`, "$.ratio"},
+		{`{"amount":1,"rates":[1,123456789012345678]}`, "$.rates[1]"},
+	} {
+		for name, sch := range map[string]*Schema{"derived": s, "through JSON": &back} {
+			err := Validate(sch, []byte(tc.doc))
+			var ve *ValidationError
+			if tc.path == "" && err != nil || tc.path != "" && (!errors.As(err, &ve) || ve.Path != tc.path) {
+				t.Errorf("%s, %s: %v, want path %q", name, tc.doc, err, tc.path)
+			}
+		}
+	}
+}
+
 // TestEnumOfArraysAndObjects checks enum values that are arrays or objects,
 // which a schema read from JSON may hold: Validate compared them with ==,
 // which panics on two slices or two maps.

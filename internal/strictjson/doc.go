@@ -40,6 +40,13 @@
 //     This is what stops injected keys such as {"__type":"os/exec.Cmd"}.
 //   - null where json.Marshal never writes it: for booleans, numbers,
 //     strings, structs and Go arrays.
+//   - For a float32 or float64 (also with the ,string option): a number
+//     that does not read back as itself, whose float json.Marshal writes
+//     as another value: 9007199254740993 (a float64 reads it as
+//     9007199254740992), 0.10000000000000001, 1e-400 (read as 0).
+//     Other spellings of the same value (1.0 for 1, 1e2) pass. Numbers
+//     for integers, json.Number, interfaces and types with their own
+//     methods are not checked this way.
 //   - A value of the wrong JSON kind: a struct or map that is not an object,
 //     a slice or array that is not an array, a boolean, number or string
 //     where the Go type wants another, a Go array [N]T with other than N
@@ -56,7 +63,7 @@
 // # Left to encoding/json
 //
 // Check does not decode values. Whether a number fits its Go type (300 for
-// an int8, 1.5 for an int, 1e400 for a float64), whether a string is
+// an int8, 1.5 for an int, 1e400, too large for a float64), whether a string is
 // acceptable to a type's UnmarshalText or UnmarshalJSON (a malformed time,
 // for instance), and whether an embedded pointer to an unexported struct
 // can be set, are left to json.Unmarshal, which reports those as errors.

@@ -90,6 +90,7 @@ func FuzzCheck(f *testing.F) {
 		`{"F":1e40}`, `{"Num":-0.5E-3}`, `{"E1":"a","P1":1,"Shadow":2}`, "\xef\xbb\xbf{}", `[`,
 		strings.Repeat(`{"Next":`, 50) + "null" + strings.Repeat("}", 50),
 		"{\"name\":\"\xff\"}", `{"tags":{"k":"v"}} x`,
+		`{"F":16777217}`, `{"F":1e-50}`, `{"QP":"9007199254740993"}`, `{"Any":9007199254740993}`, `{"F":0.1,"QP":"1.0"}`,
 	} {
 		f.Add([]byte(s))
 	}

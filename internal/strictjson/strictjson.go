@@ -12,6 +12,7 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // MaxDepth is the deepest nesting of arrays and objects Check accepts; it is
@@ -158,6 +159,7 @@ type node struct {
 	elem   *node  // slice, array, map value, pointer target
 	length int    // kindArray
 	keys   keyKind
+	bits   int            // kindNumber for float32 (32) and float64 (64); 0 otherwise
 	fields []field        // kindStruct, in json.Marshal's order
 	byName map[string]int // kindStruct with more than smallFields fields
 	why    string         // kindUnsupported
@@ -234,9 +236,12 @@ func (c *compiler) node(t reflect.Type) *node {
 	case reflect.Bool:
 		n.kind = kindBool
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
-		reflect.Float32, reflect.Float64:
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		n.kind = kindNumber
+	case reflect.Float32:
+		n.kind, n.bits = kindNumber, 32
+	case reflect.Float64:
+		n.kind, n.bits = kindNumber, 64
 	case reflect.String:
 		if t == c.number {
 			n.kind = kindNumber // Marshal writes a json.Number as a number
@@ -655,7 +660,16 @@ func (c *checker) value(n *node) *failure {
 		return c.mismatch(n, "true or false")
 	case kindNumber:
 		if b == '-' || ('0' <= b && b <= '9') {
-			return c.number()
+			start := c.pos
+			if f := c.number(); f != nil {
+				return f
+			}
+			if n.bits != 0 && !floatExact(c.data[start:c.pos], n.bits) {
+				text := c.data[start:c.pos]
+				c.pos = start
+				return inexactFloat(text, n.typ)
+			}
+			return nil
 		}
 		return c.mismatch(n, "a number")
 	case kindString:
@@ -1129,6 +1143,15 @@ func (c *checker) quoted(fd *field) *failure {
 			ok = string(inner) == "true" || string(inner) == "false"
 		case kindNumber:
 			ok = tokenName(inner[0]) == "number" && sub.number() == nil && sub.pos == len(inner)
+			base := fd.node
+			if base.kind == kindPtr {
+				base = base.elem
+			}
+			if ok && base.bits != 0 && !floatExact(inner, base.bits) {
+				text := string(inner)
+				c.pos = start
+				return inexactFloat([]byte(text), base.typ)
+			}
 		case kindString:
 			ok = inner[0] == '"'
 			if ok {
@@ -1375,4 +1398,172 @@ func canonicalInt(k []byte, signed bool) bool {
 		}
 	}
 	return true
+}
+
+// ---------------------------------------------------------------------------
+// Floating-point numbers.
+
+// decimalForm is a JSON number read as a decimal: value = ±0.d₁d₂…dₙ ×
+// 10^point, where d₁…dₙ are its significant digits (from the first
+// non-zero digit to the last). zero is true for every spelling of zero.
+type decimalForm struct {
+	neg, zero bool
+	mant      []byte // the digits and '.' before the exponent
+	first     int    // index in mant of d₁
+	last      int    // index in mant of dₙ
+	sig       int    // n
+	point     int64
+	ok        bool // false for an exponent beyond ±1e15 (left to encoding/json)
+}
+
+// readDecimal reads a number already checked against the JSON grammar.
+func readDecimal(t []byte) decimalForm {
+	var d decimalForm
+	if len(t) > 0 && t[0] == '-' {
+		d.neg = true
+		t = t[1:]
+	}
+	end := len(t)
+	var exp int64
+	for i, b := range t {
+		if b == 'e' || b == 'E' {
+			end = i
+			e := t[i+1:]
+			eneg := false
+			if len(e) > 0 && (e[0] == '+' || e[0] == '-') {
+				eneg = e[0] == '-'
+				e = e[1:]
+			}
+			for _, b := range e {
+				if exp > 1e15 {
+					return d // ok false: no float64 is that far out
+				}
+				exp = exp*10 + int64(b-'0')
+			}
+			if eneg {
+				exp = -exp
+			}
+			break
+		}
+	}
+	d.mant = t[:end]
+	d.first, d.last = -1, -1
+	intDigits, digit := int64(0), int64(0)
+	seenPoint := false
+	var firstDigit int64
+	for i, b := range d.mant {
+		if b == '.' {
+			seenPoint = true
+			continue
+		}
+		if !seenPoint {
+			intDigits++
+		}
+		if b != '0' {
+			if d.first < 0 {
+				d.first, firstDigit = i, digit
+			}
+			d.last = i
+		}
+		digit++
+	}
+	d.ok = true
+	if d.first < 0 {
+		d.zero = true
+		return d
+	}
+	for i := d.first; i <= d.last; i++ {
+		if d.mant[i] != '.' {
+			d.sig++
+		}
+	}
+	d.point = intDigits - firstDigit + exp
+	return d
+}
+
+// sameDecimal reports whether a and b are the same decimal value.
+func sameDecimal(a, b decimalForm) bool {
+	if a.zero || b.zero {
+		return a.zero == b.zero
+	}
+	if a.neg != b.neg || a.point != b.point || a.sig != b.sig {
+		return false
+	}
+	i, j := a.first, b.first
+	for n := 0; n < a.sig; n++ {
+		if a.mant[i] == '.' {
+			i++
+		}
+		if b.mant[j] == '.' {
+			j++
+		}
+		if a.mant[i] != b.mant[j] {
+			return false
+		}
+		i++
+		j++
+	}
+	return true
+}
+
+// floatExact reports whether the JSON number text reads back, as a float
+// of the given size, with its own value: whether the value json.Marshal
+// writes for the float decoded from text is the value text spells (1.0
+// and 1e0 are 1; 9007199254740993 reads as 9007199254740992, 1e-400 as
+// 0). Numbers too large for the size are left to encoding/json, which
+// refuses them.
+func floatExact(text []byte, bits int) bool {
+	d := readDecimal(text)
+	if !d.ok {
+		return true
+	}
+	// Up to 15 (float64) or 6 (float32) significant digits in the normal
+	// range, every decimal reads back as itself (DBL_DIG, FLT_DIG).
+	maxSig, maxPoint := 15, int64(300)
+	if bits == 32 {
+		maxSig, maxPoint = 6, 30
+	}
+	if d.zero || d.sig <= maxSig && -maxPoint <= d.point && d.point <= maxPoint {
+		return true
+	}
+	f, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(text), len(text)), bits)
+	if err != nil {
+		return true // out of range: json.Unmarshal reports it
+	}
+	var buf [32]byte
+	back := strconv.AppendFloat(buf[:0], f, 'e', -1, bits)
+	return sameDecimal(d, readDecimal(back))
+}
+
+//go:noinline
+func inexactFloat(text []byte, typ string) *failure {
+	if len(text) > 40 {
+		text = append(text[:40:40], "…"...)
+	}
+	return failf("number %s for %s reads back as another value (json.Marshal never writes it for a %s)", text, typ, typ)
+}
+
+// CheckJSON checks data as For(nil) does, without building a Schema: any
+// well-formed document passes, subject to the syntax, UTF-8, surrogate,
+// duplicate-key and depth rules. It returns an *Error (matching
+// ErrInvalid) naming the first problem.
+func CheckJSON(data []byte) error {
+	root := node{kind: kindAny, nullOK: true, typ: "interface {}"}
+	s := Schema{root: &root, opaque: true}
+	return s.Check(data)
+}
+
+// ExactFloat reports whether num, a JSON number, reads back as itself as a
+// float of the given size (32 or 64): whether json.Marshal writes the
+// float that json.Unmarshal decodes from num as a number of the same
+// value. It is the rule Check applies to float fields: 1.0 and 1e2 pass,
+// 9007199254740993 (read as 9007199254740992 by a float64) and 1e-400
+// (read as 0) do not. Text that is not a JSON number, and numbers too
+// large for the size (which json.Unmarshal refuses), pass.
+func ExactFloat(num []byte, bits int) bool {
+	c := checker{data: num}
+	if len(num) == 0 || tokenName(num[0]) != "number" || c.number() != nil || c.pos != len(num) {
+		return true
+	}
+	return floatExact(num, bits)
 }

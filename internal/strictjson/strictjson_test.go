@@ -436,6 +436,46 @@ func TestQuoted(t *testing.T) {
 	})
 }
 
+// TestFloats (issue 16): a float field holds only a number that reads
+// back as itself: what json.Marshal writes for the float it decodes to
+// has the same value. 9007199254740993 (which a float64 rounds to ...992),
+// a 17-digit spelling that rounds, and an underflow to zero are refused,
+// at any depth and in ,string fields; other spellings of the same value
+// (1.0, 1e0) and integers are not checked.
+func TestFloats(t *testing.T) {
+	f64, f32 := typeOf[float64](), typeOf[float32]()
+	k, q, d := typeOf[Kinds](), typeOf[Quoted](), typeOf[Doc]()
+	runCases(t, []checkCase{
+		ok("float64 integer", f64, `9007199254740992`),
+		ok("float64 fraction", f64, `0.1`),
+		ok("float64 other spelling", f64, `1.0`),
+		ok("float64 exponent", f64, `100e-2`),
+		ok("float64 shortest of a sum", f64, `0.30000000000000004`),
+		ok("float64 largest", f64, `1.7976931348623157e308`),
+		ok("float64 smallest", f64, `5e-324`),
+		ok("float64 negative zero", f64, `-0`),
+		ok("float64 out of range left to encoding/json", f64, `1e400`),
+		bad("float64 2^53+1", f64, `9007199254740993`, "$", "number 9007199254740993 for float64 reads back as another value"),
+		bad("float64 18 digits", f64, `123456789012345678`, "$", "reads back as another value"),
+		bad("float64 17-digit spelling", f64, `0.10000000000000001`, "$", "reads back as another value"),
+		bad("float64 underflow", f64, `1e-400`, "$", "reads back as another value"),
+		bad("float64 below the smallest", f64, `4e-324`, "$", "reads back as another value"),
+		ok("float32 short", f32, `0.1`),
+		bad("float32 2^24+1", f32, `16777217`, "$", "number 16777217 for float32 reads back as another value"),
+		bad("float32 a float64", f32, `0.30000000000000004`, "$", "for float32 reads back"),
+		ok("int not checked", typeOf[int64](), `9007199254740993`),
+		ok("json.Number not checked", typeOf[json.Number](), `9007199254740993`),
+		ok("interface not checked", nil, `9007199254740993`),
+		ok("raw message not checked", typeOf[json.RawMessage](), `9007199254740993`),
+		bad("struct field", k, `{"F":9007199254740993}`, "$.F", "reads back as another value"),
+		bad("pointer field", d, `{"Opt":16777217}`, "$.Opt", "for float32 reads back"),
+		bad("slice element", typeOf[[]float64](), `[1,9007199254740993]`, "$[1]", "reads back as another value"),
+		bad("map value", typeOf[map[string]float64](), `{"a":9007199254740993}`, `$["a"]`, "reads back as another value"),
+		bad("string option", q, `{"qf":"9007199254740993"}`, "$.qf", "number 9007199254740993 for float64 reads back as another value"),
+		bad("long text cut in the reason", f64, "1."+strings.Repeat("1", 100), "$", "…"),
+	})
+}
+
 func TestNull(t *testing.T) {
 	k := typeOf[Kinds]()
 	cases := []checkCase{
