@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lockstepgo/lockstep/internal/strictjson"
 )
 
 // Reserved channel names. Channels whose names start with "__" belong to the
@@ -140,23 +142,41 @@ func (m Metadata) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads the flat form written by MarshalJSON; keys other
-// than the fixed ones go to Extra, numbers as json.Number. It returns an
-// error naming the key whose value does not decode.
+// than the fixed ones go to Extra, numbers as json.Number. It is as
+// strict as MarshalJSON's output: it returns an error for JSON that
+// MarshalJSON could not have written (a duplicate key, invalid UTF-8, a
+// lone surrogate escape, null or another type for a fixed key, a step
+// that is not an integer, a missing source, step or parents), naming the
+// key whose value does not decode.
 func (m *Metadata) UnmarshalJSON(b []byte) error {
+	if err := strictjson.CheckJSON(b); err != nil {
+		return err
+	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return err
 	}
+	if raw == nil {
+		return errors.New("metadata is null")
+	}
 	*m = Metadata{}
+	for _, k := range [...]string{"source", "step", "parents"} {
+		if _, ok := raw[k]; !ok {
+			return fmt.Errorf("metadata has no %q", k)
+		}
+	}
 	for k, v := range raw {
 		var err error
+		if reservedMetadataKeys[k] && string(v) == "null" {
+			return fmt.Errorf("metadata key %q: null, which MarshalJSON never writes", k)
+		}
 		switch k {
 		case "source":
 			err = json.Unmarshal(v, &m.Source)
 		case "step":
 			err = json.Unmarshal(v, &m.Step)
 		case "parents":
-			err = json.Unmarshal(v, &m.Parents)
+			m.Parents, err = decodeParents(v)
 		case "run_id":
 			err = json.Unmarshal(v, &m.RunID)
 		case RunKeyFilter:
@@ -175,6 +195,27 @@ func (m *Metadata) UnmarshalJSON(b []byte) error {
 		}
 	}
 	return nil
+}
+
+// decodeParents decodes the parents object: namespace → checkpoint ID,
+// every ID a string (json.Unmarshal would read null as "").
+func decodeParents(v json.RawMessage) (map[string]string, error) {
+	var ps map[string]json.RawMessage
+	if err := json.Unmarshal(v, &ps); err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(ps))
+	for ns, id := range ps {
+		if len(id) == 0 || id[0] != '"' {
+			return nil, fmt.Errorf("parent of namespace %q is not a string", ns)
+		}
+		var s string
+		if err := json.Unmarshal(id, &s); err != nil {
+			return nil, err
+		}
+		out[ns] = s
+	}
+	return out, nil
 }
 
 // ValidateExtra checks caller metadata: keys must match the filter-key rule

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -237,7 +238,7 @@ func TestPendingInterrupts(t *testing.T) {
 		return checkpoint.PendingWrite{TaskID: task, Channel: channel, Value: json.RawMessage(value)}
 	}
 	pi := func(task, node, id, value string) checkpoint.PendingInterrupt {
-		return checkpoint.PendingInterrupt{TaskID: task, Node: node, InterruptID: id, Value: json.RawMessage(value)}
+		return checkpoint.PendingInterrupt{Thread: "th", CheckpointID: "cp", TaskID: task, Node: node, InterruptID: id, Value: json.RawMessage(value)}
 	}
 	tests := []struct {
 		name   string
@@ -271,15 +272,72 @@ func TestPendingInterrupts(t *testing.T) {
 			in(checkpoint.NullTaskID, "", `[{"id":"n","value":1}]`),
 			in(checkpoint.CommandTaskID(2), "", `[{"id":"c","value":1}]`),
 		}, nil},
-		{"malformed values ignored", []checkpoint.PendingWrite{
-			in("t1", "ask", `{"id":"a"}`), w("t1", checkpoint.ChannelResume, `["a"]`), in("t2", "x", `[{"id":"b","value":1}]`), w("t2", checkpoint.ChannelResume, `"b"`),
-		}, []checkpoint.PendingInterrupt{pi("t2", "x", "b", `1`)}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := checkpoint.PendingInterrupts(tc.writes)
+			got, err := checkpoint.PendingInterrupts("th", "cp", tc.writes)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("PendingInterrupts mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPendingInterruptsCorrupt (issue 16): an interrupt or resume write
+// that json.Marshal could not have written, or an interrupt ID two tasks
+// raised, is a *checkpoint.CorruptError naming the thread, the checkpoint
+// and the write; it is never skipped (which would make a waiting thread
+// silently stop waiting) nor read leniently (which would save an answer
+// under an ID nobody asked).
+func TestPendingInterruptsCorrupt(t *testing.T) {
+	in := func(task, value string) checkpoint.PendingWrite {
+		return checkpoint.PendingWrite{TaskID: task, Node: "ask", Channel: checkpoint.ChannelInterrupt, Value: json.RawMessage(value)}
+	}
+	res := func(task, value string) checkpoint.PendingWrite {
+		return checkpoint.PendingWrite{TaskID: task, Channel: checkpoint.ChannelResume, Value: json.RawMessage(value)}
+	}
+	ok := in("t0", `[{"id":"z","value":1}]`)
+	for _, tc := range []struct {
+		name string
+		w    []checkpoint.PendingWrite
+		task string // the write named
+	}{
+		{"interrupt null", []checkpoint.PendingWrite{ok, in("t1", `null`)}, "t1"},
+		{"interrupt an object", []checkpoint.PendingWrite{in("t1", `{"id":"a","value":1}`)}, "t1"},
+		{"interrupt duplicate id key", []checkpoint.PendingWrite{in("t1", `[{"id":"a","id":"b","value":1}]`)}, "t1"},
+		{"interrupt case-variant id key", []checkpoint.PendingWrite{in("t1", `[{"ID":"b","id":"a","value":1}]`)}, "t1"},
+		{"interrupt only a case-variant id key", []checkpoint.PendingWrite{in("t1", `[{"ID":"a","value":1}]`)}, "t1"},
+		{"interrupt unknown key", []checkpoint.PendingWrite{in("t1", `[{"id":"a","value":1,"answered":true}]`)}, "t1"},
+		{"interrupt without a value", []checkpoint.PendingWrite{in("t1", `[{"id":"a"}]`)}, "t1"},
+		{"interrupt empty ID", []checkpoint.PendingWrite{in("t1", `[{"id":"","value":1}]`)}, "t1"},
+		{"interrupt invalid UTF-8", []checkpoint.PendingWrite{in("t1", "[{\"id\":\"a\xff\",\"value\":1}]")}, "t1"},
+		{"interrupt lone surrogate", []checkpoint.PendingWrite{in("t1", `[{"id":"a","value":"\ud800"}]`)}, "t1"},
+		{"interrupt duplicate key in the value", []checkpoint.PendingWrite{in("t1", `[{"id":"a","value":{"k":1,"k":2}}]`)}, "t1"},
+		{"two interrupts with one ID", []checkpoint.PendingWrite{in("t1", `[{"id":"a","value":1},{"id":"a","value":2}]`)}, "t1"},
+		{"one ID raised by two tasks", []checkpoint.PendingWrite{in("t1", `[{"id":"a","value":1}]`), in("t2", `[{"id":"a","value":2}]`)}, "t2"},
+		{"interrupt not JSON", []checkpoint.PendingWrite{in("t1", `[{"id":"a","value":`)}, "t1"},
+		{"resume null", []checkpoint.PendingWrite{in("t1", `[{"id":"a","value":1}]`), res("t1", `null`)}, "t1"},
+		{"resume an array", []checkpoint.PendingWrite{in("t1", `[{"id":"a","value":1}]`), res("t1", `["a"]`)}, "t1"},
+		{"resume duplicate key", []checkpoint.PendingWrite{in("t1", `[{"id":"a","value":1}]`), res("t1", `{"a":"no","a":"yes"}`)}, "t1"},
+		{"resume escaped duplicate key", []checkpoint.PendingWrite{res("t1", `{"a":"no","\u0061":"yes"}`)}, "t1"},
+		{"resume empty ID", []checkpoint.PendingWrite{res("t1", `{"":"yes"}`)}, "t1"},
+		{"resume lone surrogate", []checkpoint.PendingWrite{res("t1", `{"a":"\udc00"}`)}, "t1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := checkpoint.PendingInterrupts("th", "cp", tc.w)
+			var ce *checkpoint.CorruptError
+			if !errors.As(err, &ce) || !errors.Is(err, checkpoint.ErrCorrupt) {
+				t.Fatalf("PendingInterrupts = %v, %v; want a *checkpoint.CorruptError", got, err)
+			}
+			if ce.Thread != "th" || ce.Checkpoint != "cp" || !strings.Contains(ce.What, strconv.Quote(tc.task)) {
+				t.Errorf("%+v: want thread th, checkpoint cp and task %s", ce, tc.task)
+			}
+			// The rule every reader shares (VerifyPending) agrees.
+			if err := checkpoint.VerifyPending("th", "cp", tc.w); !errors.As(err, &ce) {
+				t.Errorf("VerifyPending = %v, want a *checkpoint.CorruptError", err)
 			}
 		})
 	}

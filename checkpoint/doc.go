@@ -36,6 +36,25 @@
 // in one transaction ([PutChain]); the runtime commits a run's input
 // checkpoint with its __start__ step's that way.
 //
+// # What stored data may hold
+//
+// Put and PutWrites (ValidatePut, ValidateWrites) accept only what the
+// runtime writes, and readers report anything else as a *CorruptError
+// (VerifyTuple, VerifyCheckpoint, VerifyPending; savers check what they
+// read, package graph and Inspect check again): JSON as json.Marshal
+// writes it (valid UTF-8, no escape of a lone surrogate, no duplicate
+// key); special writes that decode strictly as their type
+// (DecodeInterrupts, DecodeAnswers, DecodeTaskError, DecodeBreakpoint,
+// DecodeStepResult: no null, no unknown or case-variant key); interrupt
+// IDs non-empty and unique within a checkpoint; a step from -1 to MaxStep
+// that is greater than the parent's; an ID that sorts after the parent's;
+// versions no newer than the checkpoint; channels that name their node
+// ("branch:to:" alone names none). Only corruption (a disk, a bug, a
+// hand edit whose checksum was recomputed) can store anything else, and
+// a reader that decoded it leniently would see a thread with fewer
+// interrupts than it has. The memory saver holds only what it accepted,
+// and does not check again when it reads.
+//
 // # One writer per thread
 //
 // A checkpoint is accepted only when its parent is the thread's head, or as

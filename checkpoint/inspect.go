@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/lockstepgo/lockstep/interrupt"
 )
 
 // TaskID derives the ID of a task from its thread, the checkpoint its step
@@ -77,11 +79,10 @@ func Materialize(blobs []Blob) (json.RawMessage, error) {
 	return json.Marshal(items)
 }
 
-// Interrupt is an interrupt as stored: its ID and JSON value.
-type Interrupt struct {
-	ID    string          `json:"id"`
-	Value json.RawMessage `json:"value"`
-}
+// Interrupt is an interrupt as stored: its ID and JSON value (the
+// interrupt package's type; an __interrupt__ write holds a JSON array of
+// them, see DecodeInterrupts).
+type Interrupt = interrupt.Interrupt
 
 // InspectedTask is a task of the step that follows a checkpoint.
 type InspectedTask struct {
@@ -151,12 +152,13 @@ func Inspect(tp *Tuple, latest bool) (*Inspection, error) {
 	corrupt := func(what string, err error) error {
 		return &CorruptError{Thread: tp.Thread, Checkpoint: cp.ID, What: what, Err: err}
 	}
+	if err := VerifyTuple(tp); err != nil {
+		return nil, err
+	}
 	in := &Inspection{Values: map[string]json.RawMessage{}}
 	triggers := map[string][]string{} // node → trigger channels
 	joins := map[string][]string{}    // join channel → sources seen
-	var sends []struct {
-		Node string `json:"node"`
-	}
+	var sends []StoredSend
 	start := false
 	for ch := range cp.Versions {
 		blobs := cp.Channels[ch]
@@ -169,8 +171,8 @@ func Inspect(tp *Tuple, latest bool) (*Inspection, error) {
 			if err != nil {
 				return nil, corrupt("channel "+ch, err)
 			}
-			var seen []string
-			if err := json.Unmarshal(v, &seen); err != nil {
+			seen, err := DecodeJoin(v)
+			if err != nil {
 				return nil, corrupt("channel "+ch, err)
 			}
 			joins[ch] = seen
@@ -179,7 +181,7 @@ func Inspect(tp *Tuple, latest bool) (*Inspection, error) {
 			if err != nil {
 				return nil, corrupt("channel "+ch, err)
 			}
-			if err := json.Unmarshal(v, &sends); err != nil {
+			if sends, err = DecodeSends(v); err != nil {
 				return nil, corrupt("channel "+ch, err)
 			}
 		case ch == ChannelStart:
@@ -205,10 +207,8 @@ func Inspect(tp *Tuple, latest bool) (*Inspection, error) {
 				triggers[node] = append(triggers[node], w.Channel)
 			}
 		case w.Channel == ChannelSends:
-			var s struct {
-				Node string `json:"node"`
-			}
-			if err := json.Unmarshal(w.Value, &s); err != nil {
+			s, err := DecodeSend(w.Value)
+			if err != nil {
 				return nil, corrupt("command write", err)
 			}
 			sends = append(sends, s)
@@ -255,8 +255,8 @@ func Inspect(tp *Tuple, latest bool) (*Inspection, error) {
 	}
 	for _, w := range tp.Pending {
 		if w.TaskID == NullTaskID && w.Channel == ChannelBreakpoint {
-			var bp Breakpoint
-			if err := json.Unmarshal(w.Value, &bp); err != nil {
+			bp, err := DecodeBreakpoint(w.Value)
+			if err != nil {
 				return nil, corrupt("breakpoint marker", err)
 			}
 			in.Breakpoint = &bp
@@ -269,12 +269,13 @@ func Inspect(tp *Tuple, latest bool) (*Inspection, error) {
 		var err error
 		switch {
 		case w.Channel == ChannelError:
-			t.Error = &TaskError{}
-			err = json.Unmarshal(w.Value, t.Error)
+			var te TaskError
+			te, err = DecodeTaskError(w.Value)
+			t.Error = &te
 		case w.Channel == ChannelInterrupt:
-			err = json.Unmarshal(w.Value, &t.Interrupts)
+			t.Interrupts, err = DecodeInterrupts(w.Value)
 		case w.Channel == ChannelResume:
-			err = json.Unmarshal(w.Value, &t.Answered)
+			t.Answered, err = DecodeAnswers(w.Value)
 		case IsSpecial(w.Channel):
 		default:
 			if t.Result == nil {

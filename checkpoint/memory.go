@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/lockstepgo/lockstep/internal/strictjson"
 )
 
 // MemorySaver keeps checkpoints in memory. It implements Saver,
@@ -321,8 +323,11 @@ func validatePut(req *PutRequest) error {
 		if len(blobs) != 1 || blobs[0].Version != cp.ID || cp.Versions[ch] != cp.ID {
 			return fmt.Errorf("%w: channel %q: a put carries exactly one blob per changed channel, versioned with the checkpoint ID", ErrInvalid, ch)
 		}
-		if !json.Valid(blobs[0].Data) {
-			return fmt.Errorf("%w: channel %q: blob is not valid JSON", ErrInvalid, ch)
+		// Refused here rather than reported as corrupt when read: JSON
+		// that json.Marshal never writes (a lone surrogate escape, a
+		// duplicate key, invalid UTF-8).
+		if err := strictjson.CheckJSON(blobs[0].Data); err != nil {
+			return fmt.Errorf("%w: checkpoint %q channel %q: blob is not valid JSON: %w", ErrInvalid, cp.ID, ch, err)
 		}
 	}
 	for ch, v := range cp.Versions {
@@ -337,6 +342,9 @@ func validatePut(req *PutRequest) error {
 			}
 		}
 	}
+	if err := checkCheckpoint(cp); err != nil {
+		return fmt.Errorf("%w: checkpoint %q: %w", ErrInvalid, cp.ID, err)
+	}
 	if err := validateTaskWrites(req.ParentWrites); err != nil {
 		return err
 	}
@@ -344,8 +352,12 @@ func validatePut(req *PutRequest) error {
 }
 
 // ValidatePut checks a PutRequest's shape (thread, IDs, one blob per changed
-// channel, valid JSON) and returns an error wrapping ErrInvalid when it is
-// malformed. Savers call it before touching storage.
+// channel, JSON as json.Marshal writes it) and what a reader would report
+// as corrupt (VerifyCheckpoint, and every write as VerifyPending checks
+// it), and returns an error wrapping ErrInvalid when it is malformed.
+// Savers call it before touching storage; the rules that need the stored
+// thread (the parent's step, the interrupt IDs already saved) are the
+// saver's to check (see Saver).
 func ValidatePut(req *PutRequest) error { return validatePut(req) }
 
 // ValidateChain checks that reqs can be saved as one chain: at least one
@@ -376,12 +388,16 @@ func ValidateChain(reqs []PutRequest) error {
 			return fmt.Errorf("%w: checkpoint %q: its parent must be %q, the checkpoint before it in the chain", ErrInvalid, req.Checkpoint.ID, prev.Checkpoint.ID)
 		case prev.Release:
 			return fmt.Errorf("%w: checkpoint %q: only the last checkpoint of a chain may release the lease", ErrInvalid, prev.Checkpoint.ID)
+		case req.Checkpoint.Metadata.Step <= prev.Checkpoint.Metadata.Step:
+			return fmt.Errorf("%w: checkpoint %q: step %d does not follow its parent %q's step %d", ErrInvalid, req.Checkpoint.ID, req.Checkpoint.Metadata.Step, prev.Checkpoint.ID, prev.Checkpoint.Metadata.Step)
 		}
 	}
 	return nil
 }
 
-// ValidateWrites checks a WritesRequest's shape and returns an error wrapping
+// ValidateWrites checks a WritesRequest's shape and every write as
+// VerifyPending checks it (special writes decode strictly, interrupt IDs
+// are unique across the request's tasks), and returns an error wrapping
 // ErrInvalid when it is malformed.
 func ValidateWrites(req *WritesRequest) error {
 	if err := validThread(req.Ref.Thread); err != nil {
@@ -400,6 +416,7 @@ func ValidateWrites(req *WritesRequest) error {
 }
 
 func validateTaskWrites(tasks []TaskWrites) error {
+	var raisedBy map[string]string // interrupt ID → task
 	for _, tw := range tasks {
 		if tw.TaskID == "" {
 			return fmt.Errorf("%w: pending write with empty task ID", ErrInvalid)
@@ -414,12 +431,63 @@ func validateTaskWrites(tasks []TaskWrites) error {
 			if !utf8.ValidString(w.Channel) {
 				return fmt.Errorf("%w: task %q: channel %q is not valid UTF-8", ErrInvalid, tw.TaskID, w.Channel)
 			}
-			if !json.Valid(w.Value) {
-				return fmt.Errorf("%w: task %q channel %q: value is not valid JSON", ErrInvalid, tw.TaskID, w.Channel)
+			var err error
+			if w.Channel != ChannelInterrupt {
+				err = checkWrite(w.Channel, w.Value)
+			} else {
+				if raisedBy == nil {
+					raisedBy = map[string]string{}
+				}
+				err = interruptIDs(raisedBy, tw.TaskID, w.Value) // decodes it strictly
+			}
+			if err != nil {
+				return fmt.Errorf("%w: task %q channel %q: %w", ErrInvalid, tw.TaskID, w.Channel, err)
 			}
 		}
 	}
 	return nil
+}
+
+// CheckInterruptIDs returns an error wrapping ErrInvalid when the
+// interrupt writes of tasks raise an interrupt ID that existing (the
+// interrupt IDs already saved on the checkpoint, by task) holds for
+// another task: interrupt IDs are unique within a checkpoint. A task's
+// new interrupt write replaces its old one, so its own IDs do not count.
+// Savers call it in PutWrites and Put with what they hold.
+func CheckInterruptIDs(existing map[string]string, tasks []TaskWrites) error {
+	if len(existing) == 0 {
+		return nil
+	}
+	for _, tw := range tasks {
+		for _, w := range tw.Writes {
+			if w.Channel != ChannelInterrupt {
+				continue
+			}
+			list, err := DecodeInterrupts(w.Value)
+			if err != nil {
+				return fmt.Errorf("%w: task %q channel %q: %w", ErrInvalid, tw.TaskID, w.Channel, err)
+			}
+			for _, in := range list {
+				if other, dup := existing[in.ID]; dup && other != tw.TaskID {
+					return fmt.Errorf("%w: task %q: interrupt %q is one task %q raised on this checkpoint already", ErrInvalid, tw.TaskID, in.ID, other)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// HasInterruptWrite reports whether tasks hold an __interrupt__ write
+// (for which a saver calls CheckInterruptIDs).
+func HasInterruptWrite(tasks []TaskWrites) bool {
+	for _, tw := range tasks {
+		for _, w := range tw.Writes {
+			if w.Channel == ChannelInterrupt {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Put implements Saver: a chain of one checkpoint. It returns what
@@ -486,7 +554,33 @@ func (s *MemorySaver) checkPut(req *PutRequest, now time.Time) error {
 	if t != nil && t.checkpoints[cp.ID] != nil {
 		return conflict()
 	}
+	if t != nil && cp.ParentID != "" {
+		parent := t.checkpoints[cp.ParentID]
+		if parent != nil && cp.Metadata.Step <= parent.cp.Metadata.Step {
+			return fmt.Errorf("%w: checkpoint %q: step %d does not follow its parent %q's step %d", ErrInvalid, cp.ID, cp.Metadata.Step, cp.ParentID, parent.cp.Metadata.Step)
+		}
+		if parent != nil && HasInterruptWrite(req.ParentWrites) {
+			if err := CheckInterruptIDs(memInterruptIDs(parent.writes), req.ParentWrites); err != nil {
+				return fmt.Errorf("checkpoint %q: parent %q: %w", cp.ID, cp.ParentID, err)
+			}
+		}
+	}
 	return nil
+}
+
+// memInterruptIDs returns the interrupt IDs the writes raise, by task.
+func memInterruptIDs(writes []memWrite) map[string]string {
+	ids := map[string]string{}
+	for _, w := range writes {
+		if w.Channel != ChannelInterrupt {
+			continue
+		}
+		list, _ := DecodeInterrupts(w.Value) // checked when saved
+		for _, in := range list {
+			ids[in.ID] = w.TaskID
+		}
+	}
+	return ids
 }
 
 // applyPut stores a request that passed checkPut; the caller holds s.mu.
@@ -620,7 +714,13 @@ func (s *MemorySaver) PutWrites(ctx context.Context, req WritesRequest) error {
 	if err := s.checkLease(t, req.Ref.Thread, req.Ref.NS, req.Lease, now); err != nil {
 		return err
 	}
-	s.addWrites(t.checkpoints[t.head], req.Tasks, now)
+	head := t.checkpoints[t.head]
+	if HasInterruptWrite(req.Tasks) {
+		if err := CheckInterruptIDs(memInterruptIDs(head.writes), req.Tasks); err != nil {
+			return fmt.Errorf("%s: %w", req.Ref, err)
+		}
+	}
+	s.addWrites(head, req.Tasks, now)
 	t.updated = now
 	takeLease(t, req.Lease, now, req.Release, false)
 	return nil
@@ -792,7 +892,12 @@ func (s *MemorySaver) PendingInterrupts(ctx context.Context, q InterruptQuery) (
 				at[w.TaskID] = w
 			}
 		}
-		for _, pi := range PendingInterrupts(writes) {
+		pis, err := PendingInterrupts(k.thread, t.head, writes)
+		if err != nil {
+			s.mu.RUnlock()
+			return nil, "", err // unreachable: every write was checked when saved
+		}
+		for _, pi := range pis {
 			w := at[pi.TaskID]
 			pi.Thread, pi.NS, pi.CheckpointID, pi.CreatedAt = k.thread, k.ns, t.head, w.at
 			key := fmt.Sprintf("%020d|%s|%s", w.seq, k.thread, pi.InterruptID)

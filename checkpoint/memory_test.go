@@ -57,10 +57,12 @@ func TestMemoryPutWritesCopied(t *testing.T) {
 	ctx := context.Background()
 	s := checkpoint.NewMemorySaver(nil)
 	lease := checkpoint.Lease{Owner: "o", TTL: time.Minute}
+	step := -1
 	put := func(id, parent string, parentWrites, writes []checkpoint.TaskWrites) {
 		t.Helper()
 		req := checkpoint.PutRequest{Thread: "t", Lease: lease, ParentWrites: parentWrites, Writes: writes,
-			Checkpoint: checkpoint.Checkpoint{ID: id, ParentID: parent, Metadata: checkpoint.Metadata{Source: checkpoint.SourceLoop}}}
+			Checkpoint: checkpoint.Checkpoint{ID: id, ParentID: parent, Metadata: checkpoint.Metadata{Source: checkpoint.SourceLoop, Step: step}}}
+		step++
 		if err := s.Put(ctx, req); err != nil {
 			t.Fatal(err)
 		}

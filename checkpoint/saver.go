@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -26,6 +27,13 @@ import (
 //   - Every acquisition by an owner that did not hold the lease grows the
 //     thread's lease epoch by one and records the request's Runner;
 //     renewals keep both (see Lease).
+//   - Put and PutWrites store only what the runtime writes (see the
+//     package doc): besides ValidatePut and ValidateWrites, a Put whose
+//     step is not greater than its parent's, and writes that raise an
+//     interrupt ID another task of the checkpoint raised, fail with an
+//     error wrapping ErrInvalid and write nothing. Get and List report
+//     anything else they find (VerifyTuple, and the step against the
+//     parent's when they read it) as a *CorruptError.
 //
 // Returned tuples belong to the caller; their byte slices may be shared with
 // other tuples of the same call and must not be modified.
@@ -163,20 +171,28 @@ type Vacuumer interface {
 	Vacuum(ctx context.Context, pages int) error
 }
 
-// PendingInterrupts computes the interrupts among writes that still wait for
-// an answer: those of tasks that have an __interrupt__ write, whose ID has no
-// entry in the task's __resume__ write, and which have no regular writes (a
-// task with regular writes finished). Savers share this rule through it; the
-// result is in task order, then in the order the task raised them.
-func PendingInterrupts(writes []PendingWrite) []PendingInterrupt {
+// PendingInterrupts computes the interrupts of checkpoint id of thread
+// that still wait for an answer, from its pending writes: those of tasks
+// that have an __interrupt__ write, whose ID has no entry in the task's
+// __resume__ write, and which have no regular writes (a task with regular
+// writes finished). Savers share this rule through it; the result is in
+// task order, then in the order the task raised them, with Thread,
+// CheckpointID, TaskID, Node, InterruptID and Value set. It returns a
+// *CorruptError naming thread, checkpoint, task and channel when a write
+// of a task does not decode strictly (an interrupt or resume write as
+// DecodeInterrupts and DecodeAnswers say, any other as VerifyPending
+// does) or an interrupt ID is raised by two tasks: a write that cannot be
+// read never silently stops an interrupt from waiting.
+func PendingInterrupts(thread, id string, writes []PendingWrite) ([]PendingInterrupt, error) {
 	type taskState struct {
 		node       string
 		interrupts []PendingInterrupt
-		answered   map[string]bool
+		answered   map[string]json.RawMessage
 		finished   bool
 	}
 	tasks := map[string]*taskState{}
 	var order []string
+	var raisedBy map[string]string // interrupt ID → task
 	get := func(w PendingWrite) *taskState {
 		t, ok := tasks[w.TaskID]
 		if !ok {
@@ -186,6 +202,10 @@ func PendingInterrupts(writes []PendingWrite) []PendingInterrupt {
 		}
 		return t
 	}
+	corrupt := func(w PendingWrite, err error) error {
+		return &CorruptError{Thread: thread, Checkpoint: id,
+			What: fmt.Sprintf("pending write of task %q channel %q", w.TaskID, w.Channel), Err: err}
+	}
 	for _, w := range writes {
 		if IsCommandTask(w.TaskID) {
 			continue
@@ -193,28 +213,32 @@ func PendingInterrupts(writes []PendingWrite) []PendingInterrupt {
 		t := get(w)
 		switch {
 		case w.Channel == ChannelInterrupt:
-			var list []struct {
-				ID    string          `json:"id"`
-				Value json.RawMessage `json:"value"`
+			list, err := DecodeInterrupts(w.Value)
+			if err != nil {
+				return nil, corrupt(w, err)
 			}
-			if json.Unmarshal(w.Value, &list) != nil {
-				continue
+			if raisedBy == nil {
+				raisedBy = map[string]string{}
 			}
 			for _, in := range list {
-				t.interrupts = append(t.interrupts, PendingInterrupt{TaskID: w.TaskID, Node: w.Node, InterruptID: in.ID, Value: in.Value})
+				if other, dup := raisedBy[in.ID]; dup && other != w.TaskID {
+					return nil, corrupt(w, fmt.Errorf("tasks %q and %q both raised interrupt %q", other, w.TaskID, in.ID))
+				}
+				raisedBy[in.ID] = w.TaskID
+				t.interrupts = append(t.interrupts, PendingInterrupt{Thread: thread, CheckpointID: id, TaskID: w.TaskID, Node: w.Node, InterruptID: in.ID, Value: in.Value})
 			}
 		case w.Channel == ChannelResume:
-			var answers map[string]json.RawMessage
-			if json.Unmarshal(w.Value, &answers) == nil {
-				if t.answered == nil {
-					t.answered = map[string]bool{}
-				}
-				for id := range answers {
-					t.answered[id] = true
-				}
+			answers, err := DecodeAnswers(w.Value)
+			if err != nil {
+				return nil, corrupt(w, err)
 			}
-		case !IsSpecial(w.Channel):
-			t.finished = true
+			t.answered = answers
+		default:
+			// Every write read is read strictly, whatever it decides.
+			if err := checkWrite(w.Channel, w.Value); err != nil {
+				return nil, corrupt(w, err)
+			}
+			t.finished = t.finished || !IsSpecial(w.Channel)
 		}
 	}
 	var out []PendingInterrupt
@@ -224,12 +248,12 @@ func PendingInterrupts(writes []PendingWrite) []PendingInterrupt {
 			continue
 		}
 		for _, in := range t.interrupts {
-			if !t.answered[in.InterruptID] {
+			if _, ok := t.answered[in.InterruptID]; !ok {
 				out = append(out, in)
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 // Clock returns the current time. Savers and the runtime take one so that

@@ -112,6 +112,66 @@ func testValidatePut(t *testing.T, f *fixture) {
 			r.Checkpoint.Metadata.Extra = map[string]any{"n": json.Number("1x")}
 			return r
 		}},
+		// What a reader would have to report as corrupt (issue 16): a step
+		// out of range or not after the parent's, a channel that names no
+		// node, a version newer than the checkpoint, special writes that
+		// do not decode strictly, one interrupt ID twice.
+		{"step below -1", func() checkpoint.PutRequest { r := valid(""); r.Checkpoint.Metadata.Step = -2; return r }},
+		{"step beyond MaxStep", func() checkpoint.PutRequest {
+			r := valid("")
+			r.Checkpoint.Metadata.Step = math.MaxInt64
+			return r
+		}},
+		{"step equal to the parent's", func() checkpoint.PutRequest { r := valid(""); r.Checkpoint.Metadata.Step--; return r }},
+		{"step before the parent's", func() checkpoint.PutRequest { r := valid(""); r.Checkpoint.Metadata.Step -= 5; return r }},
+		{"branch naming no node", func() checkpoint.PutRequest {
+			r := valid("")
+			r.Checkpoint.Versions[checkpoint.BranchPrefix] = r.Checkpoint.ID
+			r.Checkpoint.Channels[checkpoint.BranchPrefix] = []checkpoint.Blob{{Version: r.Checkpoint.ID, Data: json.RawMessage(`null`)}}
+			return r
+		}},
+		{"join naming no node", func() checkpoint.PutRequest { r := valid(""); r.Checkpoint.Versions["join:a+b:"] = c1; return r }},
+		{"version after the checkpoint", func() checkpoint.PutRequest {
+			r := valid("")
+			r.Checkpoint.Versions["z"] = r.Checkpoint.ID + "0"
+			return r
+		}},
+		{"mark after the checkpoint", func() checkpoint.PutRequest { r := valid(""); r.Checkpoint.Mark = r.Checkpoint.ID + "0"; return r }},
+		{"append extending a later version", func() checkpoint.PutRequest {
+			r := valid("")
+			r.Checkpoint.Channels["log"][0].Base = r.Checkpoint.ID + "0"
+			return r
+		}},
+		{"lone surrogate in a blob", func() checkpoint.PutRequest {
+			r := valid("")
+			r.Checkpoint.Channels["a"][0].Data = json.RawMessage(`"\ud800"`)
+			return r
+		}},
+		{"duplicate key in a blob", func() checkpoint.PutRequest {
+			r := valid("")
+			r.Checkpoint.Channels["a"][0].Data = json.RawMessage(`{"k":1,"k":2}`)
+			return r
+		}},
+		{"invalid UTF-8 in a blob", func() checkpoint.PutRequest {
+			r := valid("")
+			r.Checkpoint.Channels["a"][0].Data = json.RawMessage("\"\xff\"")
+			return r
+		}},
+		{"breakpoint marker null", func() checkpoint.PutRequest {
+			r := valid("")
+			r.Writes[0].Writes[0].Value = json.RawMessage(`null`)
+			return r
+		}},
+		{"breakpoint marker case-variant key", func() checkpoint.PutRequest {
+			r := valid("")
+			r.Writes[0].Writes[0].Value = json.RawMessage(`{"When":"after","nodes":["n"]}`)
+			return r
+		}},
+		{"interrupt in a parent write null", func() checkpoint.PutRequest {
+			r := valid("")
+			r.ParentWrites[0].Writes = append(r.ParentWrites[0].Writes, wr(checkpoint.ChannelInterrupt, `null`))
+			return r
+		}},
 	}
 	before := f.dump(t, "thread-1")
 	for _, tc := range tests {
@@ -142,6 +202,7 @@ func testValidateWrites(t *testing.T, f *fixture) {
 	l := f.line("thread-1", "")
 	c1 := l.step(t, set("a", `1`))
 	f.putWrites(t, l.ref(c1), l.lease, task("task-0", wr("a", `0`)))
+	f.putWrites(t, l.ref(c1), l.lease, task("task-9", wr(checkpoint.ChannelInterrupt, `[{"id":"saved","value":0}]`)))
 	valid := func() checkpoint.WritesRequest {
 		return checkpoint.WritesRequest{Ref: l.ref(c1), Lease: l.lease, Tasks: []checkpoint.TaskWrites{
 			task("task-1", wr("a", `1`)),
@@ -161,6 +222,45 @@ func testValidateWrites(t *testing.T, f *fixture) {
 		{"empty value", func(r *checkpoint.WritesRequest) { r.Tasks[1].Writes[0].Value = nil }},
 		{"empty task ID", func(r *checkpoint.WritesRequest) { r.Tasks[1].TaskID = "" }},
 		{"empty channel", func(r *checkpoint.WritesRequest) { r.Tasks[0].Writes[0].Channel = "" }},
+		// Special writes decode as strictly as state (issue 16).
+		{"interrupt null", func(r *checkpoint.WritesRequest) { r.Tasks[0].Writes[0] = wr(checkpoint.ChannelInterrupt, `null`) }},
+		{"interrupt duplicate id key", func(r *checkpoint.WritesRequest) {
+			r.Tasks[0].Writes[0] = wr(checkpoint.ChannelInterrupt, `[{"id":"a","id":"b","value":1}]`)
+		}},
+		{"interrupt case-variant id key", func(r *checkpoint.WritesRequest) {
+			r.Tasks[0].Writes[0] = wr(checkpoint.ChannelInterrupt, `[{"ID":"a","value":1}]`)
+		}},
+		{"interrupt invalid UTF-8", func(r *checkpoint.WritesRequest) {
+			r.Tasks[0].Writes[0] = wr(checkpoint.ChannelInterrupt, "[{\"id\":\"a\",\"value\":\"\xff\"}]")
+		}},
+		{"interrupt lone surrogate", func(r *checkpoint.WritesRequest) {
+			r.Tasks[0].Writes[0] = wr(checkpoint.ChannelInterrupt, `[{"id":"a","value":"\ud800"}]`)
+		}},
+		{"two interrupts with one ID", func(r *checkpoint.WritesRequest) {
+			r.Tasks[0].Writes[0] = wr(checkpoint.ChannelInterrupt, `[{"id":"a","value":1},{"id":"a","value":2}]`)
+		}},
+		{"one interrupt ID in two tasks", func(r *checkpoint.WritesRequest) {
+			r.Tasks[0].Writes[0] = wr(checkpoint.ChannelInterrupt, `[{"id":"a","value":1}]`)
+			r.Tasks[1].Writes[0] = wr(checkpoint.ChannelInterrupt, `[{"id":"a","value":2}]`)
+		}},
+		{"interrupt ID another task saved", func(r *checkpoint.WritesRequest) {
+			r.Tasks[0].Writes[0] = wr(checkpoint.ChannelInterrupt, `[{"id":"saved","value":1}]`)
+		}},
+		{"resume null", func(r *checkpoint.WritesRequest) { r.Tasks[0].Writes[0] = wr(checkpoint.ChannelResume, `null`) }},
+		{"resume duplicate key", func(r *checkpoint.WritesRequest) {
+			r.Tasks[0].Writes[0] = wr(checkpoint.ChannelResume, `{"i":"no","i":"yes"}`)
+		}},
+		{"error null", func(r *checkpoint.WritesRequest) { r.Tasks[1].Writes[1].Value = json.RawMessage(`null`) }},
+		{"error unknown key", func(r *checkpoint.WritesRequest) { r.Tasks[1].Writes[1].Value = json.RawMessage(`{"Message":"x"}`) }},
+		{"durable step null", func(r *checkpoint.WritesRequest) { r.Tasks[0].Writes[0] = wr(checkpoint.ChannelStepPrefix+"0", `null`) }},
+		{"durable step slot misspelled", func(r *checkpoint.WritesRequest) {
+			r.Tasks[0].Writes[0] = wr(checkpoint.ChannelStepPrefix+"01", `{"name":"s","result":1}`)
+		}},
+		{"send naming no node", func(r *checkpoint.WritesRequest) {
+			r.Tasks[0].Writes[0] = wr(checkpoint.ChannelSends, `{"node":"","arg":{}}`)
+		}},
+		{"branch naming no node", func(r *checkpoint.WritesRequest) { r.Tasks[0].Writes[0] = wr(checkpoint.BranchPrefix, `null`) }},
+		{"lone surrogate in a value", func(r *checkpoint.WritesRequest) { r.Tasks[0].Writes[0].Value = json.RawMessage(`["\udfff"]`) }},
 	}
 	before := f.dump(t, "thread-1")
 	for _, tc := range tests {

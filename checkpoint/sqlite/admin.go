@@ -76,7 +76,7 @@ const interruptRows = `WITH cand AS (
 		AND w.checkpoint_id = (SELECT max(c.checkpoint_id) FROM checkpoints c WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = '')
 	ORDER BY w.rowid LIMIT CAST(?2 AS INTEGER)
 )
-SELECT cand.seq, cand.created_at, x.checkpoint_ns, x.checkpoint_id, x.task_id, x.channel, x.value, x.node, x.path, x.crc, x.thread_id
+SELECT cand.seq, cand.created_at, x.checkpoint_ns, x.checkpoint_id, x.task_id, x.idx, x.channel, x.value, x.node, x.path, x.crc, x.thread_id
 FROM cand JOIN writes x ON x.thread_id = cand.thread_id AND x.checkpoint_ns = '' AND x.checkpoint_id = cand.checkpoint_id AND x.task_id = cand.task_id
 ORDER BY cand.seq, x.idx`
 
@@ -141,6 +141,10 @@ func (s *Saver) PendingInterrupts(ctx context.Context, q checkpoint.InterruptQue
 		pi  checkpoint.PendingInterrupt
 	}
 	var items []item
+	// Interrupt IDs are unique within a checkpoint: the tasks that raised
+	// each one seen, to report one raised twice (on this page or one
+	// read with it) as corruption rather than list both.
+	raised := map[[3]string]string{}
 	err := s.read(ctx, opInfo{op: "pending interrupts"}, func(c *sql.Conn) error {
 		from := after.seq
 		batch := max(limit+1, 64)
@@ -161,7 +165,7 @@ func (s *Saver) PendingInterrupts(ctx context.Context, q checkpoint.InterruptQue
 				var created, thread string
 				var p pendingRow
 				var value string
-				if err := rows.Scan(&seq, &created, &p.ns, &p.checkpoint, &p.w.TaskID, &p.w.Channel, &value, &p.w.Node, &p.w.Path, &p.crc, &thread); err != nil {
+				if err := rows.Scan(&seq, &created, &p.ns, &p.checkpoint, &p.w.TaskID, &p.idx, &p.w.Channel, &value, &p.w.Node, &p.w.Path, &p.crc, &thread); err != nil {
 					rows.Close()
 					return err
 				}
@@ -185,8 +189,26 @@ func (s *Saver) PendingInterrupts(ctx context.Context, q checkpoint.InterruptQue
 				if err != nil {
 					return &checkpoint.CorruptError{Thread: g.thread, Checkpoint: g.cpID, What: "interrupt write", Err: err}
 				}
-				pis := checkpoint.PendingInterrupts(g.writes)
+				pis, err := checkpoint.PendingInterrupts(g.thread, g.cpID, g.writes)
+				if err != nil {
+					return err
+				}
 				slices.SortStableFunc(pis, func(a, b checkpoint.PendingInterrupt) int { return strings.Compare(a.InterruptID, b.InterruptID) })
+				for _, w := range g.writes {
+					if w.Channel != checkpoint.ChannelInterrupt {
+						continue
+					}
+					list, _ := checkpoint.DecodeInterrupts(w.Value) // PendingInterrupts decoded it
+					for _, in := range list {
+						k := [3]string{g.thread, g.cpID, in.ID}
+						if other, dup := raised[k]; dup && other != w.TaskID {
+							return &checkpoint.CorruptError{Thread: g.thread, Checkpoint: g.cpID,
+								What: fmt.Sprintf("pending write of task %q channel %q", w.TaskID, w.Channel),
+								Err:  fmt.Errorf("tasks %q and %q both raised interrupt %q", other, w.TaskID, in.ID)}
+						}
+						raised[k] = w.TaskID
+					}
+				}
 				for _, pi := range pis {
 					key := interruptKey{g.seq, g.thread, pi.InterruptID}
 					if q.After != "" && key.compare(after) <= 0 {

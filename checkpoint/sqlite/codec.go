@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/internal/strictjson"
 )
 
 // This file encodes and decodes the JSON columns of a checkpoint row. The
@@ -312,7 +313,11 @@ func (s *scanner) str() (string, error) {
 }
 
 // strBytes reads a JSON string and returns its bytes: a slice of s.b when
-// the string has no escapes (and is UTF-8), else its decoded copy.
+// the string has no escapes, else its decoded copy. The strings it reads
+// are names (channels, versions, tasks, parents), which the encoders
+// write as valid UTF-8 without surrogate escapes: bytes that are not
+// UTF-8 and the escape of a lone surrogate, which encoding/json would
+// decode to U+FFFD (another name), are refused.
 func (s *scanner) strBytes() ([]byte, error) {
 	if s.next() != '"' {
 		return nil, s.errorf("want a string")
@@ -328,11 +333,16 @@ func (s *scanner) strBytes() ([]byte, error) {
 		switch {
 		case c == '"':
 			s.i++
-			if raw := s.b[start+1 : s.i-1]; plain && utf8.Valid(raw) {
+			raw := s.b[start+1 : s.i-1]
+			if !utf8.Valid(raw) {
+				return nil, s.errorf("string is not valid UTF-8")
+			}
+			if plain {
 				return raw, nil
 			}
-			// Escapes, or bytes that are not UTF-8 (which JSON decodes as
-			// U+FFFD): as encoding/json reads them.
+			if err := strictjson.CheckJSON(s.b[start:s.i]); err != nil {
+				return nil, s.errorf("string: %v", err) // a lone surrogate escape
+			}
 			var out string
 			if err := json.Unmarshal(s.b[start:s.i], &out); err != nil {
 				return nil, s.errorf("string: %v", err)
@@ -743,16 +753,31 @@ func decodeVersions(b []byte) (map[string]string, error) {
 var errUnusual = errors.New("unusual metadata")
 
 // decodeMetadata decodes a metadata column. The usual object (parents,
-// run_id, source and step, as appendMetadata writes it) is read by the
-// scanner; anything else (caller keys, other shapes, invalid JSON) by
-// Metadata.UnmarshalJSON, so that both decode alike.
+// run_id, source and step, as appendMetadata writes it, each once) is
+// read by the scanner; anything else (caller keys, other shapes, invalid
+// JSON) by Metadata.UnmarshalJSON, so that both decode alike, as strictly
+// as MarshalJSON writes.
 func decodeMetadata(b []byte) (checkpoint.Metadata, error) {
 	var m checkpoint.Metadata
+	if err := strictjson.CheckJSON(b); err != nil {
+		return m, err
+	}
 	s := &scanner{b: b}
+	var seen [4]bool // parents, run_id, source, step
+	once := func(i int) error {
+		if seen[i] {
+			return errUnusual
+		}
+		seen[i] = true
+		return nil
+	}
 	err := s.members(func(k []byte) error {
 		var err error
 		switch string(k) {
 		case "parents":
+			if err := once(0); err != nil {
+				return err
+			}
 			if s.next() != '{' {
 				return errUnusual
 			}
@@ -766,6 +791,13 @@ func decodeMetadata(b []byte) (checkpoint.Metadata, error) {
 				return err
 			})
 		case "run_id", "source":
+			i := 1
+			if string(k) == "source" {
+				i = 2
+			}
+			if err := once(i); err != nil {
+				return err
+			}
 			if s.next() != '"' {
 				return errUnusual
 			}
@@ -777,6 +809,9 @@ func decodeMetadata(b []byte) (checkpoint.Metadata, error) {
 				m.Source = checkpoint.Source(v)
 			}
 		case "step":
+			if err := once(3); err != nil {
+				return err
+			}
 			if c := s.next(); c != '-' && (c < '0' || c > '9') {
 				return errUnusual
 			}
@@ -799,6 +834,9 @@ func decodeMetadata(b []byte) (checkpoint.Metadata, error) {
 	})
 	if err == nil {
 		err = s.end()
+	}
+	if err == nil && (!seen[0] || !seen[2] || !seen[3]) {
+		err = errUnusual // a key is missing: UnmarshalJSON says which
 	}
 	if err != nil {
 		m = checkpoint.Metadata{}

@@ -42,6 +42,9 @@ func FuzzDecodeMetadata(f *testing.F) {
 		`{"parents":{},"run_id":"r","source":"loop","step":3}`, `{"parents":{"":"p"},"source":"input","step":-1}`,
 		`{"step":1.5}`, `{"step":"1"}`, `{"parents":null}`, `{"parents":{"a":1}}`, `{"kind":"x","n":2,"step":0}`,
 		`{"step":99999999999999999999}`, `{"source":"l\u006fop","step":1}`, `{"step":1,"step":2}`, `[]`, `{`, `{"step":-}`,
+		`{"parents":{},"run_id":"\ud800","source":"loop","step":1}`, `{"parents":{"":null},"source":"loop","step":1}`,
+		`{"parents":{},"source":"loop","step":1,"step":1}`, `{"parents":{},"source":"loop"}`, `{"parents":{},"source":null,"step":1}`,
+		"{\"parents\":{},\"run_id\":\"\xff\",\"source\":\"loop\",\"step\":1}", `null`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -142,7 +145,8 @@ func TestCodecRoundTrip(t *testing.T) {
 // accepts re-encodes to input that decodes the same.
 func FuzzDecodeChannels(f *testing.F) {
 	for _, s := range []string{`{}`, `{"a":{"value":1}}`, `{"a":{"append":[1],"base":"v"}}`, `{"a":{"append":[1]}}`, `{"a":{"value":1,"base":""}}`,
-		`{"a":{"value":1},"a":{"value":2}}`, `{"a":{"x":1}}`, `{"a":1}`, `[]`} {
+		`{"a":{"value":1},"a":{"value":2}}`, `{"a":{"x":1}}`, `{"a":1}`, `[]`, `{"\ud800":{"value":1}}`, "{\"\xff\":{\"value\":1}}",
+		`{"a":{"append":[1],"base":"\udc00"}}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

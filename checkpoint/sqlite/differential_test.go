@@ -116,7 +116,7 @@ var (
 	diffOwners   = []string{"runner-a", "runner-b"}
 	diffChannels = []string{"Log", "N", "branch:to:x", "Msgs"}
 	diffWriteCh  = []string{"N", "Log", checkpoint.ChannelError, checkpoint.ChannelInterrupt, checkpoint.ChannelResume,
-		checkpoint.ChannelBreakpoint, checkpoint.ChannelStepPrefix + "0", checkpoint.ChannelStepPrefix + "x"}
+		checkpoint.ChannelBreakpoint, checkpoint.ChannelStepPrefix + "0", "__steps__:x"}
 )
 
 func runDifferential(t *testing.T, seed uint64, ops int) {
@@ -178,11 +178,20 @@ func (m *diffModel) tasks() []checkpoint.TaskWrites {
 		for j := m.rng.IntN(3); j >= 0; j-- {
 			ch := m.pick(diffWriteCh)
 			v := m.value()
+			// Special writes hold what the runtime writes (the savers
+			// refuse anything else alike: see the validation suite);
+			// interrupt IDs, unique within a checkpoint, name their task.
 			switch ch {
 			case checkpoint.ChannelInterrupt:
-				v = json.RawMessage(fmt.Sprintf(`[{"id":"i%d","value":%s},{"id":"j%d","value":1}]`, m.rng.IntN(4), m.value(), m.rng.IntN(2)))
+				v = json.RawMessage(fmt.Sprintf(`[{"id":"%s-i%d","value":%s},{"id":"%[1]s-j%d","value":1}]`, tw.TaskID, m.rng.IntN(4), m.value(), m.rng.IntN(2)))
 			case checkpoint.ChannelResume:
-				v = json.RawMessage(fmt.Sprintf(`{"i%d":"yes"}`, m.rng.IntN(4)))
+				v = json.RawMessage(fmt.Sprintf(`{"%s-i%d":"yes"}`, tw.TaskID, m.rng.IntN(4)))
+			case checkpoint.ChannelError:
+				v = json.RawMessage(fmt.Sprintf(`{"node":"a","message":%s}`, strconv.Quote(string(m.value()))))
+			case checkpoint.ChannelBreakpoint:
+				v = json.RawMessage(`{"when":"before","nodes":["a"]}`)
+			case checkpoint.ChannelStepPrefix + "0":
+				v = json.RawMessage(fmt.Sprintf(`{"name":"s","result":%s}`, m.value()))
 			}
 			tw.Writes = append(tw.Writes, checkpoint.Write{Channel: ch, Value: v})
 		}
@@ -221,6 +230,9 @@ func (m *diffModel) step(i int) {
 			Metadata: checkpoint.Metadata{Source: checkpoint.SourceLoop, Step: i, Parents: map[string]string{}, RunID: owner},
 			Versions: map[string]string{}, Channels: map[string][]checkpoint.Blob{},
 			Mark: parent,
+		}
+		if m.rng.IntN(20) == 0 { // a step that does not follow the parent's: refused alike
+			cp.Metadata.Step = -1
 		}
 		if m.rng.IntN(3) == 0 {
 			cp.Metadata.Extra = map[string]any{"kind": m.pick([]string{"x", "y"}), "n": float64(m.rng.IntN(3)), "flag": m.rng.IntN(2) == 0}

@@ -46,10 +46,20 @@
 //     of the state, not the length of the history. List reads the thread's
 //     rows with one query and shares the decoded bytes and chain prefixes
 //     between the tuples.
-//   - Every row carries a CRC-32C (Castagnoli) of everything it holds. A
-//     checksum mismatch or JSON that does not decode is a
+//   - Every row carries a CRC-32C (Castagnoli) of everything it holds and
+//     of its key (thread, namespace, checkpoint and, for a pending write,
+//     task and index), so that a row copied to another thread, checkpoint
+//     or task does not verify there. A checksum mismatch, JSON that does
+//     not decode, or a row that breaks a rule Put and PutWrites enforce
+//     (checkpoint.VerifyTuple: special writes decoded as strictly as
+//     state, a step from -1 to checkpoint.MaxStep that follows its
+//     parent's, an ID that sorts after its parent's, channels that name
+//     their node, interrupt IDs unique within a checkpoint) is a
 //     *checkpoint.CorruptError naming thread and checkpoint: stored data
-//     never decodes silently to a zero value.
+//     never decodes silently to a zero value or to something else, and a
+//     row whose checksum an editor recomputed is still checked. Put and
+//     PutWrites refuse the same (checkpoint.ErrInvalid), so only
+//     corruption can store it.
 //   - SQLite failures are *StoreError values wrapping the driver's
 //     sqlite3.Error: ErrStoreBusy when the database stayed locked for the
 //     whole busy timeout (nothing was written; retry), and
@@ -216,10 +226,20 @@
 // schema 1's blobs table and the head columns of threads: opening a
 // schema-1 file rewrites it once, in one transaction (ErrCannotMigrate,
 // leaving the file as it was, for a schema-1 thread whose head is not its
-// newest checkpoint). Schema 3 (this one) adds the lease's runner and
-// epoch to threads, in place; a lease taken before it reads as epoch 0
-// until the next claim. JSON columns are TEXT, so the stock sqlite3 shell
-// shows them.
+// newest checkpoint). Schema 3 adds the lease's runner and epoch to
+// threads, in place; a lease taken before it reads as epoch 0 until the
+// next claim. Schema 4 (this one) keeps the tables and changes what a
+// writes row's checksum covers: schemas 1 to 3 summed only its channel,
+// node, path and value, so a row copied to another thread verified there
+// (and that thread showed, and could be resumed through, the other
+// thread's interrupt). Opening an older file re-checksums every writes
+// row once, with the other migrations it needs; a row whose old checksum
+// did not match gets one that does not match either, so the corruption
+// is still reported. The old rule is not kept for old rows: a reader
+// that accepted rows summed without their key would accept copies for
+// ever, and a lockstep that knows only schema 3 refuses a schema-4 file
+// (ErrSchemaTooNew) rather than reading its rows as corrupt. JSON columns
+// are TEXT, so the stock sqlite3 shell shows them.
 //
 // Open adds these tables to a database another program made when its
 // user_version is 0, so that an application can keep its checkpoints
@@ -249,7 +269,9 @@
 //	  mark                       the breakpoint/resume mark (checkpoint.Checkpoint.Mark)
 //	  pruned                     1: the checkpoint was pruned; the row stays, stripped to the
 //	                               channels that kept checkpoints still read (see Prune)
-//	  crc                        CRC-32C of every column above, the key included
+//	  crc                        CRC-32C of every column above, the key included, each followed
+//	                               by a NUL byte (step as decimal text, pruned as 0 or 1, a NULL
+//	                               parent or task_writes as empty)
 //
 //	threads      one row per thread and namespace that has a checkpoint or a lease
 //	  thread_id, checkpoint_ns   the key ("" is the root graph)
@@ -270,7 +292,9 @@
 //	  node, path                 the task's node and path ("pull" or "push:<n>")
 //	  created_at                 when it was first saved (a special write saved again keeps
 //	                               its row, rowid and created_at)
-//	  crc                        CRC-32C of channel, node, path and value
+//	  crc                        CRC-32C of thread_id, checkpoint_ns, checkpoint_id, task_id, idx
+//	                               (decimal), channel, node, path and value, each followed by a NUL
+//	                               byte (not created_at, which a write saved again keeps)
 //
 //	lockstep_file  one row: the file's identity, as PRAGMA application_id holds it
 //	  id                         a 32-bit integer, written once (see the -wal above)

@@ -54,6 +54,8 @@ type cachedHead struct {
 	metadata, versions, channels, taskWrite string
 	mark                                    string
 	crc                                     int64
+	parentStep                              int64 // the step of its parent, when parentRead
+	parentRead                              bool
 	writes                                  []pendingRow
 	// own: the entry holds only what this saver wrote (its checksums
 	// were computed from the values, not read), so a read served from it
@@ -184,7 +186,8 @@ func (c *headCache) get(thread, ns string) (getResult, bool) {
 	if d := e.dec; d != nil {
 		row := &cpRow{ns: e.ns, id: e.id, parent: e.parent, step: e.step, source: e.source, created: e.created,
 			mark: e.mark, crc: e.crc, checked: true, lazy: true, chanSrc: e.channels, twSrc: e.taskWrite}
-		return getResult{row: row, cp: d.checkpoint(), decoded: true, writes: cloneWrites(e.writes), verified: true}, true
+		return getResult{row: row, cp: d.checkpoint(), decoded: true, writes: cloneWrites(e.writes), verified: true,
+			trusted: e.own, parentStep: e.parentStep, parentRead: e.parentRead}, true
 	}
 	return e.copy(), true
 }
@@ -244,7 +247,7 @@ func (e *cachedHead) copy() getResult {
 	for i := range writes {
 		writes[i].w.Value = bytes.Clone(writes[i].w.Value)
 	}
-	return getResult{row: row, writes: writes, verified: e.own}
+	return getResult{row: row, writes: writes, verified: e.own, trusted: e.own, parentStep: e.parentStep, parentRead: e.parentRead}
 }
 
 // readSize is the size headOfRead's entry would have.
@@ -253,10 +256,11 @@ func readSize(r *cpRow, writes []pendingRow) int {
 }
 
 // headOfRead is the entry for a head as getQuery read it (copied).
-func headOfRead(r *cpRow, writes []pendingRow) *cachedHead {
+func headOfRead(res getResult) *cachedHead {
+	r, writes := res.row, res.writes
 	e := &cachedHead{ns: r.ns, id: r.id, parent: r.parent, step: r.step, source: r.source, created: r.created,
 		metadata: string(r.metadata), versions: string(r.versions), channels: string(r.channels), taskWrite: string(r.taskWrite),
-		mark: r.mark, crc: r.crc, writes: slices.Clone(writes)}
+		mark: r.mark, crc: r.crc, parentStep: res.parentStep, parentRead: res.parentRead, writes: slices.Clone(writes)}
 	for i := range e.writes {
 		e.writes[i].w.Value = bytes.Clone(e.writes[i].w.Value)
 	}
@@ -277,7 +281,7 @@ func (c *headCache) putRow(p *preparedPut) {
 		return
 	}
 	if len(p.writes) > 0 {
-		e.writes = mergeWrites(nil, req.NS, p.writes)
+		e.writes = mergeWrites(nil, req.Thread, req.NS, p.writes)
 	}
 	c.set(req.Thread, req.NS, e)
 }
@@ -297,17 +301,17 @@ func (c *headCache) addWrites(prev *cachedHead, ref checkpoint.Ref, rows []write
 		return
 	}
 	e := *prev
-	e.writes = mergeWrites(prev.writes, ref.NS, rows)
+	e.writes = mergeWrites(prev.writes, ref.Thread, ref.NS, rows)
 	c.set(ref.Thread, ref.NS, &e)
 }
 
 // mergeWrites applies rows to a head's pending writes as the writes table
 // does: a regular write is ignored when its (task, index) exists, a
 // special one replaces it.
-func mergeWrites(have []pendingRow, ns string, rows []writeRow) []pendingRow {
+func mergeWrites(have []pendingRow, thread, ns string, rows []writeRow) []pendingRow {
 	out := slices.Clone(have)
 	for _, r := range rows {
-		p := pendingRow{ns: ns, checkpoint: r.checkpoint, crc: writeCRC(r.channel, r.node, r.path, r.value),
+		p := pendingRow{ns: ns, checkpoint: r.checkpoint, crc: writeCRC(thread, ns, r.checkpoint, r.task, r.idx, r.channel, r.node, r.path, r.value),
 			indexedWrite: indexedWrite{idx: r.idx, w: checkpoint.PendingWrite{
 				TaskID: r.task, Node: r.node, Path: r.path, Channel: r.channel, Value: bytes.Clone(r.value)}}}
 		i := slices.IndexFunc(out, func(o pendingRow) bool { return o.w.TaskID == r.task && o.idx == r.idx })
@@ -349,7 +353,7 @@ func (s *Saver) cachedGet(ctx context.Context, c *sql.Conn, ref checkpoint.Ref) 
 	// Read after the version: whatever it returns is current at v.
 	res, err := runGet(ctx, c, ref)
 	if err == nil && res.row != nil && readSize(res.row, res.writes) <= maxCachedHeadBytes {
-		s.heads.set(ref.Thread, ref.NS, headOfRead(res.row, res.writes))
+		s.heads.set(ref.Thread, ref.NS, headOfRead(res))
 	}
 	return res, err
 }

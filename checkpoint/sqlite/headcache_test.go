@@ -133,7 +133,7 @@ func TestHeadCacheIsExact(t *testing.T) {
 			Writes: []checkpoint.Write{{Channel: checkpoint.ChannelInterrupt, Value: raw(`[{"id":"i1","value":"q2"}]`)}}}), true},
 		{"claim", func() error { return s.Claim(ctx, checkpoint.Ref{Thread: "t", ID: l.head}, lease) }, true},
 		{"writes in the middle of a step", writes(false, checkpoint.TaskWrites{TaskID: "c",
-			Writes: []checkpoint.Write{{Channel: checkpoint.ChannelResume, Value: raw(`["yes"]`)}}}), false},
+			Writes: []checkpoint.Write{{Channel: checkpoint.ChannelResume, Value: raw(`{"i1":"yes"}`)}}}), false},
 		{"writes that release after those", writes(true, checkpoint.TaskWrites{TaskID: "d",
 			Writes: []checkpoint.Write{{Channel: "z", Value: raw(`3`)}}}), false},
 		{"chain", func() error { return s.PutChain(ctx, l.chain(3)) }, true},

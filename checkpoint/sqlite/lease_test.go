@@ -51,8 +51,8 @@ func TestMigrateSchema2Leases(t *testing.T) {
 
 	s := openAt(t, path, Config{Now: clock.Now})
 	var v int
-	if err := s.DB().QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != 3 {
-		t.Fatalf("user_version = %d, %v; want 3", v, err)
+	if err := s.DB().QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != schemaVersion {
+		t.Fatalf("user_version = %d, %v; want %d", v, err, schemaVersion)
 	}
 	got, err := s.Lease(ctx, "t", "")
 	want := checkpoint.LeaseInfo{Thread: "t", Owner: "old-run", Until: until.UTC()}

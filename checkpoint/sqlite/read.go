@@ -16,13 +16,15 @@ import (
 )
 
 // getQuery reads, in one statement, the checkpoint ?3 (the head, the
-// largest ID, when ?3 is empty), its rows of the writes table and, for a
-// checkpoint named by ID, its children (rows whose parent it is: their
-// task_writes are its pending writes too; the head has none). The first
-// column says which: 0 the checkpoint, 1 a write, 2 a child. Writes are
-// mapped onto the checkpoint columns: task_id as the parent, idx as the
-// step, channel as the source, node as the metadata, path as the
-// versions and value as the channels.
+// largest ID, when ?3 is empty), its rows of the writes table, for a
+// checkpoint named by ID its children (rows whose parent it is: their
+// task_writes are its pending writes too; the head has none), and the
+// step of its parent (when the parent is still a checkpoint), which its
+// own step must follow. The first column says which: 0 the checkpoint, 1
+// a write, 2 a child, 3 the parent. Writes are mapped onto the
+// checkpoint columns: task_id as the parent, idx as the step, channel as
+// the source, node as the metadata, path as the versions and value as
+// the channels; the parent's row holds only its ID and step.
 const getQuery = `SELECT 0, ` + cpColumns + ` FROM checkpoints
 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND pruned = 0
 	AND checkpoint_id = coalesce(nullif(?3, ''), ` + headOf + `)
@@ -32,7 +34,11 @@ WHERE thread_id = ?1 AND checkpoint_ns = ?2
 	AND checkpoint_id = coalesce(nullif(?3, ''), ` + headOf + `)
 UNION ALL
 SELECT 2, ` + cpColumns + ` FROM checkpoints
-WHERE ?3 <> '' AND thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id > ?3 AND parent_checkpoint_id = ?3 AND pruned = 0`
+WHERE ?3 <> '' AND thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id > ?3 AND parent_checkpoint_id = ?3 AND pruned = 0
+UNION ALL
+SELECT 3, checkpoint_ns, checkpoint_id, NULL, step, '', '', '', '', '', NULL, '', 0, 0 FROM checkpoints
+WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND pruned = 0 AND checkpoint_id = (SELECT parent_checkpoint_id FROM checkpoints
+	WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = coalesce(nullif(?3, ''), ` + headOf + `))`
 
 // getResult is what getQuery returned.
 type getResult struct {
@@ -44,6 +50,13 @@ type getResult struct {
 	// cache keeps it decoded.
 	cp      checkpoint.Checkpoint
 	decoded bool
+	// parent is the step of row's parent, when it was read (parentRead).
+	parentStep int64
+	parentRead bool
+	// trusted: the head cache's own entry, which Put and PutWrites
+	// checked (checkpoint.ValidatePut...) when they wrote it; anything
+	// read from the file is checked again by every read.
+	trusted bool
 }
 
 // runGet runs getQuery on q: the pool (one statement, its own snapshot) or
@@ -73,6 +86,8 @@ func runGet(ctx context.Context, q interface {
 			res.writes = append(res.writes, p)
 		case 2:
 			res.children = append(res.children, r)
+		case 3:
+			res.parentStep, res.parentRead = r.step, true
 		}
 	}
 	return res, rows.Err()
@@ -211,7 +226,27 @@ func (s *Saver) tuple(ctx context.Context, c *sql.Conn, ref checkpoint.Ref, res 
 		children = append(children, ws)
 	}
 	tp.Pending = mergePending(own, children)
+	if !res.trusted {
+		// What only corruption writes (a Put or PutWrites refuses it) is
+		// reported, not read as a checkpoint with fewer interrupts.
+		if err := verifyTuple(tp, res.parentStep, res.parentRead); err != nil {
+			return nil, err
+		}
+	}
 	return tp, nil
+}
+
+// verifyTuple checks a tuple as read against the rules Put and PutWrites
+// enforce (checkpoint.VerifyTuple), and its step against its parent's
+// when the parent was read.
+func verifyTuple(tp *checkpoint.Tuple, parentStep int64, parentRead bool) error {
+	if err := checkpoint.VerifyTuple(tp); err != nil {
+		return err
+	}
+	if parentRead {
+		return checkpoint.VerifyStep(tp.Thread, &tp.Checkpoint, int(parentStep))
+	}
+	return nil
 }
 
 // readErr passes typed errors through and wraps driver errors.
@@ -305,6 +340,16 @@ func (s *Saver) List(ctx context.Context, thread string, opts checkpoint.ListOpt
 			tps = append(tps, &checkpoint.Tuple{Thread: thread, NS: r.ns, Checkpoint: cp})
 		}
 		if opts.MetadataOnly {
+			for _, tp := range tps {
+				if err := checkpoint.VerifyCheckpoint(thread, &tp.Checkpoint); err != nil {
+					return err
+				}
+				if step, read := sets[tp.NS].parentStep(&tp.Checkpoint); read {
+					if err := checkpoint.VerifyStep(thread, &tp.Checkpoint, int(step)); err != nil {
+						return err
+					}
+				}
+			}
 			out = append(out, tps...)
 			return nil
 		}
@@ -462,8 +507,23 @@ func (rs *rowSet) fillList(ctx context.Context, c *sql.Conn, tps []*checkpoint.T
 			tws = append(tws, ws)
 		}
 		tp.Pending = mergePending(own[id], tws)
+		step, read := rs.parentStep(&tp.Checkpoint)
+		if err := verifyTuple(tp, step, read); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// parentStep returns the step of cp's parent when its row is loaded, is
+// still a checkpoint and verifies (one that does not is reported when it
+// is read itself).
+func (rs *rowSet) parentStep(cp *checkpoint.Checkpoint) (int64, bool) {
+	p := rs.rows[cp.ParentID]
+	if p == nil || p.pruned || p.verify(rs.thread) != nil {
+		return 0, false
+	}
+	return p.step, true
 }
 
 // listQuery builds the checkpoints query of List. Filters on scalar values

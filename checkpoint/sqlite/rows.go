@@ -93,6 +93,11 @@ func (r *cpRow) checkpoint(thread string) (checkpoint.Checkpoint, error) {
 	if cp.Metadata, err = decodeMetadata(r.metadata); err != nil {
 		return cp, r.corrupt(thread, "checkpoint", fmt.Errorf("metadata: %w", err))
 	}
+	// The step and source columns are copies of the metadata's, for SQL.
+	if !r.pruned && (int64(cp.Metadata.Step) != r.step || string(cp.Metadata.Source) != r.source) {
+		return cp, r.corrupt(thread, "checkpoint", fmt.Errorf("metadata says step %d source %q, the row's columns step %d source %q",
+			cp.Metadata.Step, cp.Metadata.Source, r.step, r.source))
+	}
 	if string(r.versions) != "null" {
 		if cp.Versions, err = decodeVersions(r.versions); err != nil {
 			return cp, r.corrupt(thread, "checkpoint", fmt.Errorf("versions: %w", err))
@@ -167,13 +172,19 @@ type pendingRow struct {
 	crc int64
 }
 
+// verify checks the row's checksum, which covers its key (a row copied
+// from another thread, checkpoint, task or index does not verify), and
+// that its index is the one checkpoint.WriteIndex gives its channel. What
+// its value must be is checked with the checkpoint's other writes
+// (checkpoint.VerifyPending).
 func (p *pendingRow) verify(thread string) error {
 	var err error
 	switch {
-	case writeCRC(p.w.Channel, p.w.Node, p.w.Path, p.w.Value) != p.crc:
+	case writeCRC(thread, p.ns, p.checkpoint, p.w.TaskID, p.idx, p.w.Channel, p.w.Node, p.w.Path, p.w.Value) != p.crc:
 		err = errors.New("checksum mismatch")
-	case !json.Valid(p.w.Value):
-		err = errors.New("value is not valid JSON")
+	case checkpoint.IsSpecial(p.w.Channel) && p.idx != checkpoint.WriteIndex(p.w.Channel, 0),
+		!checkpoint.IsSpecial(p.w.Channel) && p.idx < 0:
+		err = fmt.Errorf("index %d is not the one its channel is saved under", p.idx)
 	}
 	if err != nil {
 		return &checkpoint.CorruptError{Thread: thread, Checkpoint: p.checkpoint,

@@ -83,8 +83,14 @@ func (w *twin) same(thread string) {
 // task's writes as ParentWrites.
 func (w *twin) put(thread, parent string, owner string, fork bool, versions map[string]string) (checkpoint.PutRequest, string) {
 	id := w.ids.Next(parent)
+	step := 1 // each checkpoint's step is its parent's plus one
+	if parent != "" {
+		if tp, err := w.mem.Get(w.ctx, checkpoint.Ref{Thread: thread, ID: parent}, checkpoint.GetOptions{}); err == nil {
+			step = tp.Checkpoint.Metadata.Step + 1
+		}
+	}
 	cp := checkpoint.Checkpoint{ID: id, ParentID: parent, CreatedAt: w.clock.Now(),
-		Metadata: checkpoint.Metadata{Source: checkpoint.SourceLoop, Step: 1, Parents: map[string]string{}, RunID: owner},
+		Metadata: checkpoint.Metadata{Source: checkpoint.SourceLoop, Step: step, Parents: map[string]string{}, RunID: owner},
 		Versions: map[string]string{}, Channels: map[string][]checkpoint.Blob{}}
 	for ch, v := range versions {
 		cp.Versions[ch] = v

@@ -88,15 +88,77 @@ func (t *wtx) head(thread, ns string) (string, error) {
 	return head.String, err
 }
 
-const checkpointExists = `SELECT 1 FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? AND pruned = 0`
+const checkpointStep = `SELECT step FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? AND pruned = 0`
 
-func (t *wtx) exists(thread, ns, id string) (bool, error) {
-	var one int
-	err := t.queryRow(checkpointExists, thread, ns, id).Scan(&one)
+// step returns the step of checkpoint id, and whether it exists.
+func (t *wtx) step(thread, ns, id string) (int, bool, error) {
+	var step int64
+	err := t.queryRow(checkpointStep, thread, ns, id).Scan(&step)
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
+		return 0, false, nil
 	}
-	return err == nil, err
+	return int(step), err == nil, err
+}
+
+// savedInterrupts lists the interrupts saved on checkpoint id, by task:
+// its __interrupt__ rows of the writes table and, with children set, the
+// __interrupt__ writes among its children's task writes.
+const (
+	savedInterrupts = `SELECT task_id, value FROM writes
+WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 AND channel = '` + checkpoint.ChannelInterrupt + `'`
+	childInterrupts = `SELECT t.value ->> 'task_id', w.value -> 1 FROM checkpoints c, json_each(c.task_writes) t, json_each(t.value, '$.writes') w
+WHERE c.thread_id = ?1 AND c.checkpoint_ns = ?2 AND c.checkpoint_id > ?3 AND c.parent_checkpoint_id = ?3 AND c.pruned = 0
+	AND json_valid(c.task_writes) AND w.value ->> 0 = '` + checkpoint.ChannelInterrupt + `'`
+)
+
+// interruptIDs returns the interrupt IDs saved on checkpoint id (see
+// savedInterrupts), by the task that raised them, for
+// checkpoint.CheckInterruptIDs. A value that does not decode is left out:
+// reading the checkpoint reports it.
+func (t *wtx) interruptIDs(thread, ns, id string, children bool) (map[string]string, error) {
+	ids := map[string]string{}
+	queries := []string{savedInterrupts}
+	if children {
+		queries = append(queries, childInterrupts)
+	}
+	for _, q := range queries {
+		rows, err := t.s.wconn.QueryContext(t.ctx, q, thread, ns, id)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var task, value sql.NullString
+			if err := rows.Scan(&task, &value); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			list, _ := checkpoint.DecodeInterrupts([]byte(value.String))
+			for _, in := range list {
+				ids[in.ID] = task.String
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}
+
+// checkInterrupts refuses (checkpoint.CheckInterruptIDs) interrupt writes
+// of tasks that raise an ID another task saved on checkpoint id.
+func (t *wtx) checkInterrupts(thread, ns, id string, children bool, tasks []checkpoint.TaskWrites) error {
+	if !checkpoint.HasInterruptWrite(tasks) {
+		return nil
+	}
+	ids, err := t.interruptIDs(thread, ns, id, children)
+	if err != nil {
+		return err
+	}
+	if err := checkpoint.CheckInterruptIDs(ids, tasks); err != nil {
+		return errRollback{fmt.Errorf("thread %q checkpoint %q: %w", thread, id, err)}
+	}
+	return nil
 }
 
 // The writes of a thread's row.
@@ -273,8 +335,25 @@ func appendMetadata(b []byte, m checkpoint.Metadata) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-func writeCRC(channel, node, path string, value []byte) int64 {
-	return crcOf([]byte(channel), []byte(node), []byte(path), value)
+// writeCRC is the checksum of a writes row (schema 4): the CRC-32C of
+// its key (thread, namespace, checkpoint, task, index) and of everything
+// it holds (channel, node, path, value), each part followed by a NUL
+// byte, so that a row copied to another thread, checkpoint, task or index
+// does not verify there. created_at is left out: a special write saved
+// again keeps its row's time, which the writer does not read.
+func writeCRC(thread, ns, cpID, task string, idx int, channel, node, path string, value []byte) int64 {
+	var c uint32
+	var num [24]byte
+	c = crcPart(c, thread)
+	c = crcPart(c, ns)
+	c = crcPart(c, cpID)
+	c = crcPart(c, task)
+	c = crcBytes(c, strconv.AppendInt(num[:0], int64(idx), 10))
+	c = crcPart(c, channel)
+	c = crcPart(c, node)
+	c = crcPart(c, path)
+	c = crcBytes(c, value)
+	return int64(c)
 }
 
 // writeRow is one writes row to insert.
@@ -352,7 +431,8 @@ func (t *wtx) insertWrites(thread, ns string, rows []writeRow, created func() st
 		}
 		args := make([]any, 0, 11*n)
 		for _, r := range rows[:n] {
-			args = append(args, thread, ns, r.checkpoint, r.task, r.idx, r.channel, string(r.value), r.node, r.path, created(), writeCRC(r.channel, r.node, r.path, r.value))
+			args = append(args, thread, ns, r.checkpoint, r.task, r.idx, r.channel, string(r.value), r.node, r.path, created(),
+				writeCRC(thread, ns, r.checkpoint, r.task, r.idx, r.channel, r.node, r.path, r.value))
 		}
 		tail := writesTailRegular
 		if rows[0].special {
@@ -371,12 +451,14 @@ const (
 	insertColumns = `INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, step, source, created_at, metadata, versions, channels, task_writes, mark, crc)`
 	// putFast is a whole steady-state Put, one INSERT: its crc is NULL,
 	// and the NOT NULL constraint refuses the row (writing nothing), unless
-	// the parent ?4 is the head and owner ?14 holds a live lease at ?15.
+	// the parent ?4 is the head, its step is below the new one's ?5, and
+	// owner ?14 holds a live lease at ?15.
 	// (INSERT ... SELECT ... WHERE would say the same with a row count, but
 	// SQLite runs an INSERT whose SELECT reads the target table through an
 	// ephemeral table: +7 µs a Put, measured.)
 	putFast = insertColumns + `
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, CASE WHEN ` + headOf + ` = ?4
+	AND (SELECT step FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?4) < ?5
 	AND EXISTS (SELECT 1 FROM threads WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND lease_owner = ?14 AND lease_until > ?15)
 	THEN ?13 END)`
 	// putNew is the first Put of a thread, in the same way: the row is
@@ -502,6 +584,9 @@ func (t *wtx) put(p *preparedPut) error {
 					return err
 				}
 			}
+			if err := t.checkParentInterrupts(req); err != nil {
+				return err
+			}
 			return t.insertWrites(req.Thread, req.NS, p.writes, nowText)
 		}
 	} else {
@@ -531,23 +616,28 @@ func (t *wtx) put(p *preparedPut) error {
 		return err
 	}
 	conflict := errRollback{&checkpoint.ConflictError{Thread: req.Thread, NS: req.NS, Expected: cp.ParentID, Head: head}}
-	if req.Fork {
-		if cp.ParentID != "" {
-			ok, err := t.exists(req.Thread, req.NS, cp.ParentID)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return conflict
-			}
-		}
-	} else if head != cp.ParentID {
+	if !req.Fork && head != cp.ParentID {
 		return conflict
+	}
+	parentStep, hasParent := 0, false
+	if cp.ParentID != "" {
+		step, ok, err := t.step(req.Thread, req.NS, cp.ParentID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return conflict // a fork's parent that does not exist
+		}
+		parentStep, hasParent = step, true
 	}
 	// The ID is taken, or (a fork) it does not sort after the head and
 	// so could not become the head.
 	if head != "" && cp.ID <= head {
 		return conflict
+	}
+	if hasParent && cp.Metadata.Step <= parentStep {
+		return errRollback{fmt.Errorf("%w: checkpoint %q: step %d does not follow its parent %q's step %d",
+			checkpoint.ErrInvalid, cp.ID, cp.Metadata.Step, cp.ParentID, parentStep)}
 	}
 	if err := t.setLease(req.Thread, req.NS, th, req.Lease, now, req.Release, false, nowText()); err != nil {
 		return err
@@ -558,7 +648,22 @@ func (t *wtx) put(p *preparedPut) error {
 		}
 		return err
 	}
+	if err := t.checkParentInterrupts(req); err != nil {
+		return err
+	}
 	return t.insertWrites(req.Thread, req.NS, p.writes, nowText)
+}
+
+// checkParentInterrupts refuses a Put whose task writes raise an
+// interrupt ID that another task saved on the parent (rare: the runtime
+// saves interrupts with PutWrites). The new row is inserted already (a
+// refusal rolls it back): for a fork, the parent's children, this one
+// among them, count.
+func (t *wtx) checkParentInterrupts(req *checkpoint.PutRequest) error {
+	if req.Checkpoint.ParentID == "" {
+		return nil
+	}
+	return t.checkInterrupts(req.Thread, req.NS, req.Checkpoint.ParentID, req.Fork, req.ParentWrites)
 }
 
 const releaseLease = `UPDATE threads SET lease_owner = NULL, lease_until = NULL, lease_runner = NULL, updated_at = ?3 WHERE thread_id = ?1 AND checkpoint_ns = ?2`
@@ -624,6 +729,9 @@ func (s *Saver) PutWrites(ctx context.Context, req checkpoint.WritesRequest) err
 			if err := t.setLease(ref.Thread, ref.NS, th, req.Lease, now, req.Release, false, nowText); err != nil {
 				return err
 			}
+		}
+		if err := t.checkInterrupts(ref.Thread, ref.NS, ref.ID, false, req.Tasks); err != nil {
+			return err
 		}
 		return t.insertWrites(ref.Thread, ref.NS, rows, func() string { return nowText })
 	})

@@ -353,7 +353,11 @@ func consistent(ctx context.Context, thread string, head *checkpoint.Tuple, in *
 		add(CheckConsistent, "Interrupts %q, but the unfinished tasks' pending interrupts are %q", st.Interrupts, pending)
 	}
 	var rule []string
-	for _, pi := range checkpoint.PendingInterrupts(head.Pending) {
+	pis, err := checkpoint.PendingInterrupts(head.Thread, head.Checkpoint.ID, head.Pending)
+	if err != nil {
+		add(CheckConsistent, "the savers' pending-interrupt rule: %v", err)
+	}
+	for _, pi := range pis {
 		rule = append(rule, pi.InterruptID)
 	}
 	if !sameSet(rule, pending) {
