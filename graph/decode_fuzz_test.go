@@ -167,7 +167,10 @@ func checkCorrupt(t *testing.T, op, thread string, err error) {
 func FuzzDecodeCheckpoint(f *testing.F) {
 	for i, s := range []string{``, `{`, `null`, `[]`, `{}`, `"x"`, `1`, `[1,2]`, `{"a":1,"a":2}`, `{"A":"x","a":"y"}`, `["x"]trailing`, "\"\xff\"",
 		`[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]`,
-		`{"__type":"os/exec.Cmd","Path":"/bin/sh"}`, `[{"id":"x","value":1}]`, `{"when":"before","nodes":["nosuch"]}`, `{"node":"nosuch","arg":{}}`, `1e999`, "\ufeff{}"} {
+		`{"__type":"os/exec.Cmd","Path":"/bin/sh"}`, `[{"id":"x","value":1}]`, `{"when":"before","nodes":["nosuch"]}`, `{"node":"nosuch","arg":{}}`, `1e999`, "\ufeff{}",
+		// issue 16: what json.Marshal never writes, read as corrupt
+		`[{"id":"x","value":1},{"id":"x","value":2}]`, `[{"ID":"x","value":1}]`, `[{"id":"x","id":"y","value":1}]`, `[{"id":"x"}]`,
+		`"\ud800"`, `["\udc00"]`, `{"node":"","arg":{}}`, `[{"node":"","arg":null}]`, `9007199254740993`, `1e-400`, `{"when":"sometime","nodes":[]}`} {
 		f.Add(uint16(i*7), []byte(s), i%3 == 0)
 	}
 	ctx := context.Background()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/internal/strictjson"
 )
 
 // frame is the runtime's view of one checkpoint: typed state plus the
@@ -270,6 +271,13 @@ func (d *decoder[S]) field(ctx context.Context, cpID string, fl *field, version 
 // that (history decoders share values between snapshots and must not).
 func (d *decoder[S]) frame(ctx context.Context, tp *checkpoint.Tuple, base *frame[S], own bool) (*frame[S], error) {
 	cp := &tp.Checkpoint
+	// What a saver's Put refuses (an ID before its parent's, a step out
+	// of range, a version after the checkpoint, a branch naming no node:
+	// each would plan tasks other than the ones its writes belong to)
+	// is corrupt, whatever saver returned it.
+	if err := checkpoint.VerifyCheckpoint(d.thread, cp); err != nil {
+		return nil, err
+	}
 	f := newFrame[S]()
 	f.thread = d.thread
 	f.id, f.parentID, f.createdAt, f.meta, f.mark = cp.ID, cp.ParentID, cp.CreatedAt, cp.Metadata, cp.Mark
@@ -345,14 +353,14 @@ func (d *decoder[S]) internal(ctx context.Context, f *frame[S], ch string, data 
 	case strings.HasPrefix(ch, checkpoint.BranchPrefix):
 		f.setTrigger(strings.TrimPrefix(ch, checkpoint.BranchPrefix))
 	case strings.HasPrefix(ch, checkpoint.JoinPrefix):
-		var srcs []string
-		if err := json.Unmarshal(data, &srcs); err != nil {
+		srcs, err := checkpoint.DecodeJoin(data)
+		if err != nil {
 			return err
 		}
 		f.setJoin(ch, srcs)
 	case ch == checkpoint.ChannelSends:
-		var raw []sendJSON
-		if err := json.Unmarshal(data, &raw); err != nil {
+		raw, err := checkpoint.DecodeSends(data)
+		if err != nil {
 			return err
 		}
 		for _, s := range raw {
@@ -363,13 +371,28 @@ func (d *decoder[S]) internal(ctx context.Context, f *frame[S], ch string, data 
 			f.sends = append(f.sends, Send[S]{Node: s.Node, Arg: arg})
 		}
 	case ch == checkpoint.ChannelStart:
-		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(data, &fields); err != nil {
+		fields, err := decodeStart(data)
+		if err != nil {
 			return err
 		}
 		f.start = &startInput{fields: fields}
 	}
 	return nil
+}
+
+// startJSON refuses a stored __start__ value that json.Marshal could not
+// have written for its type (immutable).
+var startJSON = strictjson.For(reflect.TypeFor[map[string]json.RawMessage]())
+
+// decodeStart decodes the __start__ channel: the input, an object from
+// field name to value (null when the input set no field).
+func decodeStart(data []byte) (map[string]json.RawMessage, error) {
+	if err := startJSON.Check(data); err != nil {
+		return nil, err
+	}
+	var fields map[string]json.RawMessage
+	err := json.Unmarshal(data, &fields)
+	return fields, err
 }
 
 // sendJSON is the stored form of a Send: the argument as an object from

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/internal/safe"
+	"github.com/lockstepgo/lockstep/internal/strictjson"
 	"github.com/lockstepgo/lockstep/interrupt"
 )
 
@@ -668,6 +669,15 @@ func (ru *run[S]) startResume(ctx context.Context, cmd Command[S]) error {
 		b, err := marshalValue(ctx, r.abandoned, v, what)
 		if errors.Is(err, ErrAbandoned) {
 			return err // nothing was written: the thread waits as it did
+		}
+		if err == nil {
+			// An answer from outside (a json.RawMessage a reviewer typed)
+			// is refused as strictly as a stored value is read: a
+			// duplicate key or a lone surrogate escape would be saved,
+			// then read back as something else.
+			if serr := strictjson.CheckJSON(b); serr != nil {
+				err = &interrupt.ValueError{Path: "$", Err: serr}
+			}
 		}
 		if err != nil {
 			// An *EncodeError (ErrNotSerializable) around the

@@ -36,8 +36,8 @@ func (r *Runnable[S]) inspect(ctx context.Context, thread string, f *frame[S], p
 	for _, w := range pending {
 		switch {
 		case w.TaskID == checkpoint.NullTaskID && w.Channel == checkpoint.ChannelBreakpoint:
-			var bp checkpoint.Breakpoint
-			if err := json.Unmarshal(w.Value, &bp); err != nil {
+			bp, err := checkpoint.DecodeBreakpoint(w.Value)
+			if err != nil {
 				return nil, &checkpoint.CorruptError{Thread: thread, Checkpoint: f.id, What: "breakpoint marker", Err: err}
 			}
 			in.breakpoint = &bp

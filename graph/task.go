@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/internal/safe"
+	"github.com/lockstepgo/lockstep/internal/strictjson"
 	"github.com/lockstepgo/lockstep/interrupt"
 )
 
@@ -130,35 +131,53 @@ func (r *Runnable[S]) attach(ctx context.Context, thread, cpID string, tasks []*
 		byID[t.id] = t
 	}
 	var regular map[*task[S]][]checkpoint.PendingWrite
+	var raisedBy map[string]string // interrupt ID → task: unique within a checkpoint
 	for _, w := range pending {
 		t := byID[w.TaskID]
 		if t == nil {
 			continue
 		}
+		// Special writes are decoded as strictly as state: what
+		// json.Marshal could not have written (null, a duplicate or
+		// case-variant key, invalid UTF-8, a lone surrogate) is corrupt,
+		// never read as a task that stopped waiting or an answer under
+		// an ID nobody asked.
 		switch {
 		case w.Channel == checkpoint.ChannelResume:
-			var a map[string]json.RawMessage
-			if err := json.Unmarshal(w.Value, &a); err != nil {
+			a, err := checkpoint.DecodeAnswers(w.Value)
+			if err != nil {
 				return &checkpoint.CorruptError{Thread: thread, Checkpoint: cpID, What: "resume write of task " + t.id, Err: err}
 			}
 			t.answers = a
 		case w.Channel == checkpoint.ChannelInterrupt:
-			list, err := decodeInterrupts(w.Value)
+			list, err := checkpoint.DecodeInterrupts(w.Value)
+			if raisedBy == nil {
+				raisedBy = map[string]string{}
+			}
+			for _, in := range list {
+				if other, dup := raisedBy[in.ID]; dup && other != t.id && err == nil {
+					err = fmt.Errorf("tasks %s and %s both raised interrupt %s", other, t.id, in.ID)
+				}
+				raisedBy[in.ID] = t.id
+			}
 			if err != nil {
 				return &checkpoint.CorruptError{Thread: thread, Checkpoint: cpID, What: "interrupt write of task " + t.id, Err: err}
 			}
 			t.interrupts = list
 		case w.Channel == checkpoint.ChannelError:
-			var te checkpoint.TaskError
-			if err := json.Unmarshal(w.Value, &te); err != nil {
+			te, err := checkpoint.DecodeTaskError(w.Value)
+			if err != nil {
 				return &checkpoint.CorruptError{Thread: thread, Checkpoint: cpID, What: "error write of task " + t.id, Err: err}
 			}
 			t.failure = &te
 		case strings.HasPrefix(w.Channel, checkpoint.ChannelStepPrefix):
 			n, err := strconv.Atoi(strings.TrimPrefix(w.Channel, checkpoint.ChannelStepPrefix))
+			if err == nil && (n < 0 || checkpoint.ChannelStepPrefix+strconv.Itoa(n) != w.Channel) {
+				err = fmt.Errorf("channel %q is not a durable step slot", w.Channel)
+			}
 			var sr checkpoint.StepResult
 			if err == nil {
-				err = json.Unmarshal(w.Value, &sr)
+				sr, err = checkpoint.DecodeStepResult(w.Value)
 			}
 			if err != nil {
 				return &checkpoint.CorruptError{Thread: thread, Checkpoint: cpID, What: "step write of task " + t.id, Err: err}
@@ -469,6 +488,12 @@ func (r *Runnable[S]) checkInterruptSizes(node string, list []interrupt.Interrup
 	for _, in := range list {
 		if len(in.Value) > r.cfg.maxValueBytes {
 			return &SizeError{What: fmt.Sprintf("value of interrupt %s of node %q", in.ID, node), Size: len(in.Value), Limit: r.cfg.maxValueBytes}
+		}
+		// A value the saver would refuse, and a reader read as corrupt
+		// (a duplicate key or a lone surrogate from a MarshalJSON or a
+		// json.RawMessage), fails the node that raised it instead.
+		if err := strictjson.CheckJSON(in.Value); err != nil {
+			return &interrupt.ValueError{Path: "$", Err: err}
 		}
 	}
 	return nil
@@ -802,16 +827,16 @@ func (r *Runnable[S]) decodeWrites(ctx context.Context, ws []checkpoint.PendingW
 				out = append(out, twrite{channel: ch, field: -1})
 			}
 		case strings.HasPrefix(ch, checkpoint.JoinPrefix):
-			var src string
-			if err := json.Unmarshal(w.Value, &src); err != nil {
+			src, err := checkpoint.DecodeJoinSource(w.Value)
+			if err != nil {
 				return nil, err
 			}
 			if _, ok := r.joins[ch]; ok {
 				out = append(out, twrite{channel: ch, field: -1, source: src})
 			}
 		case ch == checkpoint.ChannelSends:
-			var sj sendJSON
-			if err := json.Unmarshal(w.Value, &sj); err != nil {
+			sj, err := checkpoint.DecodeSend(w.Value)
+			if err != nil {
 				return nil, err
 			}
 			arg, err := r.decodeFields(ctx, sj.Arg)
