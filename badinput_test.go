@@ -27,7 +27,7 @@ import (
 	"github.com/lockstepgo/lockstep/nodes/ledger"
 )
 
-// The bad-input pass (RELIABILITY.md R17, R20-R22, R38, R46-R48, G12):
+// The bad-input pass (docs/reliability.md R17, R20-R22, R38, R46-R48, G12):
 // every public entry point, given malformed input, returns a typed error
 // (errors.Is/As, never a string match) and writes nothing: every table of
 // the database file (checkpoints, blobs, writes, threads and leases, the

@@ -87,7 +87,8 @@ func avgW1CheckpointBytes(b testing.TB) int {
 
 // BenchmarkSQLiteFloor: the physical floor, one transaction inserting one
 // row whose blob is the size of an average W1 checkpoint, on a dedicated
-// connection with prepared statements (as ../shared/bench/limit does).
+// connection with prepared statements, as the peer's floor program does
+// (docs/benchmarks.md).
 func BenchmarkSQLiteFloor(b *testing.B) {
 	size := avgW1CheckpointBytes(b)
 	for _, sync := range []sqlite.Synchronous{sqlite.SyncNormal, sqlite.SyncFull} {

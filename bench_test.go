@@ -1,8 +1,8 @@
 package lockstep_test
 
 // The fixed benchmarks. Their names are stable so figures can be compared
-// over time and with the LangGraph JS peer (../shared/bench); BENCHMARKS.md
-// has the latest figures and the command that reproduces each.
+// over time and with the LangGraph JS peer; docs/benchmarks.md has the
+// latest figures, the commands that reproduce them and what the peer is.
 //
 //	go test -run '^$' -bench . -benchtime 2000x .
 

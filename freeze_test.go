@@ -412,7 +412,7 @@ func freezeLease(ctx context.Context, db *sql.DB) (owner string, until int64, er
 	return o.String, u.Int64, err
 }
 
-// TestFreezeAndThaw is RELIABILITY.md R11 (two runners on one thread,
+// TestFreezeAndThaw is docs/reliability.md R11 (two runners on one thread,
 // Restate's pause nemesis): runner A, a child process with a short lease,
 // is frozen with SIGSTOP just before a destructive tool call; while it is
 // frozen its lease lapses, runner B takes the thread over and finishes it,

@@ -31,7 +31,7 @@ import (
 	"github.com/lockstepgo/lockstep/nodes/scripted"
 )
 
-// Golden checkpoint databases (RELIABILITY.md R14).
+// Golden checkpoint databases (docs/reliability.md R14).
 //
 // testdata/golden/vN holds SQLite files written by lockstep at some point
 // in its history, each with one thread paused mid-run, and next to each a
@@ -702,8 +702,8 @@ func goldenCopy(from, to string) error {
 // approval or ledger tables, the JSON of states, interrupts and requests)
 // or these graphs change incompatibly, add testdata/golden/v2 written by
 // the new code (with new builders if needed) and keep v1 passing. If v1
-// can no longer pass by design, say so in RELIABILITY.md and the release
-// notes as a documented break, and only then retire it. Never regenerate
+// can no longer pass by design, say so in docs/reliability.md (R14) and in
+// CHANGELOG.md as a documented break, and only then retire it. Never regenerate
 // v1: regenerating writes the files with the current code and so tests
 // nothing about older versions. The .db files are never edited; a want
 // file's "after" section, which holds output the current code produces

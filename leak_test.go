@@ -17,7 +17,7 @@ import (
 	"github.com/lockstepgo/lockstep/internal/faultdb"
 )
 
-// Leak checks (RELIABILITY.md H7, R49): after Close the saver and the SQL
+// Leak checks (docs/reliability.md H7, R49): after Close the saver and the SQL
 // stores that share its file hold no connection and no file descriptor,
 // on success and on every error path; between operations no connection
 // stays in use (a transaction or rows left open would also pin a WAL

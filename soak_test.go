@@ -32,7 +32,7 @@ import (
 	"github.com/lockstepgo/lockstep/nodes/ledger"
 )
 
-// The soak (RELIABILITY.md R52, at CI scale): several processes, each with
+// The soak (docs/reliability.md R52, at CI scale): several processes, each with
 // several goroutines, run the payments agent of soakapp_test.go on one
 // SQLite file opened through faultdb, which fails 1% of the operations
 // with SQLITE_BUSY or SQLITE_IOERR, half before the operation and half

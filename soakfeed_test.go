@@ -18,7 +18,7 @@ import (
 	"github.com/lockstepgo/lockstep/nodes/ledger"
 )
 
-// The soak's message feed and nemesis (RELIABILITY.md R52).
+// The soak's message feed and nemesis (docs/reliability.md R52).
 //
 // The feed is a broker: a separate SQLite file (never under injected
 // faults) that the parent fills before the children start, with every

@@ -37,7 +37,7 @@ func everySaver() map[string]func(t *testing.T) checkpoint.Saver {
 	}
 }
 
-// TestStatusTableOnEverySaver checks SEMANTICS.md §4.4 (the D7 status at a
+// TestStatusTableOnEverySaver checks docs/semantics.md §4.4 (the D7 status at a
 // glance) on the memory and SQLite savers with one graph shape: START → a →
 // {x, sib} → join → b, where x asks, fails, is stopped at a breakpoint, or
 // just runs, and sib always completes.

@@ -97,7 +97,7 @@ func TestHookPoints(t *testing.T) {
 }
 
 // Strings that JSON cannot carry unchanged are refused, not silently
-// replaced (RELIABILITY R20); a real U+FFFD and a literal backslash-u
+// replaced (docs/reliability.md R20); a real U+FFFD and a literal backslash-u
 // sequence are fine.
 func TestInvalidUTF8IsRefused(t *testing.T) {
 	write := func(v string) graph.NodeFunc[State] {
@@ -228,7 +228,7 @@ func TestErrorsNameTheThread(t *testing.T) {
 	}
 }
 
-// TestUpdateAsInputIsARunsInput (SEMANTICS.md §6, test_update_as_input):
+// TestUpdateAsInputIsARunsInput (docs/semantics.md §6, test_update_as_input):
 // an update as the input of a new thread, then Continue, writes the same
 // history as Invoke with that input: the input checkpoint at step -1, then
 // the steps from 0, with the same values and next tasks.

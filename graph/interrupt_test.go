@@ -30,7 +30,7 @@ func askNode(c *counter, name, question string) graph.NodeFunc[State] {
 	}
 }
 
-// The table of SEMANTICS.md §4.4, on one graph shape: START → a → {x, sib}
+// The table of docs/semantics.md §4.4, on one graph shape: START → a → {x, sib}
 // → b, where x does what the row says and sib always completes.
 func TestStatusTable(t *testing.T) {
 	type row struct {
@@ -473,7 +473,7 @@ func TestRefusedAnswerCanBeCorrected(t *testing.T) {
 	}
 }
 
-// TestUpdateStateKeepsFinishedSiblings (SEMANTICS.md §6, LangGraph's
+// TestUpdateStateKeepsFinishedSiblings (docs/semantics.md §6, LangGraph's
 // bulk_update_state on the head): a sibling that finished in the step an
 // interrupt stopped keeps its writes when a reviewer updates the state as
 // the interrupted node: they are applied before the update, and the
@@ -606,7 +606,7 @@ func TestRetryNeverRetriesInterrupt(t *testing.T) {
 	}
 }
 
-// SEMANTICS.md §4.3: static breakpoints, at compile time and per run, pass
+// docs/semantics.md §4.3: static breakpoints, at compile time and per run, pass
 // once on resume and fire again only after new updates.
 func TestBreakpoints(t *testing.T) {
 	ctx := context.Background()
@@ -686,7 +686,7 @@ func TestNodeInterruptReviewAndContinue(t *testing.T) {
 	}
 }
 
-// SEMANTICS.md §6: update as a node, replay and fork keep old history, and
+// docs/semantics.md §6: update as a node, replay and fork keep old history, and
 // interrupts fire again with new IDs on a fork.
 func TestUpdateReplayFork(t *testing.T) {
 	ctx := context.Background()

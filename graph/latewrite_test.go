@@ -1,6 +1,6 @@
 package graph_test
 
-// RELIABILITY.md R24 (a cancelled, superseded run's late write) and R25 (a
+// docs/reliability.md R24 (a cancelled, superseded run's late write) and R25 (a
 // thread deleted while a run is in a node), on every saver. Interleavings
 // are forced with channels: gateSaver holds one Put until the test lets it
 // go, and nodes block on gates. Time moves only through fakeClock, which
@@ -434,9 +434,10 @@ func TestLateWriteOfSupersededRun(t *testing.T) {
 // TestDeleteThreadWhileRunning is R25: DeleteThread runs while a node of
 // run 1 is executing; when the node returns, the step's commit must be
 // refused with an error matching checkpoint.ErrConflict (the saver
-// contract's answer to a write naming a deleted head; RELIABILITY.md's
-// ErrThreadDeleted does not exist), nothing of the thread may come back,
-// and another thread on the same saver must be untouched.
+// contract's answer to a write naming a deleted head; the ErrThreadDeleted
+// that docs/reliability.md's R25 names does not exist), nothing of the
+// thread may come back, and another thread on the same saver must be
+// untouched.
 func TestDeleteThreadWhileRunning(t *testing.T) {
 	const thread, other = "t", "other"
 	cases := []struct {
@@ -632,8 +633,8 @@ func TestDeleteThreadWhileRunning(t *testing.T) {
 	}
 }
 
-// TestFenceAfterATakeoverThatPaused (RELIABILITY.md: a superseded owner is
-// told it lost): runner 1 runs durable step A and stalls past its lease.
+// TestFenceAfterATakeoverThatPaused (docs/reliability.md R11: a superseded
+// owner is told it lost): runner 1 runs durable step A and stalls past its lease.
 // Runner 2 takes the thread over, reuses A, runs B, pauses at a question
 // and releases the lease, so the head does not move. When runner 1 goes
 // on, its durable step B must not run: the fence finds that another

@@ -16,7 +16,7 @@ import (
 	"github.com/lockstepgo/lockstep/interrupt"
 )
 
-// SEMANTICS.md §3.2: START→a→b writes an input checkpoint at step -1 and
+// docs/semantics.md §3.2: START→a→b writes an input checkpoint at step -1 and
 // one loop checkpoint per superstep, each the parent of the next.
 func TestLinearChainCheckpoints(t *testing.T) {
 	ctx := context.Background()
@@ -55,7 +55,7 @@ func TestLinearChainCheckpoints(t *testing.T) {
 	}
 }
 
-// SEMANTICS.md §2.2 step 8: writes are applied in node-name order whatever
+// docs/semantics.md §2.2 step 8: writes are applied in node-name order whatever
 // the completion order and the registration order.
 func TestParallelWritesMergeInFixedOrder(t *testing.T) {
 	ctx := context.Background()
@@ -82,7 +82,7 @@ func TestParallelWritesMergeInFixedOrder(t *testing.T) {
 	}
 }
 
-// SEMANTICS.md §1: a join edge waits for all its sources, even across
+// docs/semantics.md §1: a join edge waits for all its sources, even across
 // supersteps, and runs the joined node once.
 func TestJoinRunsOnce(t *testing.T) {
 	tests := []struct {
@@ -148,7 +148,7 @@ func TestTwoPlainEdgesAtDifferentSteps(t *testing.T) {
 	}
 }
 
-// SEMANTICS.md §1: a router reads the state with its own node's writes
+// docs/semantics.md §1: a router reads the state with its own node's writes
 // applied, but not its siblings'.
 func TestRouterSeesOwnWritesOnly(t *testing.T) {
 	var seen State
@@ -178,7 +178,7 @@ func TestRouterSeesOwnWritesOnly(t *testing.T) {
 	}
 }
 
-// SEMANTICS.md §2.2: pull tasks' writes apply before push tasks', and push
+// docs/semantics.md §2.2: pull tasks' writes apply before push tasks', and push
 // tasks in Send order.
 func TestSendOrdering(t *testing.T) {
 	g := graph.New[State]().
@@ -348,7 +348,7 @@ func TestCommandGoto(t *testing.T) {
 	}
 }
 
-// SEMANTICS.md §2.2 step 1: a graph needing S supersteps (the __start__
+// docs/semantics.md §2.2 step 1: a graph needing S supersteps (the __start__
 // step included) runs with limit S and fails with limit S-1.
 func TestRecursionLimitBoundary(t *testing.T) {
 	const nodes = 4 // START step + 4 nodes = 5 supersteps
@@ -375,7 +375,7 @@ func TestRecursionLimitBoundary(t *testing.T) {
 	}
 }
 
-// SEMANTICS.md §2.2 step 9: two writes to a last-value field in one step
+// docs/semantics.md §2.2 step 9: two writes to a last-value field in one step
 // fail the step; it is not committed and both tasks' writes stay pending.
 func TestConflictingLastValueWrites(t *testing.T) {
 	ctx := context.Background()

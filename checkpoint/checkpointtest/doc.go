@@ -2,7 +2,7 @@
 // must pass. It pins the contract written in package checkpoint (doc
 // comments of Saver, Checkpoint, GetOptions, ListOptions, WriteIndex and the
 // optional interfaces), LangGraph's saver conformance checks that apply to
-// it (SEMANTICS.md §8.3), and lockstep's own rules: compare-and-swap on the
+// it (docs/semantics.md §8.3), and lockstep's own rules: compare-and-swap on the
 // thread's head, leases, delta storage with append chains, idempotent
 // pending writes across a reopen, and the cross-thread pending-interrupt
 // query.

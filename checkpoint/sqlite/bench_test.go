@@ -92,7 +92,8 @@ func BenchmarkPut(b *testing.B) {
 	}
 }
 
-// BenchmarkSQLiteFloor measures the floor of /work/shared/bench/limit: one
+// BenchmarkSQLiteFloor measures the floor the root's BenchmarkSQLiteFloor
+// and the LangGraph JS peer's floor program measure (docs/benchmarks.md): one
 // transaction (BEGIN; INSERT one 598-byte row; COMMIT) on a dedicated
 // connection with prepared statements, in the same process and run as the
 // Put benchmark.

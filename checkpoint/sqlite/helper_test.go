@@ -20,7 +20,7 @@ import (
 )
 
 // Child processes: the test binary re-runs itself with helperEnv set to a
-// role (RELIABILITY.md H3). Parameters come in environment variables.
+// role (docs/reliability.md H3). Parameters come in environment variables.
 const (
 	envDB        = "LOCKSTEP_SQLITE_DB"
 	envThreads   = "LOCKSTEP_SQLITE_THREADS"
@@ -154,7 +154,7 @@ func helperCrash() error {
 	cfg := Config{Synchronous: SyncNormal, Hook: hook}
 	if stmt := os.Getenv(envKillSQL); stmt != "" {
 		// Kill the process at the at-th execution of the statement, before
-		// SQLite runs it (faultdb, RELIABILITY.md H1 and R02).
+		// SQLite runs it (faultdb, docs/reliability.md H1 and R02).
 		drv := faultdb.New(&sqlite3.SQLiteDriver{})
 		op := faultdb.OpExec
 		if stmt == "COMMIT" {

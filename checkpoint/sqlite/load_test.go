@@ -70,7 +70,7 @@ func helperLoad() error {
 // different threads of one file at the same time (8 x 250 and 4 x 500
 // checkpoints; a tenth under -race). No SQLITE_BUSY or "database is
 // locked" reaches any caller, every row is there, and the file passes
-// integrity_check. The p99 commit latency must stay under RELIABILITY.md's
+// integrity_check. The p99 commit latency must stay under docs/reliability.md's
 // 50 ms in the long tier (LOCKSTEP_LONG=1; measured here about 2.5 ms),
 // and under a generous 500 ms otherwise, where CI machines may be busy;
 // neither bound applies under the race detector.

@@ -210,7 +210,7 @@ func openErr(path, what string, err error) error {
 
 // walAutocheckpoint is the WAL size, in pages, at which the writer
 // connection copies the WAL back into the database after a commit: 4000
-// pages (16 MiB at the default page size), far below RELIABILITY.md's
+// pages (16 MiB at the default page size), far below docs/reliability.md's
 // 64 MiB bound. With schema 1 (~9.5 pages a Put, mostly the same hot
 // pages) it measured ~1.5x faster Puts than SQLite's default of 1000. With
 // schema 2 (~3.2 pages a Put) the two are within noise at synchronous

@@ -21,7 +21,7 @@ import (
 const (
 	// walRestartBytes is the WAL file size past which the writer forces
 	// a restart: twice the automatic checkpoint's 16 MiB, half of
-	// RELIABILITY.md's 64 MiB bound.
+	// docs/reliability.md's 64 MiB bound.
 	walRestartBytes = 32 << 20
 	// walCheckEvery is how many commits pass between looks at the file.
 	walCheckEvery = 64

@@ -7,7 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestBadInput is the command's part of the bad-input pass (RELIABILITY.md
+// TestBadInput is the command's part of the bad-input pass (docs/reliability.md
 // R17(d), R38, R47): hostile identifiers and arguments (oversized, empty,
 // control characters, terminal escapes, SQL, duplicate or case-variant
 // JSON keys) get a refusal exit code and one short line on stderr that

@@ -12,7 +12,7 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint"
 )
 
-// CheckName names a checked property (RELIABILITY.md H5).
+// CheckName names a checked property (docs/reliability.md H5).
 type CheckName string
 
 // The properties the checkers verify.

@@ -3,7 +3,7 @@
 // at a chosen hit of a point (or are killed by the parent after a delay),
 // what the children acknowledged, a witness of real side effects, and
 // Jepsen-style checkers run on the files after every death
-// (RELIABILITY.md H2, H3, H5). It is test support: production code never
+// (docs/reliability.md H2, H3, H5). It is test support: production code never
 // imports it.
 //
 // # The parts
@@ -102,7 +102,7 @@
 // A failure prints its seed and plan; LOCKSTEP_SEED=<seed> replays the
 // seed's plans, and LOCKSTEP_REPLAY=<kept directory> runs the failed cycle
 // again from the files it started with (TestCrashLoopReplay). It maps to
-// RELIABILITY.md as follows:
+// docs/reliability.md as follows:
 //
 //   - R01 (crash between a node and its checkpoint): plans at [AfterNode]
 //     and [BeforeSave]; the checks: every acknowledged checkpoint is there,

@@ -1,5 +1,5 @@
 // Package faultdb is a fault-injecting database/sql driver for tests
-// (RELIABILITY.md H1). It wraps any driver.Driver and, on a schedule the
+// (docs/reliability.md H1). It wraps any driver.Driver and, on a schedule the
 // test arms, fails the Nth Begin, Exec, Query or Commit before or after the
 // real operation, adds latency, or runs an action (such as killing the
 // process) at that point. The errors it returns are whatever the test hands

@@ -1,5 +1,5 @@
 // Package ledger records side-effecting tool calls so that each logical
-// operation happens once (DESIGN.md D11; Stripe's idempotency semantics).
+// operation happens once (docs/architecture.md#d11; Stripe's idempotency semantics).
 //
 // A caller derives a deterministic idempotency key for the operation (see
 // package nodes), then:
