@@ -6,8 +6,9 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"time"
 	"unicode/utf8"
+
+	"github.com/lockstepgo/lockstep/retry"
 )
 
 // Reserved node names.
@@ -37,50 +38,40 @@ type Router[S any] func(ctx context.Context, state S) ([]string, error)
 // of the next superstep.
 type SendRouter[S any] func(ctx context.Context, state S) ([]Send[S], error)
 
-// RetryPolicy re-runs a failed node in the same step. Pauses (interrupts)
-// and context cancellation are never retried.
-type RetryPolicy struct {
-	// MaxAttempts counts the first attempt; values below 2 mean no retry.
-	MaxAttempts int
-	// InitialInterval is the wait before the second attempt (default
-	// 100ms); each later wait is multiplied by BackoffFactor (default 2)
-	// and capped at MaxInterval (default 10s).
-	InitialInterval time.Duration
-	BackoffFactor   float64
-	MaxInterval     time.Duration
-	// RetryOn decides which errors are retried; nil retries all of them.
-	RetryOn func(error) bool
-}
-
-func (p RetryPolicy) backoff(attempt int) time.Duration {
-	d := p.InitialInterval
-	if d <= 0 {
-		d = 100 * time.Millisecond
-	}
-	f := p.BackoffFactor
-	if f <= 0 {
-		f = 2
-	}
-	limit := p.MaxInterval
-	if limit <= 0 {
-		limit = 10 * time.Second
-	}
-	for i := 1; i < attempt && d < limit; i++ {
-		d = time.Duration(float64(d) * f)
-	}
-	return min(d, limit)
-}
-
 // NodeOption configures one node.
 type NodeOption func(*nodeOptions)
 
 type nodeOptions struct {
-	retry *RetryPolicy
+	retry   *retry.Policy
+	retryOn func(error) bool
+	errs    []error // found by the options, reported by Compile
 }
 
-// WithRetry gives a node a retry policy.
-func WithRetry(p RetryPolicy) NodeOption {
-	return func(o *nodeOptions) { o.retry = &p }
+// WithRetry re-runs the node in the same step when it fails, as p says:
+// up to p.Attempts() attempts in all, waiting p.Wait(n) after the n-th
+// failure (see package retry: the zero Policy makes three attempts with
+// no wait between them). Pauses (interrupts) and the run's context ending
+// are never retried; WithRetryOn narrows which errors are. A p that
+// p.Validate refuses makes Compile fail with a *CompileError matching
+// ErrInvalidGraph that wraps its *retry.PolicyError. Reading p.Rand is
+// the application's code, contained like RetryOn.
+func WithRetry(p retry.Policy) NodeOption {
+	return func(o *nodeOptions) {
+		if err := p.Validate(); err != nil {
+			o.errs = append(o.errs, err)
+		}
+		o.retry = &p
+	}
+}
+
+// WithRetryOn decides which of the node's errors WithRetry retries: fn
+// reports whether err is worth another attempt (without WithRetryOn, or
+// with a nil fn, every error is). fn is the application's code: a panic
+// in it is a *PanicError of the node, and one still running when the
+// run's context ends is given up on. WithRetryOn without WithRetry makes
+// Compile fail with a *CompileError: the node would never be retried.
+func WithRetryOn(fn func(err error) bool) NodeOption {
+	return func(o *nodeOptions) { o.retryOn = fn }
 }
 
 type nodeSpec[S any] struct {
@@ -169,6 +160,12 @@ func (g *Graph[S]) AddNode(name string, fn NodeFunc[S], opts ...NodeOption) *Gra
 		o(&spec.opts)
 	}
 	g.nodes[name] = spec
+	for _, err := range spec.opts.errs {
+		g.fail(&CompileError{Problem: "invalid retry policy", Node: name, Err: err})
+	}
+	if spec.opts.retryOn != nil && spec.opts.retry == nil {
+		g.fail(&CompileError{Problem: "WithRetryOn without WithRetry: the node is never retried", Node: name})
+	}
 	return g
 }
 

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/lockstepgo/lockstep/internal/safe"
 	"github.com/lockstepgo/lockstep/interrupt"
+	"github.com/lockstepgo/lockstep/retry"
 )
 
 // This file is where the runtime calls application code beyond the node
@@ -150,18 +152,36 @@ func callRouter[T any](ctx context.Context, ab *safe.Counter, node, what string,
 	return r.v, nil
 }
 
-// retryOn asks a node's RetryPolicy.RetryOn whether err is worth another
+// retryOn asks a node's WithRetryOn function whether err is worth another
 // attempt, under ctx: a panic is a *PanicError of the node, a function
 // still running when ctx ends is given up on.
 func (r *Runnable[S]) retryOn(ctx context.Context, node string, fn func(error) bool, err error) (bool, error) {
-	retry, p, aerr := safe.Bound(ctx, r.abandoned, fmt.Sprintf("the RetryOn function of node %q", node), func() bool { return fn(err) })
+	again, p, aerr := safe.Bound(ctx, r.abandoned, fmt.Sprintf("the RetryOn function of node %q", node), func() bool { return fn(err) })
 	switch {
 	case p != nil:
-		return false, &PanicError{Node: node, Call: "the RetryOn function of its retry policy", Value: p.Value, Stack: p.Stack}
+		return false, &PanicError{Node: node, Call: "its RetryOn function", Value: p.Value, Stack: p.Stack}
 	case aerr != nil:
 		return false, fmt.Errorf("graph: %w", aerr)
 	}
-	return retry, nil
+	return again, nil
+}
+
+// retryWait is the wait after a node's failed-th failed attempt. A policy
+// with a Rand reads the application's reader, under ctx: a panic is a
+// *PanicError of the node, a read still running when ctx ends is given up
+// on.
+func (r *Runnable[S]) retryWait(ctx context.Context, node string, p retry.Policy, failed int) (time.Duration, error) {
+	if p.Rand == nil {
+		return p.Wait(failed), nil
+	}
+	d, pn, err := safe.Bound(ctx, r.abandoned, fmt.Sprintf("the Rand reader of node %q's retry policy", node), func() time.Duration { return p.Wait(failed) })
+	switch {
+	case pn != nil:
+		return 0, &PanicError{Node: node, Call: "the Rand reader of its retry policy", Value: pn.Value, Stack: pn.Stack}
+	case err != nil:
+		return 0, fmt.Errorf("graph: %w", err)
+	}
+	return d, nil
 }
 
 // unmarshalApp decodes data into a new T, under ctx when T may call

@@ -13,6 +13,7 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/interrupt"
+	"github.com/lockstepgo/lockstep/retry"
 )
 
 // Application code that misbehaves (issue 16 items 1 and 7).
@@ -109,9 +110,14 @@ func cNode(name string) graph.NodeFunc[cState] {
 	}
 }
 
+// readerFunc is an io.Reader made of a function.
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(b []byte) (int, error) { return f(b) }
+
 // TestApplicationCodePanics (issue 16 item 1): a panic in any application
 // code the runtime calls (a node's error's methods, a router, a reducer,
-// a retry policy's RetryOn, a JSON method of a state value, an interrupt
+// a RetryOn function, a retry policy's Rand reader, a JSON method of a state value, an interrupt
 // value or an answer) is a typed error naming what panicked; the process
 // lives, the run returns, and the thread can still be read.
 func TestApplicationCodePanics(t *testing.T) {
@@ -160,9 +166,14 @@ func TestApplicationCodePanics(t *testing.T) {
 				}).AddEdge(graph.START, "a")
 		}, nil, "", `the reducer of field "Sum"`, nil},
 		{"RetryOn panics", func() *graph.Graph[cState] {
-			return graph.New[cState]().AddNode("a", errNode(errors.New("flaky")), graph.WithRetry(graph.RetryPolicy{MaxAttempts: 3, RetryOn: func(error) bool { panic("RetryOn exploded") }})).
+			return graph.New[cState]().AddNode("a", errNode(errors.New("flaky")), graph.WithRetry(retry.Policy{MaxAttempts: 3}), graph.WithRetryOn(func(error) bool { panic("RetryOn exploded") })).
 				AddEdge(graph.START, "a")
-		}, nil, "a", "the RetryOn function of its retry policy", nil},
+		}, nil, "a", "its RetryOn function", nil},
+		{"a retry policy's Rand reader panics", func() *graph.Graph[cState] {
+			return graph.New[cState]().AddNode("a", errNode(errors.New("flaky")),
+				graph.WithRetry(retry.Policy{MaxAttempts: 3, Initial: time.Millisecond, Jitter: 0.5, Rand: readerFunc(func([]byte) (int, error) { panic("Rand exploded") })})).
+				AddEdge(graph.START, "a")
+		}, nil, "a", "the Rand reader of its retry policy", nil},
 		{"a stored value's UnmarshalJSON panics", func() *graph.Graph[cState] {
 			return graph.New[cState]().AddNode("a", func(ctx context.Context, s cState) (graph.Update[cState], error) {
 				return graph.Set(cState{Slow: slow{N: 7}}, "Slow"), nil
@@ -251,7 +262,7 @@ func TestApplicationCodePanics(t *testing.T) {
 // TestApplicationCodeBlocks (issue 16 item 7): application code that does
 // not return (a MarshalJSON or UnmarshalJSON method of a resume answer,
 // an interrupt value, a state value or the input; a router, a reducer, a
-// RetryOn function) holds a run, or a read, no longer than its context:
+// RetryOn function, a retry policy's Rand reader) holds a run, or a read, no longer than its context:
 // it returns an error matching the context's, nothing it had not saved
 // before is written, and Runnable.Abandoned counts the call it left
 // running until that returns.
@@ -327,7 +338,12 @@ func TestApplicationCodeBlocks(t *testing.T) {
 		{"a RetryOn function", func() *graph.Graph[cState] {
 			return graph.New[cState]().AddNode("a", func(ctx context.Context, s cState) (graph.Update[cState], error) {
 				return graph.Update[cState]{}, errors.New("flaky")
-			}, graph.WithRetry(graph.RetryPolicy{MaxAttempts: 3, RetryOn: func(error) bool { waitGate(); return true }})).AddEdge(graph.START, "a")
+			}, graph.WithRetry(retry.Policy{MaxAttempts: 3}), graph.WithRetryOn(func(error) bool { waitGate(); return true })).AddEdge(graph.START, "a")
+		}, nil, invoke, graph.StatusPending},
+		{"a retry policy's Rand reader", func() *graph.Graph[cState] {
+			return graph.New[cState]().AddNode("a", func(ctx context.Context, s cState) (graph.Update[cState], error) {
+				return graph.Update[cState]{}, errors.New("flaky")
+			}, graph.WithRetry(retry.Policy{MaxAttempts: 3, Initial: time.Millisecond, Jitter: 0.5, Rand: readerFunc(func(b []byte) (int, error) { waitGate(); return len(b), nil })})).AddEdge(graph.START, "a")
 		}, nil, invoke, graph.StatusPending},
 		{"a stored value's UnmarshalJSON, in GetState", func() *graph.Graph[cState] {
 			return graph.New[cState]().AddNode("a", func(ctx context.Context, s cState) (graph.Update[cState], error) {

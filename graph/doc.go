@@ -36,6 +36,11 @@
 // checkpoint is saved alone, with the failure. The recursion limit bounds
 // the supersteps of one run.
 //
+// A node given [WithRetry] runs again in the same step when it fails, up
+// to its [retry.Policy]'s attempts and after its backoff ([WithRetryOn]
+// chooses which errors are retried); a pause and the run's context
+// ending never are. Every attempt reads the state of the step.
+//
 // # Pausing and resuming
 //
 // A node pauses the run by calling interrupt.Ask or returning an
@@ -109,10 +114,11 @@
 // # Application code
 //
 // Every call the runtime makes into application code is contained: node
-// functions, routers and send routers, reducer functions, a retry
-// policy's RetryOn, the JSON methods of state values, Send arguments,
-// durable step results, interrupt values and resume answers, and the
-// methods of the errors nodes and routers return. A panic in any of them
+// functions, routers and send routers, reducer functions, a node's
+// RetryOn function and its retry policy's Rand reader, the JSON methods
+// of state values, Send arguments, durable step results, interrupt
+// values and resume answers, and the methods of the errors nodes and
+// routers return. A panic in any of them
 // is a [*PanicError] whose Node and Call name what panicked (Call is ""
 // for the node function itself), with its stack; it never unwinds into
 // the caller or kills the process. A node's error is read once where it
@@ -121,9 +127,10 @@
 // method reads as no match.
 //
 // Calls that run on the run's goroutine without a context of their own
-// (routers, reducers, RetryOn, and the JSON methods of values whose types
-// are not plain data: an interface, a MarshalJSON or UnmarshalJSON
-// method outside lockstep and the standard library) run under the run's
+// (routers, reducers, RetryOn, a retry policy's Rand, and the JSON
+// methods of values whose types are not plain data: an interface, a
+// MarshalJSON or UnmarshalJSON method outside lockstep and the standard
+// library) run under the run's
 // context: one still running when the context ends (after a grace of
 // 100 ms) is given up on, the run returns an error matching
 // [ErrAbandoned] and the context's error, nothing the run had not saved

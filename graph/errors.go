@@ -79,6 +79,7 @@ type CompileError struct {
 	Problem string // what is wrong, e.g. "duplicate node"
 	Node    string // the node concerned, if any
 	Field   string // the state field concerned, if any
+	Err     error  // the cause, if any (a *retry.PolicyError for "invalid retry policy")
 }
 
 // Error states the problem found when compiling.
@@ -92,11 +93,18 @@ func (e *CompileError) Error() string {
 	if e.Field != "" {
 		fmt.Fprintf(&b, " (field %q)", e.Field)
 	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
 	return b.String()
 }
 
 // Is makes errors.Is(err, ErrInvalidGraph) true.
 func (e *CompileError) Is(target error) bool { return target == ErrInvalidGraph }
+
+// Unwrap returns the cause, if any.
+func (e *CompileError) Unwrap() error { return e.Err }
 
 // UnknownNodeError names a node that does not exist. It matches
 // ErrUnknownNode, and ErrInvalidGraph when Compile returned it.

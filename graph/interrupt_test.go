@@ -16,6 +16,7 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/interrupt"
+	"github.com/lockstepgo/lockstep/retry"
 )
 
 // askNode pauses with question and writes the answer to Answer.
@@ -587,14 +588,14 @@ func TestSwallowedInterruptStillPauses(t *testing.T) {
 func TestRetryNeverRetriesInterrupt(t *testing.T) {
 	c := newCounter()
 	g := graph.New[State]().
-		AddNode("ask", askNode(c, "ask", "ok?"), graph.WithRetry(graph.RetryPolicy{MaxAttempts: 5, InitialInterval: 1})).
+		AddNode("ask", askNode(c, "ask", "ok?"), graph.WithRetry(retry.Policy{MaxAttempts: 5})).
 		AddNode("flaky", func(ctx context.Context, s State) (graph.Update[State], error) {
 			c.inc("flaky")
 			if c.get("flaky") < 3 {
 				return graph.Update[State]{}, errors.New("transient")
 			}
 			return graph.Set(State{X: "ok"}, "X"), nil
-		}, graph.WithRetry(graph.RetryPolicy{MaxAttempts: 5, InitialInterval: 1})).
+		}, graph.WithRetry(retry.Policy{MaxAttempts: 5})).
 		AddEdge(graph.START, "ask").AddEdge(graph.START, "flaky")
 	r := mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil)))
 	res, err := r.Invoke(context.Background(), "t", graph.Update[State]{})

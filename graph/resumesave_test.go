@@ -13,6 +13,7 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/interrupt"
+	"github.com/lockstepgo/lockstep/retry"
 )
 
 // opSaver records the saver's write calls as strings ("claim", "put:<the
@@ -261,7 +262,7 @@ func TestResumeAnswersSurviveAFailedWrite(t *testing.T) {
 			runs := map[string]int{}
 			var opts []graph.NodeOption
 			if tc.retry {
-				opts = append(opts, graph.WithRetry(graph.RetryPolicy{MaxAttempts: 2, InitialInterval: time.Millisecond}))
+				opts = append(opts, graph.WithRetry(retry.Policy{MaxAttempts: 2, Initial: time.Millisecond}))
 			}
 			r, err := askGraph(tc.durable, false, runs, opts...).Compile(graph.WithSaver(s))
 			if err != nil {

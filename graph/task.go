@@ -570,19 +570,23 @@ func (r *Runnable[S]) execute(ctx context.Context, t *task[S], f *frame[S], sp *
 			return
 		}
 		p := spec.opts.retry
-		if p == nil || attempt >= p.MaxAttempts || interrupt.Is(err) || ctx.Err() != nil ||
+		if p == nil || attempt >= p.Attempts() || interrupt.Is(err) || ctx.Err() != nil ||
 			errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			t.err = err
 			return
 		}
-		if p.RetryOn != nil {
-			retry, perr := r.retryOn(ctx, t.name, p.RetryOn, err)
-			if perr != nil || !retry {
+		if fn := spec.opts.retryOn; fn != nil {
+			again, perr := r.retryOn(ctx, t.name, fn, err)
+			if perr != nil || !again {
 				t.err = cmp.Or(perr, err)
 				return
 			}
 		}
-		wait := p.backoff(attempt)
+		wait, werr := r.retryWait(ctx, t.name, *p, attempt)
+		if werr != nil {
+			t.err = werr
+			return
+		}
 		r.cfg.logger.LogAttrs(ctx, slog.LevelDebug, "node failed; retrying", strAttr("node", t.name), intAttr("attempt", attempt), strAttr("error", err.Error()))
 		timer := time.NewTimer(wait)
 		select {
