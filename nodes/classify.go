@@ -269,7 +269,7 @@ func Transient(err error) error {
 }
 
 // RetryAfter marks err as Transient with a least wait of d before the next
-// attempt (still capped by the policy's MaxRetryAfter).
+// attempt (still capped by the tool's MaxRetryAfter).
 func RetryAfter(err error, d time.Duration) error {
 	if err == nil {
 		return nil
@@ -285,67 +285,3 @@ func (e *TransientError) Unwrap() error { return e.Err }
 
 // RetryClass implements Classifier.
 func (e *TransientError) RetryClass() Class { return ClassTransient }
-
-// RetryPolicy bounds the attempts of one call. Zero fields take the
-// defaults.
-type RetryPolicy struct {
-	// MaxAttempts counts the first attempt (default 3; 1 means no retry).
-	MaxAttempts int
-	// Initial is the base wait before the second attempt (default 200ms);
-	// each later wait doubles (Multiplier), capped at Max (default 10s).
-	Initial    time.Duration
-	Multiplier float64
-	Max        time.Duration
-	// Jitter spreads each wait uniformly over [w·(1−Jitter), w·(1+Jitter)],
-	// still capped at Max (default 0.2; negative means none).
-	Jitter float64
-	// MaxRetryAfter caps a server's Retry-After (default 30s). A longer
-	// request ends the retries instead of waiting: the call fails at once
-	// with a *ToolError around a *RetryAfterError (ErrRetryAfterTooLong),
-	// which says when the service said to come back.
-	MaxRetryAfter time.Duration
-}
-
-// NoRetry is a policy of one attempt.
-var NoRetry = RetryPolicy{MaxAttempts: 1}
-
-func (p RetryPolicy) withDefaults() RetryPolicy {
-	if p.MaxAttempts <= 0 {
-		p.MaxAttempts = 3
-	}
-	if p.Initial <= 0 {
-		p.Initial = 200 * time.Millisecond
-	}
-	if p.Multiplier < 1 {
-		p.Multiplier = 2
-	}
-	if p.Max <= 0 {
-		p.Max = 10 * time.Second
-	}
-	if p.Jitter == 0 {
-		p.Jitter = 0.2
-	}
-	if p.Jitter < 0 {
-		p.Jitter = 0
-	}
-	p.Jitter = min(p.Jitter, 1)
-	if p.MaxRetryAfter <= 0 {
-		p.MaxRetryAfter = 30 * time.Second
-	}
-	return p
-}
-
-// Backoff returns the wait after the attempt-th failed attempt (1-based),
-// with r a uniform random number in [0, 1) for the jitter:
-// min(Max, Initial·Multiplier^(attempt−1)) spread by Jitter and capped at
-// Max. It applies the defaults to zero fields.
-func (p RetryPolicy) Backoff(attempt int, r float64) time.Duration {
-	p = p.withDefaults()
-	d := float64(p.Initial)
-	for i := 1; i < attempt && d < float64(p.Max); i++ {
-		d *= p.Multiplier
-	}
-	d = min(d, float64(p.Max))
-	d *= 1 - p.Jitter + 2*p.Jitter*min(max(r, 0), 1)
-	return time.Duration(min(d, float64(p.Max)))
-}

@@ -14,10 +14,11 @@ import (
 // This file is where the executor and the tool node call application
 // code: tool bodies' errors, Reconcile and NaturalKey functions, the gate
 // policy, the secret provider, the memo store, the reviewer-context
-// function and the outcome recorder. Each call goes through package
-// internal/safe: a panic becomes a typed error of the call (a
-// *PanicError naming the tool and what panicked), and a call that blocks
-// is given up on when the call's context ends (see Executor.Abandoned).
+// function, the outcome recorder and a retry policy's Rand. Each call
+// goes through package internal/safe: a panic becomes a typed error of
+// the call (a *PanicError naming the tool and what panicked), and a call
+// that blocks is given up on when the call's context ends (see
+// Executor.Abandoned).
 
 // bodyError is an error that a tool's own code returned (its body, its
 // Reconcile function), read once, on the goroutine that ran the code and
@@ -83,6 +84,25 @@ func (e *Executor) contain(t *Tool, what string, err error) error {
 // for the body itself), with its value and stack redacted.
 func (e *Executor) panicked(t *Tool, in string, p *safe.Panic) *PanicError {
 	return e.panickedIn(t.name, in, p)
+}
+
+// retryWait is the wait after t's failed-th failed attempt. A policy with
+// a Rand reads the application's reader, under ctx: a panic is a
+// *PanicError of the tool, a read still running when ctx ends is given up
+// on (an error wrapping ctx's).
+func (e *Executor) retryWait(ctx context.Context, t *Tool, failed int) (time.Duration, error) {
+	p := t.retry
+	if p.Rand == nil {
+		return p.Wait(failed), nil
+	}
+	d, pn, err := safe.Bound(ctx, &e.aband, fmt.Sprintf("the Rand reader of tool %q's retry policy", t.name), func() time.Duration { return p.Wait(failed) })
+	switch {
+	case pn != nil:
+		return 0, e.panicked(t, "the Rand reader of its retry policy", pn)
+	case err != nil:
+		return 0, fmt.Errorf("nodes: tool %q: %w", t.name, err)
+	}
+	return d, nil
 }
 
 // naturalKeyOf runs t's NaturalKey function on args, under ctx. It

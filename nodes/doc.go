@@ -102,9 +102,10 @@
 // Retry-After, timeouts, Transient, RetryAfter), ClassPause (interrupts and
 // *ConfirmationRequired: never retried) and ClassNone (not retried).
 // Classification sees through wrapping; in a join a pause wins, then
-// permanent. Only transient errors are retried, up to RetryPolicy's
-// attempts, with exponential backoff, jitter and a cap on the executor's
-// Clock; a Retry-After is honoured up to MaxRetryAfter, and one beyond it
+// permanent. Only transient errors are retried, as the tool's
+// retry.Policy says (Retry; DefaultRetry without it): up to its attempts,
+// with exponential backoff, jitter and a cap, on the executor's Clock; a
+// Retry-After is honoured up to the tool's MaxRetryAfter, and one beyond it
 // ends the retries at once with a *RetryAfterError (ErrRetryAfterTooLong)
 // that says when the service said to come back; no attempt starts
 // past the context's deadline; cancellation stops at once. An attempt that

@@ -77,9 +77,9 @@ var (
 	// node retried) after the holder's lease. Matches *CallInProgressError.
 	ErrCallInProgress = errors.New("nodes: tool call in progress in another run")
 	// ErrRetryAfterTooLong: the service asked the executor to wait
-	// longer than the tool's RetryPolicy.MaxRetryAfter before the next
-	// attempt, so the retries ended. Matches *RetryAfterError.
-	ErrRetryAfterTooLong = errors.New("nodes: the service asked to retry later than the retry policy waits")
+	// longer than the tool's MaxRetryAfter before the next attempt, so
+	// the retries ended. Matches *RetryAfterError.
+	ErrRetryAfterTooLong = errors.New("nodes: the service asked to retry later than the tool waits")
 	// ErrAbandonedLimit: the executor's cap on abandoned tool bodies
 	// (WithMaxAbandoned) was reached, so the attempt was not started.
 	// Matches *AbandonedLimitError.
@@ -397,9 +397,9 @@ func (e *PanicError) RetryClass() Class { return ClassPermanent }
 
 // RetryAfterError reports a transient failure whose service asked to be
 // called again no sooner than RetryAfter later (an HTTP 429 or 503 with
-// Retry-After, or RetryAfter), beyond the tool's
-// RetryPolicy.MaxRetryAfter: the executor does not wait that long, so the
-// retries end after Attempts attempts. At is when the service said to
+// Retry-After, or RetryAfter), beyond the tool's MaxRetryAfter: the
+// executor does not wait that long, so the retries end after Attempts
+// attempts. At is when the service said to
 // come back, by the executor's clock. Err is the last attempt's error. It
 // is ClassTransient (a later call may succeed: after At) and matches
 // ErrRetryAfterTooLong; the *ToolError around it matches ErrToolFailed.
@@ -408,14 +408,14 @@ type RetryAfterError struct {
 	Attempts   int
 	RetryAfter time.Duration
 	At         time.Time
-	Max        time.Duration // the policy's MaxRetryAfter
+	Max        time.Duration // the tool's MaxRetryAfter
 	Err        error
 }
 
 // Error says when the service said to come back, and that the retries
 // ended.
 func (e *RetryAfterError) Error() string {
-	return fmt.Sprintf("nodes: tool %q: the service asked to be called again in %v, at %s, beyond the retry policy's MaxRetryAfter of %v, so the retries ended; call again after that time (last error: %v)",
+	return fmt.Sprintf("nodes: tool %q: the service asked to be called again in %v, at %s, beyond the tool's MaxRetryAfter of %v, so the retries ended; call again after that time (last error: %v)",
 		e.Tool, e.RetryAfter, e.At.UTC().Format(time.RFC3339), e.Max, e.Err)
 }
 
@@ -486,8 +486,8 @@ func (e *SecretError) RetryClass() Class { return ClassPermanent }
 // model so would save a transient condition as the call's result, and the
 // write would never be retried. It matches ErrCallInProgress, and wraps the
 // *ledger.InProgressError (errors.Is(err, ledger.ErrInProgress) holds).
-// Its class is ClassTransient: a graph.RetryPolicy that retries transient
-// errors retries the node, and Continue after RetryAfter runs the call
+// Its class is ClassTransient: a node whose graph.WithRetryOn retries
+// transient errors is retried, and Continue after RetryAfter runs the call
 // again, which then replays the holder's result, or finds its intent
 // abandoned.
 type CallInProgressError struct {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/checkpoint"
@@ -12,6 +13,7 @@ import (
 	"github.com/lockstepgo/lockstep/nodes"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
 	"github.com/lockstepgo/lockstep/nodes/scripted"
+	"github.com/lockstepgo/lockstep/retry"
 )
 
 // A write tool with the five parts: name, description, argument schema (from
@@ -35,8 +37,8 @@ func ExampleNewTool() {
 			return Refund{ID: "re_1", Cents: a.Cents}, nil
 		},
 		nodes.Destructive(approval.RiskHigh),
-		nodes.Timeout(10e9), // above the API's worst latency
-		nodes.Retry(nodes.RetryPolicy{MaxAttempts: 4}),
+		nodes.Timeout(10*time.Second), // above the API's worst latency
+		nodes.Retry(retry.Policy{MaxAttempts: 4, Initial: 500 * time.Millisecond, Max: 10 * time.Second, Jitter: 0.2}),
 		nodes.NaturalKey(func(a RefundArgs) string { return a.OrderID }),
 		nodes.Secrets("PAYMENTS_KEY"),
 	)

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -47,7 +46,6 @@ type Executor struct {
 	secrets   SecretProvider
 	log       *slog.Logger
 	clock     Clock
-	rand      func() float64
 	owners    func() string
 	wait      time.Duration
 	strict    bool
@@ -109,16 +107,6 @@ func WithClock(c Clock) ExecutorOption {
 	}
 }
 
-// WithJitterSource sets the source of uniform random numbers in [0, 1) for
-// backoff jitter (default math/rand/v2).
-func WithJitterSource(r func() float64) ExecutorOption {
-	return func(e *Executor) {
-		if r != nil {
-			e.rand = r
-		}
-	}
-}
-
 // WithOwnerIDs sets how ledger owner IDs (one per execution of a write) are
 // made; they must be unique (default 128 random bits).
 func WithOwnerIDs(next func() string) ExecutorOption {
@@ -170,7 +158,7 @@ func NewExecutor(tools []*Tool, opts ...ExecutorOption) (*Executor, error) {
 	e := &Executor{
 		tools: map[string]*Tool{}, fallbacks: map[string]*Tool{},
 		policy: DenyDestructive(), log: slog.New(slog.DiscardHandler), clock: SystemClock(),
-		rand: rand.Float64, owners: randomID, strict: true, names: map[string]bool{}, red: newRedactor(),
+		owners: randomID, strict: true, names: map[string]bool{}, red: newRedactor(),
 		maxAband: DefaultMaxAbandoned,
 	}
 	for _, o := range opts {
@@ -660,9 +648,9 @@ func (e *Executor) key(ctx context.Context, p *prepared) (string, error) {
 // lease is how long a write's intent is held: enough for every attempt and
 // backoff, plus a margin.
 func lease(t *Tool) time.Duration {
-	rp := t.retry.withDefaults()
-	n := time.Duration(rp.MaxAttempts)
-	return n*t.timeout + (n-1)*max(rp.Max, rp.MaxRetryAfter) + 30*time.Second
+	n := t.retry.Attempts()
+	longest := max(t.retry.Delay(n-1, 1), t.maxRA) // the waits only grow
+	return time.Duration(n)*t.timeout + time.Duration(n-1)*longest + 30*time.Second
 }
 
 // runWrite runs a write through the ledger: the intent before, the outcome
@@ -950,8 +938,7 @@ func (e *Executor) env(ctx context.Context, c *Call, p *prepared, key string) (E
 // retried after such an attempt.
 func (e *Executor) attempts(ctx context.Context, c *Call, p *prepared, key string, late func(json.RawMessage)) (out json.RawMessage, n int, unknown bool, err error) {
 	t := p.tool
-	rp := t.retry.withDefaults()
-	limit := rp.MaxAttempts
+	limit := t.retry.Attempts()
 	if !t.idempotent && key == "" {
 		limit = 1 // a write is retried only through the ledger
 	}
@@ -999,13 +986,21 @@ func (e *Executor) attempts(ctx context.Context, c *Call, p *prepared, key strin
 			e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, append(attrs, e.errAttr(te))...)
 			return nil, attempt, unsure, te
 		}
-		wait := rp.Backoff(attempt, e.rand())
-		if ra := retryAfter(err); ra > rp.MaxRetryAfter {
+		wait, werr := e.retryWait(ctx, t, attempt)
+		if werr != nil {
+			if ctx.Err() != nil {
+				return nil, attempt, unsure, fmt.Errorf("nodes: tool %q: backoff: %w", t.name, werr)
+			}
+			te := e.toolError(t, attempt, werr)
+			e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.Int("attempts", attempt), slog.String("reason", "the retry policy's Rand failed"), e.errAttr(te))
+			return nil, attempt, unsure, te
+		}
+		if ra := retryAfter(err); ra > t.maxRA {
 			// The service will not answer before then: retrying sooner
 			// cannot help, and waiting that long is not the policy's.
-			te := e.toolError(t, attempt, &RetryAfterError{Tool: t.name, Attempts: attempt, RetryAfter: ra, At: e.clock.Now().Add(ra), Max: rp.MaxRetryAfter, Err: err})
+			te := e.toolError(t, attempt, &RetryAfterError{Tool: t.name, Attempts: attempt, RetryAfter: ra, At: e.clock.Now().Add(ra), Max: t.maxRA, Err: err})
 			e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.Int("attempts", attempt), slog.Duration("retry_after", ra),
-				slog.String("reason", "the service's Retry-After exceeds the policy's MaxRetryAfter"), e.errAttr(te))
+				slog.String("reason", "the service's Retry-After exceeds the tool's MaxRetryAfter"), e.errAttr(te))
 			return nil, attempt, unsure, te
 		} else if ra > 0 {
 			wait = max(wait, ra)

@@ -9,6 +9,7 @@ import (
 	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/nodes"
+	"github.com/lockstepgo/lockstep/retry"
 )
 
 func TestFallback(t *testing.T) {
@@ -74,7 +75,7 @@ func TestFallback(t *testing.T) {
 		broken := mustTool(t)(nodes.NewTool("email_support", "Email support.",
 			func(ctx context.Context, a IssueArgs, env nodes.Env) (string, error) {
 				return "", &nodes.HTTPError{Status: 500}
-			}, nodes.Retry(nodes.NoRetry)))
+			}, nodes.Retry(retry.Policy{MaxAttempts: 1})))
 		create := mustTool(t)(nodes.NewTool("create_issue", "Create an issue.",
 			func(ctx context.Context, a IssueArgs, env nodes.Env) (string, error) {
 				return "", &nodes.HTTPError{Status: 403}

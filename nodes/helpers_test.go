@@ -12,6 +12,7 @@ import (
 	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/nodes"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
+	"github.com/lockstepgo/lockstep/retry"
 )
 
 // fakeClock is a nodes.Clock whose Sleep records the wait, advances the
@@ -218,3 +219,11 @@ func argsHash(t testing.TB, tool, args string) string {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// upTo is DefaultRetry with n attempts: the schedule a tool gets unless
+// a test says otherwise.
+func upTo(n int) retry.Policy {
+	p := nodes.DefaultRetry()
+	p.MaxAttempts = n
+	return p
+}

@@ -179,7 +179,7 @@ func TestLedgerFailures(t *testing.T) {
 		t.Errorf("ran %d times", p.calls.get("charge"))
 	}
 	p2 := &payments{fail: &nodes.HTTPError{Status: 503}}
-	ex2, _ := nodes.NewExecutor([]*nodes.Tool{p2.tool(t, nodes.Retry(nodes.RetryPolicy{MaxAttempts: 2}))}, nodes.WithLedger(l), nodes.WithClock(newFakeClock()))
+	ex2, _ := nodes.NewExecutor([]*nodes.Tool{p2.tool(t, nodes.Retry(upTo(2)))}, nodes.WithLedger(l), nodes.WithClock(newFakeClock()))
 	if _, err := ex2.Execute(ctx, charge("O-2", 5, "th")); !errors.Is(err, nodes.ErrRetriesExhausted) {
 		t.Fatal(err)
 	}
@@ -523,7 +523,7 @@ func TestLedgerAmbiguousSettle(t *testing.T) {
 				p.fail = &nodes.HTTPError{Status: 503}
 			}
 			l := &flakySettle{Ledger: newMemLedger(t, nil), after: tc.after, before: tc.before}
-			ex, _ := nodes.NewExecutor([]*nodes.Tool{p.tool(t, nodes.Retry(nodes.RetryPolicy{MaxAttempts: 1}))}, nodes.WithLedger(l))
+			ex, _ := nodes.NewExecutor([]*nodes.Tool{p.tool(t, nodes.Retry(upTo(1)))}, nodes.WithLedger(l))
 			first, err := ex.Execute(context.Background(), charge("O-1", 5, "th"))
 			if tc.transient != (err != nil) {
 				t.Fatalf("first Execute = %+v, %v", first, err)

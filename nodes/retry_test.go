@@ -1,6 +1,7 @@
 package nodes_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"github.com/lockstepgo/lockstep/interrupt"
 	"github.com/lockstepgo/lockstep/nodes"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
+	"github.com/lockstepgo/lockstep/retry"
 )
 
 type Empty struct{}
@@ -149,45 +151,107 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-// TestBackoffSchedule: exponential, capped, jitter within bounds.
-func TestBackoffSchedule(t *testing.T) {
-	p := nodes.RetryPolicy{Initial: 100 * time.Millisecond, Multiplier: 2, Max: time.Second, Jitter: 0.5}
-	bases := []time.Duration{100, 200, 400, 800, 1000, 1000}
-	for i, base := range bases {
-		base *= time.Millisecond
-		attempt := i + 1
-		if got := p.Backoff(attempt, 0.5); got != base {
-			t.Errorf("attempt %d, no jitter: %v, want %v", attempt, got, base)
-		}
-		for _, r := range []float64{0, 0.1, 0.9, 0.999999, -1, 2} {
-			got := p.Backoff(attempt, r)
-			lo, hi := time.Duration(float64(base)*0.5), min(time.Duration(float64(base)*1.5), time.Second)
-			if got < lo || got > hi {
-				t.Errorf("attempt %d, r %v: %v outside [%v, %v]", attempt, r, got, lo, hi)
-			}
-		}
+// middle is a Rand whose every draw is the middle of the range: jitter
+// moves no wait.
+type middle struct{}
+
+func (middle) Read(b []byte) (int, error) {
+	clear(b)
+	for i := 7; i < len(b); i += 8 {
+		b[i] = 0x80
 	}
-	// Defaults: 200ms doubling, jitter 0.2, capped at 10s.
-	var d nodes.RetryPolicy
-	if got := d.Backoff(1, 0.5); got != 200*time.Millisecond {
-		t.Errorf("default first wait %v", got)
-	}
-	if got := d.Backoff(40, 0.99); got != 10*time.Second {
-		t.Errorf("default cap %v", got)
-	}
-	// Through the executor, on the fake clock, with a fixed jitter draw.
-	attempts := &counter{}
-	clk := newFakeClock()
-	ex, _ := nodes.NewExecutor([]*nodes.Tool{flaky(t, "api", attempts, repeat(&nodes.HTTPError{Status: 503}, 10), nodes.Retry(nodes.RetryPolicy{MaxAttempts: 6, Initial: 100 * time.Millisecond, Max: time.Second, Jitter: 0.5}))},
-		nodes.WithClock(clk), nodes.WithJitterSource(func() float64 { return 0.5 }))
-	if _, err := ex.Execute(context.Background(), nodes.Call{Tool: "api", Scope: "t"}); !errors.Is(err, nodes.ErrRetriesExhausted) {
-		t.Fatal(err)
-	}
-	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, time.Second}
-	if d := cmp.Diff(want, clk.Sleeps()); d != "" {
-		t.Errorf("waits (-want +got):\n%s", d)
-	}
+	return len(b), nil
 }
+
+// TestBackoffSchedule: the executor sleeps the tool's retry policy's
+// waits between attempts, on its clock: DefaultRetry (the former
+// RetryPolicy defaults: 200ms doubling to 10s) without Retry, the policy
+// given with it, no wait for a zero Initial, jitter from the policy's Rand.
+func TestBackoffSchedule(t *testing.T) {
+	ms := time.Millisecond
+	mid := func(p retry.Policy) retry.Policy { p.Rand = middle{}; return p }
+	for _, tc := range []struct {
+		name  string
+		opts  []nodes.ToolOption
+		waits []time.Duration
+	}{
+		{"DefaultRetry: 200ms doubling (the former defaults)", []nodes.ToolOption{nodes.Retry(mid(nodes.DefaultRetry()))}, []time.Duration{200 * ms, 400 * ms}},
+		{"the default, 8 attempts", []nodes.ToolOption{nodes.Retry(mid(upTo(8)))},
+			[]time.Duration{200 * ms, 400 * ms, 800 * ms, 1600 * ms, 3200 * ms, 6400 * ms, 10 * time.Second}},
+		{"exponential, capped", []nodes.ToolOption{nodes.Retry(mid(retry.Policy{MaxAttempts: 6, Initial: 100 * ms, Multiplier: 2, Max: time.Second, Jitter: 0.5}))},
+			[]time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, time.Second}},
+		{"the zero policy: three attempts, no wait", []nodes.ToolOption{nodes.Retry(retry.Policy{})}, []time.Duration{0, 0}},
+		{"one attempt", []nodes.ToolOption{nodes.Retry(retry.Policy{MaxAttempts: 1, Initial: time.Second})}, nil},
+		{"jitter at the low end", []nodes.ToolOption{nodes.Retry(retry.Policy{Initial: time.Second, Jitter: 0.5, Rand: bytes.NewReader(make([]byte, 16))})},
+			[]time.Duration{500 * ms, time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			attempts := &counter{}
+			clk := newFakeClock()
+			ex, _ := nodes.NewExecutor([]*nodes.Tool{flaky(t, "api", attempts, repeat(&nodes.HTTPError{Status: 503}, 10), tc.opts...)}, nodes.WithClock(clk))
+			if _, err := ex.Execute(context.Background(), nodes.Call{Tool: "api", Scope: "t"}); !errors.Is(err, nodes.ErrRetriesExhausted) {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.waits, clk.Sleeps()); d != "" {
+				t.Errorf("waits (-want +got):\n%s", d)
+			}
+			if attempts.get("api") != len(tc.waits)+1 {
+				t.Errorf("%d attempts, want %d", attempts.get("api"), len(tc.waits)+1)
+			}
+		})
+	}
+	t.Run("without a Retry option", func(t *testing.T) {
+		attempts := &counter{}
+		clk := newFakeClock()
+		ex, _ := nodes.NewExecutor([]*nodes.Tool{flaky(t, "api", attempts, repeat(&nodes.HTTPError{Status: 503}, 10))}, nodes.WithClock(clk))
+		if _, err := ex.Execute(context.Background(), nodes.Call{Tool: "api", Scope: "t"}); !errors.Is(err, nodes.ErrRetriesExhausted) {
+			t.Fatal(err)
+		}
+		// DefaultRetry, its jitter from crypto/rand: 200ms and 400ms spread by a fifth.
+		got := clk.Sleeps()
+		if len(got) != 2 || got[0] < 160*ms || got[0] > 240*ms || got[1] < 320*ms || got[1] > 480*ms {
+			t.Errorf("waits %v, want 200ms and 400ms, each within a fifth", got)
+		}
+	})
+}
+
+// TestRetryRandContained: a retry policy's Rand is the application's
+// code: a panic in it fails the call with a *PanicError of the tool, and
+// one that blocks holds the call no longer than its context.
+func TestRetryRandContained(t *testing.T) {
+	t.Run("panics", func(t *testing.T) {
+		attempts := &counter{}
+		p := retry.Policy{Initial: time.Second, Jitter: 0.5, Rand: readerFunc(func([]byte) (int, error) { panic("Rand exploded") })}
+		ex, _ := nodes.NewExecutor([]*nodes.Tool{flaky(t, "api", attempts, repeat(&nodes.HTTPError{Status: 503}, 10), nodes.Retry(p))}, nodes.WithClock(newFakeClock()))
+		_, err := ex.Execute(context.Background(), nodes.Call{Tool: "api", Scope: "t"})
+		var pe *nodes.PanicError
+		if !errors.As(err, &pe) || pe.Tool != "api" || pe.In != "the Rand reader of its retry policy" || !errors.Is(err, nodes.ErrToolFailed) || attempts.get("api") != 1 {
+			t.Fatalf("err %v (%+v) after %d attempts; want a *PanicError of the Rand after 1", err, pe, attempts.get("api"))
+		}
+	})
+	t.Run("blocks", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			release := make(chan struct{})
+			attempts := &counter{}
+			p := retry.Policy{Initial: time.Second, Jitter: 0.5, Rand: readerFunc(func(b []byte) (int, error) { <-release; return len(b), nil })}
+			ex, _ := nodes.NewExecutor([]*nodes.Tool{flaky(t, "api", attempts, repeat(&nodes.HTTPError{Status: 503}, 10), nodes.Retry(p))}, nodes.WithClock(newFakeClock()))
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			start := time.Now()
+			_, err := ex.Execute(ctx, nodes.Call{Tool: "api", Scope: "t"})
+			if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > time.Minute+time.Second || ex.AbandonedRunning() != 1 {
+				t.Errorf("err %v after %v, %d abandoned; want the deadline's error by the deadline, the read abandoned", err, time.Since(start), ex.AbandonedRunning())
+			}
+			close(release)
+			synctest.Wait()
+		})
+	})
+}
+
+// readerFunc is an io.Reader made of a function.
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(b []byte) (int, error) { return f(b) }
 
 // TestRetryAfter: a server's Retry-After sets the least wait, capped.
 func TestRetryAfter(t *testing.T) {
@@ -227,21 +291,32 @@ func TestRetryAfterSchedule(t *testing.T) {
 		attempts int             // attempts made
 		sleeps   []time.Duration // the waits between them
 		after    time.Duration   // the RetryAfterError's, 0 for success
+		opts     []nodes.ToolOption
+		max      time.Duration // the RetryAfterError's Max
 	}{
-		{"within the cap: waited, then success", []error{nodes.NewHTTPError(resp("5"), now)}, 2, []time.Duration{5 * time.Second}, 0},
-		{"at the cap: waited", []error{nodes.NewHTTPError(resp("30"), now)}, 2, []time.Duration{30 * time.Second}, 0},
-		{"1e9 seconds: ends at once", []error{far, nodes.NewHTTPError(resp("5"), now)}, 1, nil, 1_000_000_000 * time.Second},
-		{"just past the cap", []error{nodes.NewHTTPError(resp("31"), now)}, 1, nil, 31 * time.Second},
-		{"an HTTP date an hour away", []error{nodes.NewHTTPError(resp(now.Add(time.Hour).Format(http.TimeFormat)), now)}, 1, nil, time.Hour},
-		{"after a retry", []error{nodes.NewHTTPError(resp("2"), now), nodes.RetryAfter(errors.New("slow down"), 2*time.Hour)}, 2, []time.Duration{2 * time.Second}, 2 * time.Hour},
-		{"wrapped in a join", []error{errors.Join(errors.New("x"), fmt.Errorf("wrapped: %w", far))}, 1, nil, 1_000_000_000 * time.Second},
+		{"within the cap: waited, then success", []error{nodes.NewHTTPError(resp("5"), now)}, 2, []time.Duration{5 * time.Second}, 0, nil, 0},
+		{"at the cap: waited", []error{nodes.NewHTTPError(resp("30"), now)}, 2, []time.Duration{30 * time.Second}, 0, nil, 0},
+		{"1e9 seconds: ends at once", []error{far, nodes.NewHTTPError(resp("5"), now)}, 1, nil, 1_000_000_000 * time.Second, nil, 30 * time.Second},
+		{"just past the cap", []error{nodes.NewHTTPError(resp("31"), now)}, 1, nil, 31 * time.Second, nil, 30 * time.Second},
+		{"an HTTP date an hour away", []error{nodes.NewHTTPError(resp(now.Add(time.Hour).Format(http.TimeFormat)), now)}, 1, nil, time.Hour, nil, 30 * time.Second},
+		{"after a retry", []error{nodes.NewHTTPError(resp("2"), now), nodes.RetryAfter(errors.New("slow down"), 2*time.Hour)}, 2, []time.Duration{2 * time.Second}, 2 * time.Hour, nil, 30 * time.Second},
+		{"wrapped in a join", []error{errors.Join(errors.New("x"), fmt.Errorf("wrapped: %w", far))}, 1, nil, 1_000_000_000 * time.Second, nil, 30 * time.Second},
+		{"a longer MaxRetryAfter: waited", []error{nodes.NewHTTPError(resp("31"), now)}, 2, []time.Duration{31 * time.Second}, 0,
+			[]nodes.ToolOption{nodes.MaxRetryAfter(time.Minute)}, 0},
+		{"a shorter MaxRetryAfter: ends at once", []error{nodes.NewHTTPError(resp("6"), now)}, 1, nil, 6 * time.Second,
+			[]nodes.ToolOption{nodes.MaxRetryAfter(5 * time.Second)}, 5 * time.Second},
+		{"MaxRetryAfter 0: any Retry-After ends at once", []error{nodes.NewHTTPError(resp("1"), now)}, 1, nil, time.Second,
+			[]nodes.ToolOption{nodes.MaxRetryAfter(0)}, 0},
+		{"MaxRetryAfter 0: no Retry-After, the policy's wait", []error{&nodes.HTTPError{Status: 503}}, 2, []time.Duration{200 * time.Millisecond}, 0,
+			[]nodes.ToolOption{nodes.MaxRetryAfter(0), nodes.Retry(retry.Policy{Initial: 200 * time.Millisecond})}, 0},
+		{"a Retry-After below the policy's wait: the policy's", []error{nodes.NewHTTPError(resp("1"), now)}, 2, []time.Duration{3 * time.Second}, 0,
+			[]nodes.ToolOption{nodes.Retry(retry.Policy{Initial: 3 * time.Second})}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			attempts := &counter{}
 			clk := newFakeClock()
 			start := clk.Now()
-			ex, _ := nodes.NewExecutor([]*nodes.Tool{flaky(t, "api", attempts, tc.errs, nodes.Retry(nodes.RetryPolicy{MaxRetryAfter: 30 * time.Second}))},
-				nodes.WithClock(clk), nodes.WithJitterSource(func() float64 { return 0.5 }))
+			ex, _ := nodes.NewExecutor([]*nodes.Tool{flaky(t, "api", attempts, tc.errs, tc.opts...)}, nodes.WithClock(clk))
 			_, err := ex.Execute(context.Background(), nodes.Call{Tool: "api", Scope: "t"})
 			if attempts.get("api") != tc.attempts {
 				t.Errorf("%d attempts, want %d", attempts.get("api"), tc.attempts)
@@ -260,7 +335,7 @@ func TestRetryAfterSchedule(t *testing.T) {
 				t.Fatalf("err = %v, want a *RetryAfterError matching ErrRetryAfterTooLong and ErrToolFailed, not ErrRetriesExhausted", err)
 			}
 			at := start.Add(sum(tc.sleeps) + tc.after)
-			if rae.Tool != "api" || rae.RetryAfter != tc.after || !rae.At.Equal(at) || rae.Max != 30*time.Second || rae.Attempts != tc.attempts {
+			if rae.Tool != "api" || rae.RetryAfter != tc.after || !rae.At.Equal(at) || rae.Max != tc.max || rae.Attempts != tc.attempts {
 				t.Errorf("%+v; want %v after %d attempts, at %v", rae, tc.after, tc.attempts, at)
 			}
 			if !strings.Contains(err.Error(), at.Format(time.RFC3339)) {
@@ -327,7 +402,7 @@ func TestCancelDuringBackoff(t *testing.T) {
 func TestDeadlineStopsRetries(t *testing.T) {
 	attempts := &counter{}
 	clk := &fakeClock{now: time.Now()}
-	ex, _ := nodes.NewExecutor([]*nodes.Tool{flaky(t, "api", attempts, repeat(&nodes.HTTPError{Status: 503}, 10), nodes.Retry(nodes.RetryPolicy{MaxAttempts: 10, Initial: time.Hour, Max: 2 * time.Hour}))}, nodes.WithClock(clk))
+	ex, _ := nodes.NewExecutor([]*nodes.Tool{flaky(t, "api", attempts, repeat(&nodes.HTTPError{Status: 503}, 10), nodes.Retry(retry.Policy{MaxAttempts: 10, Initial: time.Hour, Max: 2 * time.Hour}))}, nodes.WithClock(clk))
 	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(time.Minute))
 	defer cancel()
 	_, err := ex.Execute(ctx, nodes.Call{Tool: "api", Scope: "t"})
@@ -346,7 +421,7 @@ func TestPausesAreNotRetried(t *testing.T) {
 		&nodes.ConfirmationRequired{Tool: "inner"},
 	} {
 		attempts := &counter{}
-		ex, _ := nodes.NewExecutor([]*nodes.Tool{flaky(t, "api", attempts, repeat(pause, 10), nodes.Retry(nodes.RetryPolicy{MaxAttempts: 5}))}, nodes.WithClock(newFakeClock()))
+		ex, _ := nodes.NewExecutor([]*nodes.Tool{flaky(t, "api", attempts, repeat(pause, 10), nodes.Retry(upTo(5)))}, nodes.WithClock(newFakeClock()))
 		_, err := ex.Execute(context.Background(), nodes.Call{Tool: "api", Scope: "t"})
 		if err != pause || attempts.get("api") != 1 {
 			t.Errorf("%T: err %v after %d attempts; want it unchanged after 1", pause, err, attempts.get("api"))
@@ -404,7 +479,7 @@ func TestLateSuccess(t *testing.T) {
 		// One attempt only: the timeout is reported as such, not as success.
 		tr1 := newTracker(6 * time.Second)
 		l1 := newMemLedger(t, nil)
-		ex1, _ := nodes.NewExecutor([]*nodes.Tool{tr1.tool(t, nodes.Timeout(5*time.Second), nodes.Retry(nodes.NoRetry))}, nodes.WithLedger(l1))
+		ex1, _ := nodes.NewExecutor([]*nodes.Tool{tr1.tool(t, nodes.Timeout(5*time.Second), nodes.Retry(retry.Policy{MaxAttempts: 1}))}, nodes.WithLedger(l1))
 		_, err := ex1.Execute(context.Background(), call)
 		var te *nodes.TimeoutError
 		if !errors.As(err, &te) || !errors.Is(err, nodes.ErrToolTimeout) || te.After != 5*time.Second || te.Attempt != 1 || !te.Indeterminate() {
@@ -490,11 +565,12 @@ func assertOneOutcome(t *testing.T, l *ledger.Memory, key string, want Issue) Is
 func TestLateSuccessRecorded(t *testing.T) {
 	args := json.RawMessage(`{"title":"login broken"}`)
 	call := nodes.Call{Tool: "create_issue", Args: args, Scope: "t"}
-	run := func(t *testing.T, retry nodes.RetryPolicy, retryDelay time.Duration) (*tracker, *ledger.Memory, *nodes.Executor, nodes.Result, error) {
+	run := func(t *testing.T, p retry.Policy, retryDelay time.Duration) (*tracker, *ledger.Memory, *nodes.Executor, nodes.Result, error) {
 		tr := newTracker(6 * time.Second)
 		l := newMemLedger(t, nil)
-		ex, _ := nodes.NewExecutor([]*nodes.Tool{tr.stubbornTool(t, retryDelay, nodes.Timeout(5*time.Second), nodes.Retry(retry))},
-			nodes.WithLedger(l), nodes.WithJitterSource(func() float64 { return 0.5 }))
+		p.Rand = middle{}
+		ex, _ := nodes.NewExecutor([]*nodes.Tool{tr.stubbornTool(t, retryDelay, nodes.Timeout(5*time.Second), nodes.Retry(p))},
+			nodes.WithLedger(l))
 		res, err := ex.Execute(context.Background(), call)
 		return tr, l, ex, res, err
 	}
@@ -512,7 +588,7 @@ func TestLateSuccessRecorded(t *testing.T) {
 
 	t.Run("no retry", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			tr, l, ex, _, err := run(t, nodes.NoRetry, 0)
+			tr, l, ex, _, err := run(t, retry.Policy{MaxAttempts: 1}, 0)
 			var te *nodes.TimeoutError
 			if !errors.As(err, &te) || !te.Indeterminate() || ex.Abandoned() != 1 || ex.AbandonedRunning() != 1 {
 				t.Fatalf("err %v (%+v), abandoned %d, running %d", err, te, ex.Abandoned(), ex.AbandonedRunning())
@@ -538,7 +614,7 @@ func TestLateSuccessRecorded(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			// The retry (at 5.2s) answers at once and is recorded; the late
 			// success (at 6s) finds an outcome and is dropped.
-			tr, l, ex, res, err := run(t, nodes.RetryPolicy{}, 0)
+			tr, l, ex, res, err := run(t, nodes.DefaultRetry(), 0)
 			if err != nil || res.Attempts != 2 || ex.Abandoned() != 1 {
 				t.Fatalf("%+v %v, abandoned %d", res, err, ex.Abandoned())
 			}
@@ -559,7 +635,7 @@ func TestLateSuccessRecorded(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			// The retry (at 5.2s) answers at 8.2s; the late success (at
 			// 6s) completes the intent first, and the call returns it.
-			tr, l, ex, res, err := run(t, nodes.RetryPolicy{}, 3*time.Second)
+			tr, l, ex, res, err := run(t, nodes.DefaultRetry(), 3*time.Second)
 			if err != nil || res.Attempts != 2 || res.Status != nodes.StatusExecuted {
 				t.Fatalf("%+v %v", res, err)
 			}
@@ -581,7 +657,7 @@ func TestToolIgnoringContext(t *testing.T) {
 		tool := mustTool(t)(nodes.NewTool("stuck", "Never answers.", func(ctx context.Context, _ Empty, env nodes.Env) (string, error) {
 			<-release
 			return "late", nil
-		}, nodes.Idempotent(), nodes.Timeout(time.Second), nodes.Retry(nodes.NoRetry)))
+		}, nodes.Idempotent(), nodes.Timeout(time.Second), nodes.Retry(retry.Policy{MaxAttempts: 1})))
 		ex, _ := nodes.NewExecutor([]*nodes.Tool{tool})
 		start := time.Now()
 		_, err := ex.Execute(context.Background(), nodes.Call{Tool: "stuck", Scope: "t"})
@@ -609,7 +685,7 @@ func TestAbandonedLimit(t *testing.T) {
 			started.inc("stuck")
 			<-release
 			return "late", nil
-		}, nodes.Idempotent(), nodes.Timeout(time.Second), nodes.Retry(nodes.NoRetry)))
+		}, nodes.Idempotent(), nodes.Timeout(time.Second), nodes.Retry(retry.Policy{MaxAttempts: 1})))
 		quick := mustTool(t)(nodes.NewTool("quick", "Answers at once.", func(ctx context.Context, _ Empty, env nodes.Env) (string, error) {
 			started.inc("quick")
 			return "ok", nil
@@ -689,7 +765,7 @@ func TestAbandonedLimitRefusesRetry(t *testing.T) {
 func TestToolPanics(t *testing.T) {
 	tool := mustTool(t)(nodes.NewTool("boom", "Panics.", func(ctx context.Context, _ Empty, env nodes.Env) (string, error) {
 		panic("kaboom")
-	}, nodes.Idempotent(), nodes.Retry(nodes.RetryPolicy{MaxAttempts: 3})))
+	}, nodes.Idempotent(), nodes.Retry(upTo(3))))
 	ex, _ := nodes.NewExecutor([]*nodes.Tool{tool}, nodes.WithClock(newFakeClock()))
 	_, err := ex.Execute(context.Background(), nodes.Call{Tool: "boom", Scope: "t"})
 	var pe *nodes.PanicError

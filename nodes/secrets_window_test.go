@@ -363,7 +363,7 @@ func TestSecretSplitAcrossLogLines(t *testing.T) {
 				}
 				attempts++
 				return "", &nodes.HTTPError{Status: 503, Err: errors.New(tc.errors[attempts-1])}
-			}, nodes.Idempotent(), nodes.NoMemo(), nodes.Secrets("KEY"), nodes.Retry(nodes.RetryPolicy{MaxAttempts: len(tc.errors)})))
+			}, nodes.Idempotent(), nodes.NoMemo(), nodes.Secrets("KEY"), nodes.Retry(upTo(len(tc.errors)))))
 			ex, err := nodes.NewExecutor([]*nodes.Tool{tool}, nodes.WithSecrets(nodes.StaticSecrets{"KEY": canary}),
 				nodes.WithClock(newFakeClock()), nodes.WithLogger(slog.New(fanout(handlers))))
 			if err != nil {

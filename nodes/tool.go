@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/internal/jsonschema"
+	"github.com/lockstepgo/lockstep/retry"
 )
 
 // DefaultTimeout is a tool's per-attempt timeout when it declares none.
@@ -38,7 +39,8 @@ type Tool struct {
 	dedupes     bool // the downstream enforces the idempotency key
 	noMemo      bool
 	timeout     time.Duration
-	retry       RetryPolicy
+	retry       retry.Policy
+	maxRA       time.Duration // MaxRetryAfter
 	fallback    *Tool
 	version     string
 	secrets     []string
@@ -106,13 +108,45 @@ func Timeout(d time.Duration) ToolOption {
 	}
 }
 
-// Retry sets the retry policy (zero fields take RetryPolicy's defaults).
-func Retry(p RetryPolicy) ToolOption {
+// DefaultRetry is the retry policy of a tool without the Retry option:
+// three attempts, 200ms doubling to 10s, spread by a fifth.
+func DefaultRetry() retry.Policy {
+	return retry.Policy{MaxAttempts: 3, Initial: 200 * time.Millisecond, Multiplier: 2, Max: 10 * time.Second, Jitter: 0.2}
+}
+
+// DefaultMaxRetryAfter is the longest Retry-After a tool without the
+// MaxRetryAfter option waits for.
+const DefaultMaxRetryAfter = 30 * time.Second
+
+// Retry sets the retry policy of the tool's transient failures (without
+// it, DefaultRetry()). p's fields mean what package retry says (the zero
+// Policy: three attempts, no wait between them); a p that p.Validate
+// refuses makes NewTool fail with an error matching ErrInvalidTool that
+// wraps its *retry.PolicyError. A write without an idempotency ledger
+// gets one attempt whatever p says. Reading p.Rand is the application's
+// code: the executor contains it like a tool body's.
+func Retry(p retry.Policy) ToolOption {
 	return func(c *toolConfig) {
-		if p.MaxAttempts < 0 || p.Initial < 0 || p.Max < 0 || p.MaxRetryAfter < 0 {
-			c.errs = append(c.errs, fmt.Errorf("retry policy with a negative field"))
+		if err := p.Validate(); err != nil {
+			c.errs = append(c.errs, fmt.Errorf("Retry: %w", err))
 		}
 		c.t.retry = p
+	}
+}
+
+// MaxRetryAfter caps how long the executor waits for a service's
+// Retry-After (see RetryAfter and HTTPError; without the option,
+// DefaultMaxRetryAfter). A longer request ends the retries instead of
+// waiting: the call fails at once with a *ToolError around a
+// *RetryAfterError (ErrRetryAfterTooLong), which says when the service
+// said to come back. 0 waits for no Retry-After; a negative d makes
+// NewTool fail.
+func MaxRetryAfter(d time.Duration) ToolOption {
+	return func(c *toolConfig) {
+		if d < 0 {
+			c.errs = append(c.errs, fmt.Errorf("MaxRetryAfter %v is negative (0 waits for no Retry-After)", d))
+		}
+		c.t.maxRA = d
 	}
 }
 
@@ -223,6 +257,7 @@ func NewTool[A, R any](name, description string, fn func(ctx context.Context, ar
 	t := &Tool{
 		name: name, description: description, schema: schema, schemaJSON: schemaJSON,
 		risk: approval.RiskNone, timeout: DefaultTimeout, version: "1",
+		retry: DefaultRetry(), maxRA: DefaultMaxRetryAfter,
 	}
 	cfg := &toolConfig{t: t}
 	for _, o := range opts {
@@ -231,7 +266,7 @@ func NewTool[A, R any](name, description string, fn func(ctx context.Context, ar
 		}
 	}
 	if len(cfg.errs) > 0 {
-		return bad("%v", cfg.errs[0])
+		return nil, fmt.Errorf("%w %s: %w", ErrInvalidTool, quote(name), cfg.errs[0])
 	}
 	decode := func(args []byte) (A, error) {
 		var a A

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/nodes"
+	"github.com/lockstepgo/lockstep/retry"
 )
 
 func TestNewToolInvalid(t *testing.T) {
@@ -41,8 +42,20 @@ func TestNewToolInvalid(t *testing.T) {
 		}},
 		{"destructive with a bad tier", func() (*nodes.Tool, error) { return nodes.NewTool("x", "d", body, nodes.Destructive("HIGH")) }},
 		{"zero timeout", func() (*nodes.Tool, error) { return nodes.NewTool("x", "d", body, nodes.Timeout(0)) }},
-		{"negative retry", func() (*nodes.Tool, error) {
-			return nodes.NewTool("x", "d", body, nodes.Retry(nodes.RetryPolicy{MaxAttempts: -1}))
+		{"negative MaxAttempts", func() (*nodes.Tool, error) {
+			return nodes.NewTool("x", "d", body, nodes.Retry(retry.Policy{MaxAttempts: -1}))
+		}},
+		{"negative Initial", func() (*nodes.Tool, error) {
+			return nodes.NewTool("x", "d", body, nodes.Retry(retry.Policy{Initial: -time.Second}))
+		}},
+		{"a retry factor below 1", func() (*nodes.Tool, error) {
+			return nodes.NewTool("x", "d", body, nodes.Retry(retry.Policy{Multiplier: 0.5}))
+		}},
+		{"Jitter above 1", func() (*nodes.Tool, error) {
+			return nodes.NewTool("x", "d", body, nodes.Retry(retry.Policy{Jitter: 1.5}))
+		}},
+		{"negative MaxRetryAfter", func() (*nodes.Tool, error) {
+			return nodes.NewTool("x", "d", body, nodes.MaxRetryAfter(-time.Second))
 		}},
 		{"natural key of another type", func() (*nodes.Tool, error) {
 			return nodes.NewTool("x", "d", body, nodes.NaturalKey(func(a SearchArgs) string { return a.Query }))
@@ -55,8 +68,13 @@ func TestNewToolInvalid(t *testing.T) {
 		{"empty version", func() (*nodes.Tool, error) { return nodes.NewTool("x", "d", body, nodes.Version("")) }},
 		{"empty secret name", func() (*nodes.Tool, error) { return nodes.NewTool("x", "d", body, nodes.Secrets("")) }},
 	} {
-		if _, err := tc.make(); !errors.Is(err, nodes.ErrInvalidTool) {
+		_, err := tc.make()
+		if !errors.Is(err, nodes.ErrInvalidTool) {
 			t.Errorf("%s: %v, want ErrInvalidTool", tc.name, err)
+		}
+		var pe *retry.PolicyError
+		if strings.HasPrefix(err.Error(), `nodes: invalid tool "x": Retry: `) != errors.As(err, &pe) {
+			t.Errorf("%s: %v: a refused retry policy, and only that, is a *retry.PolicyError", tc.name, err)
 		}
 	}
 }

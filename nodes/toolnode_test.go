@@ -633,7 +633,7 @@ func TestToolNodeBodyInterruptResumes(t *testing.T) {
 		func(ctx context.Context, q Q, env nodes.Env) (string, error) {
 			runs.Add(1)
 			return interrupt.Ask[string](ctx, q.Question)
-		}, nodes.Idempotent(), nodes.Retry(nodes.RetryPolicy{MaxAttempts: 5})))
+		}, nodes.Idempotent(), nodes.Retry(upTo(5))))
 	h := newHarness(t, []*nodes.Tool{ask}, answerThenDone(call("q", "ask_user", `{"question":"which order?"}`)), nil)
 	res, err := h.r.Invoke(context.Background(), "th", userSays("help"))
 	if err != nil {

@@ -133,7 +133,7 @@ func TestUnknownOutcomeNotRunAgain(t *testing.T) {
 
 	t.Run("dedupes by key", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			ch, l, ex := setup(t, waitCtx, nodes.DedupesByKey(), nodes.Retry(nodes.RetryPolicy{MaxAttempts: 2}))
+			ch, l, ex := setup(t, waitCtx, nodes.DedupesByKey(), nodes.Retry(upTo(2)))
 			_, err := ex.Execute(context.Background(), call)
 			var toolErr *nodes.ToolError
 			if !errors.As(err, &toolErr) || toolErr.Attempts != 2 || !errors.Is(err, nodes.ErrRetriesExhausted) {

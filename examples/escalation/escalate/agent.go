@@ -10,6 +10,7 @@ import (
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/nodes"
 	"github.com/lockstepgo/lockstep/nodes/scripted"
+	"github.com/lockstepgo/lockstep/retry"
 )
 
 // Default times: a create takes the tracker DefaultLatency to answer, more
@@ -100,7 +101,7 @@ func Tools(tracker *Tracker, outbox *Outbox, timeout time.Duration) ([]*nodes.To
 		},
 		nodes.Timeout(timeout),
 		nodes.DedupesByKey(), // the tracker answers a known key with the issue it made
-		nodes.Retry(nodes.RetryPolicy{MaxAttempts: 3, Initial: timeout / 5, Max: timeout}),
+		nodes.Retry(retry.Policy{MaxAttempts: 3, Initial: timeout / 5, Max: timeout, Jitter: 0.2}),
 		nodes.Fallback(queue))
 	if err != nil {
 		return nil, err
