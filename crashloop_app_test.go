@@ -28,6 +28,7 @@ import (
 	"github.com/lockstepgo/lockstep/nodes"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
 	"github.com/lockstepgo/lockstep/nodes/scripted"
+	"github.com/lockstepgo/lockstep/retry"
 )
 
 // The crash loop's scenario: an order desk. Inbound order messages are
@@ -590,7 +591,7 @@ func openLoopApp(ctx context.Context, dir string, sc loopScenario, gen int, rep 
 	ours := func(thread string) bool { return strings.HasPrefix(thread, "order-") }
 	a.inbox = approval.NewInbox(a.saver, a.store).ForThreads(ours)
 	if a.worker, err = approval.NewWorker(a.store, approval.ResumeGraph(a.run), approval.WorkerOptions{
-		Concurrency: sc.Parallel, Backoff: func(int) time.Duration { return time.Millisecond }, Threads: ours,
+		Concurrency: sc.Parallel, Retry: &retry.Policy{Initial: time.Millisecond, Multiplier: 1}, Threads: ours,
 	}); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,8 @@
 //
 // The packages, from the core outwards:
 //
+//   - retry: the one retry policy (attempts, backoff, jitter) graph
+//     nodes, tool calls and the approval worker take.
 //   - interrupt: how a node pauses for an answer (Ask, NodeInterrupt).
 //   - checkpoint: the Saver interface, its records and rules, and an
 //     in-memory saver; checkpoint/sqlite is the durable one.

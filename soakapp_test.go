@@ -19,6 +19,7 @@ import (
 	"github.com/lockstepgo/lockstep/nodes"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
 	"github.com/lockstepgo/lockstep/nodes/scripted"
+	"github.com/lockstepgo/lockstep/retry"
 )
 
 // The soak's application: a payments agent wired to one SQLite file the
@@ -248,7 +249,7 @@ func openSoakApp(ctx context.Context, cfg soakAppConfig) (_ *soakApp, err error)
 	a.inbox = approval.NewInbox(saver, a.store)
 	if a.worker, err = approval.NewWorker(a.store, approval.ResumeGraph(a.runner), approval.WorkerOptions{
 		Lease:   4 * lease,
-		Backoff: func(n int) time.Duration { return min(time.Duration(n)*50*time.Millisecond, time.Second) },
+		Retry:   &retry.Policy{Initial: 50 * time.Millisecond, Max: time.Second},
 		Sweeper: a.inbox,
 	}); err != nil {
 		return nil, err

@@ -101,7 +101,7 @@
 //
 //   - The store's clock (the now of [NewMemoryStore] and [OpenSQLStore])
 //     stamps decisions, resume claims ([WorkerOptions].Lease), retries
-//     ([WorkerOptions].Backoff), finished resumes and outcomes, and
+//     ([WorkerOptions].Retry), finished resumes and outcomes, and
 //     judges expiry. An [Inbox] and a [Worker] have no clock of their
 //     own: they read the store's, or hand it durations.
 //   - The tool node's clock (nodes.WithNodeClock) stamps a request's

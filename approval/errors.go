@@ -71,6 +71,7 @@ type Error struct {
 	ID     string // the approval ID
 	Kind   error  // the sentinel it matches
 	Reason string // what is wrong
+	Err    error  // the cause, if any (a *retry.PolicyError for WorkerOptions.Retry)
 }
 
 // Error says what was refused and why, naming the approval.
@@ -87,6 +88,9 @@ func (e *Error) Error() string {
 
 // Is matches the error's Kind.
 func (e *Error) Is(target error) bool { return target == e.Kind }
+
+// Unwrap returns the cause, if any.
+func (e *Error) Unwrap() error { return e.Err }
 
 func newError(id string, kind error, format string, args ...any) *Error {
 	return &Error{ID: id, Kind: kind, Reason: fmt.Sprintf(format, args...)}

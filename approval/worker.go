@@ -14,6 +14,7 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/internal/safe"
+	"github.com/lockstepgo/lockstep/retry"
 )
 
 // ResumeFunc resumes the thread of a decided approval with its decision.
@@ -81,11 +82,12 @@ func delivered[S any](ctx context.Context, r *graph.Runnable[S], rec Record) (bo
 }
 
 // WorkerOptions configure a Worker. A zero field means its default; a
-// negative one is refused by NewWorker (ErrInvalidConfig), never replaced.
+// negative one (or a Retry policy that means nothing) is refused by
+// NewWorker (ErrInvalidConfig), never replaced.
 //
 // The worker has no clock: the times it stores (a claim's end, when to
-// retry) are the store's now plus Lease or Backoff, stamped by the store
-// with the same clock that later compares them (Store.Now).
+// retry) are the store's now plus Lease or Retry's wait, stamped by the
+// store with the same clock that later compares them (Store.Now).
 type WorkerOptions struct {
 	// Batch is how many decisions one store query fetches (default 100).
 	Batch int
@@ -96,11 +98,17 @@ type WorkerOptions struct {
 	// on the store's clock. Keep it above the time a resumed run takes.
 	// A worker that is stopped (its context ends) hands its claim back.
 	Lease time.Duration
-	// Backoff is the wait before attempt n+1 after n failed attempts
-	// (default 1s doubling to at most 5 minutes), on the store's clock. A
-	// busy thread is retried after Backoff(1). A negative wait counts as
-	// none.
-	Backoff func(attempts int) time.Duration
+	// Retry spaces the resumes of an approval whose resume failed: after
+	// n failed attempts the next is due Retry.Wait(n) later, on the
+	// store's clock, and a busy thread is retried after Retry.Wait(1).
+	// nil means DefaultWorkerRetry() (1s doubling to 5 minutes, no
+	// jitter); a policy given means what package retry says (its zero
+	// value: no wait). A decision is retried until its thread resumes, so
+	// MaxAttempts must be 0: any other value is refused. Reading its Rand
+	// is the application's code: a panic there, or a read still running
+	// when the worker's context ends, is logged and the wait taken
+	// unspread.
+	Retry *retry.Policy
 	// Sweeper, if set, is swept before every pass of Run (an *Inbox).
 	Sweeper interface {
 		Sweep(ctx context.Context) (SweepReport, error)
@@ -124,12 +132,13 @@ type WorkerOptions struct {
 // it. Anything else is retried with backoff; a crash between recording a
 // decision and resuming its thread leaves the decision unresumed, so the
 // next worker to run resumes it, and the runtime's first-wins resume makes
-// sure it happens once. The ResumeFunc, Threads and Backoff are the
-// application's code and run on the worker's goroutines: a ResumeFunc
-// that panics (or returns an error whose Error method panics) is a failed
-// attempt, a *ResumePanicError recorded on the approval and retried
-// after the backoff; a Threads that panics owns nothing, a Backoff that
-// panics gets the default; none stops the worker or the process. A
+// sure it happens once. The ResumeFunc, Threads and the retry policy's
+// Rand are the application's code and run on the worker's goroutines: a
+// ResumeFunc that panics (or returns an error whose Error method panics)
+// is a failed attempt, a *ResumePanicError recorded on the approval and
+// retried after the backoff; a Threads that panics owns nothing, a Rand
+// that panics leaves the wait unspread; none stops the worker or the
+// process. A
 // Worker is safe for concurrent use.
 type Worker struct {
 	store  Store
@@ -139,7 +148,8 @@ type Worker struct {
 
 // NewWorker returns a worker that resumes the decisions of store with
 // resume. It returns an *Error matching ErrInvalidConfig when store or
-// resume is nil or a field of opts is negative.
+// resume is nil, a field of opts is negative, or opts.Retry is invalid
+// (its Err then wraps the *retry.PolicyError) or sets MaxAttempts.
 func NewWorker(store Store, resume ResumeFunc, opts WorkerOptions) (*Worker, error) {
 	o := opts
 	switch {
@@ -151,6 +161,20 @@ func NewWorker(store Store, resume ResumeFunc, opts WorkerOptions) (*Worker, err
 		return nil, newError("", ErrInvalidConfig, "WorkerOptions.Concurrency is %d (0 means 4)", o.Concurrency)
 	case o.Lease < 0:
 		return nil, newError("", ErrInvalidConfig, "WorkerOptions.Lease is %v (0 means a minute)", o.Lease)
+	case o.Retry != nil && o.Retry.MaxAttempts != 0:
+		return nil, newError("", ErrInvalidConfig, "WorkerOptions.Retry.MaxAttempts is %d: a decision is retried until its thread resumes, leave it 0", o.Retry.MaxAttempts)
+	}
+	if o.Retry == nil {
+		p := DefaultWorkerRetry()
+		o.Retry = &p
+	} else {
+		p := *o.Retry // the worker's own copy
+		if err := p.Validate(); err != nil {
+			e := newError("", ErrInvalidConfig, "WorkerOptions.Retry: %v", err)
+			e.Err = err
+			return nil, e
+		}
+		o.Retry = &p
 	}
 	if o.Batch == 0 {
 		o.Batch = 100
@@ -161,21 +185,16 @@ func NewWorker(store Store, resume ResumeFunc, opts WorkerOptions) (*Worker, err
 	if o.Lease == 0 {
 		o.Lease = time.Minute
 	}
-	if o.Backoff == nil {
-		o.Backoff = defaultBackoff
-	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Worker{store: store, resume: resume, o: o}, nil
 }
 
-func defaultBackoff(attempts int) time.Duration {
-	d := time.Second
-	for i := 1; i < attempts && d < 5*time.Minute; i++ {
-		d *= 2
-	}
-	return min(d, 5*time.Minute)
+// DefaultWorkerRetry is the retry policy of a worker whose
+// WorkerOptions.Retry is nil: 1s doubling to 5 minutes, no jitter.
+func DefaultWorkerRetry() retry.Policy {
+	return retry.Policy{Initial: time.Second, Multiplier: 2, Max: 5 * time.Minute}
 }
 
 // WorkerReport says what a pass did.
@@ -297,7 +316,7 @@ func (w *Worker) handle(ctx context.Context, rec Record) (WorkerReport, error) {
 	if errors.Is(rerr, checkpoint.ErrThreadBusy) || errors.Is(rerr, checkpoint.ErrConflict) {
 		attempts = 1
 	}
-	delay := max(w.backoff(ctx, attempts), 0)
+	delay := w.backoff(ctx, attempts)
 	log.LogAttrs(ctx, slog.LevelWarn, "resume failed; will retry", slog.String("error", rerr.Error()), slog.Duration("after", delay))
 	rep.Deferred++
 	return rep, w.store.RetryResume(ctx, rec.ID, rerr.Error(), delay)
@@ -354,14 +373,25 @@ func (w *Worker) owns(ctx context.Context, rec Record) (ok bool) {
 	return ok
 }
 
-// backoff asks WorkerOptions.Backoff for the wait after attempts failed
-// attempts; one that panics gets the default backoff (logged).
-func (w *Worker) backoff(ctx context.Context, attempts int) (d time.Duration) {
-	if p := safe.Call(func() { d = w.o.Backoff(attempts) }); p != nil {
-		w.o.Logger.LogAttrs(ctx, slog.LevelWarn, "WorkerOptions.Backoff panicked; using the default backoff", slog.String("panic", p.String()))
-		return defaultBackoff(attempts)
+// backoff is the retry policy's wait after attempts failed attempts. A
+// policy with a Rand reads the application's reader, under ctx: one that
+// panics, or is still reading when ctx ends, leaves the wait unspread
+// (logged).
+func (w *Worker) backoff(ctx context.Context, attempts int) time.Duration {
+	p := *w.o.Retry
+	if p.Rand == nil {
+		return p.Wait(attempts)
 	}
-	return d
+	d, pn, err := safe.Bound(ctx, nil, "the Rand of WorkerOptions.Retry", func() time.Duration { return p.Wait(attempts) })
+	switch {
+	case pn != nil:
+		w.o.Logger.LogAttrs(ctx, slog.LevelWarn, "the Rand of WorkerOptions.Retry panicked; the wait is not spread", slog.String("panic", pn.String()))
+	case err != nil:
+		w.o.Logger.LogAttrs(ctx, slog.LevelWarn, "the Rand of WorkerOptions.Retry did not return; the wait is not spread", slog.String("error", err.Error()))
+	default:
+		return d
+	}
+	return p.Delay(attempts, 0.5)
 }
 
 // notWaiting reports whether err says the thread no longer waits on the

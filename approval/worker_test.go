@@ -1,6 +1,7 @@
 package approval_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -21,6 +22,7 @@ import (
 	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/retry"
 )
 
 const helperEnv = "LOCKSTEP_APPROVAL_HELPER"
@@ -829,12 +831,20 @@ func TestWorkerConfigRefused(t *testing.T) {
 		{"negative batch", store, resume, approval.WorkerOptions{Batch: -1}},
 		{"negative concurrency", store, resume, approval.WorkerOptions{Concurrency: -4}},
 		{"negative lease", store, resume, approval.WorkerOptions{Lease: -time.Minute}},
+		{"a negative retry wait", store, resume, approval.WorkerOptions{Retry: &retry.Policy{Initial: -time.Second}}},
+		{"a retry factor below 1", store, resume, approval.WorkerOptions{Retry: &retry.Policy{Initial: time.Second, Multiplier: 0.5}}},
+		{"a retry wait above its cap", store, resume, approval.WorkerOptions{Retry: &retry.Policy{Initial: time.Hour, Max: time.Minute}}},
+		{"retry attempts: a decision is retried until it resumes", store, resume, approval.WorkerOptions{Retry: &retry.Policy{MaxAttempts: 3}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			w, err := approval.NewWorker(tc.store, tc.resume, tc.opts)
 			if w != nil || !errors.Is(err, approval.ErrInvalidConfig) {
 				t.Errorf("NewWorker: %v, %v; want nil and ErrInvalidConfig", w, err)
+			}
+			var pe *retry.PolicyError
+			if invalid := tc.opts.Retry != nil && tc.opts.Retry.Validate() != nil; invalid != errors.As(err, &pe) {
+				t.Errorf("NewWorker: %v; a refused retry policy, and only that, is a *retry.PolicyError", err)
 			}
 		})
 	}
@@ -900,9 +910,9 @@ func (e *nilErr) Error() string { return e.msg }
 
 // TestWorkerContainsResumeFunc (issue 16 item 1): the worker runs
 // ResumeFuncs on goroutines of its own; one that panics, or returns a
-// typed nil error whose Error reads its receiver, or a Backoff or Threads
-// option that panics, is an attempt that failed (recorded, retried after
-// the backoff), never a crash.
+// typed nil error whose Error reads its receiver, or a retry policy's Rand
+// or a Threads option that panics, is an attempt that failed (recorded,
+// retried after the backoff), never a crash.
 func TestWorkerContainsResumeFunc(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -916,8 +926,8 @@ func TestWorkerContainsResumeFunc(t *testing.T) {
 			var e *nilErr
 			return e
 		}, approval.WorkerOptions{}, "the Error method of the ResumeFunc's error panicked", false},
-		{"Backoff panics", func(context.Context, approval.Record) error { return errors.New("try later") },
-			approval.WorkerOptions{Backoff: func(int) time.Duration { panic("backoff exploded") }}, "try later", false},
+		{"the retry policy's Rand panics", func(context.Context, approval.Record) error { return errors.New("try later") },
+			approval.WorkerOptions{Retry: &retry.Policy{Initial: time.Second, Jitter: 0.5, Rand: readerFunc(func([]byte) (int, error) { panic("Rand exploded") })}}, "try later", false},
 		{"Threads panics", func(context.Context, approval.Record) error { return nil },
 			approval.WorkerOptions{Threads: func(string) bool { panic("threads exploded") }}, "", true},
 	} {
@@ -950,3 +960,64 @@ func TestWorkerContainsResumeFunc(t *testing.T) {
 		})
 	}
 }
+
+// readerFunc is an io.Reader made of a function.
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(b []byte) (int, error) { return f(b) }
+
+// TestWorkerRetrySchedule: after its n-th failed resume an approval is
+// due again the worker's retry policy's Wait(n) later, on the store's
+// clock: the default (1s doubling to 5 minutes, as before the policy
+// type), a policy given, no wait for a zero Initial; a busy thread is
+// always retried after the first wait.
+func TestWorkerRetrySchedule(t *testing.T) {
+	const failures = 10
+	busy := fmt.Errorf("resume: %w", checkpoint.ErrThreadBusy)
+	for _, tc := range []struct {
+		name  string
+		retry *retry.Policy
+		err   error
+		waits []time.Duration // after each failed attempt
+	}{
+		{"the default: 1s doubling to 5m", nil, errors.New("try later"),
+			[]time.Duration{1 * time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, 64 * time.Second, 128 * time.Second, 256 * time.Second, 5 * time.Minute}},
+		{"DefaultWorkerRetry, given", ptr(approval.DefaultWorkerRetry()), errors.New("try later"),
+			[]time.Duration{1 * time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, 64 * time.Second, 128 * time.Second, 256 * time.Second, 5 * time.Minute}},
+		{"a busy thread: the first wait each time", nil, busy,
+			[]time.Duration{time.Second, time.Second, time.Second, time.Second, time.Second, time.Second, time.Second, time.Second, time.Second, time.Second}},
+		{"a policy given", &retry.Policy{Initial: 10 * time.Millisecond, Multiplier: 3, Max: time.Second}, errors.New("try later"),
+			[]time.Duration{10 * time.Millisecond, 30 * time.Millisecond, 90 * time.Millisecond, 270 * time.Millisecond, 810 * time.Millisecond, time.Second, time.Second, time.Second, time.Second, time.Second}},
+		{"the zero policy: due at once", &retry.Policy{}, errors.New("try later"), make([]time.Duration, failures)},
+		{"jitter from the policy's Rand: the low end", &retry.Policy{Initial: time.Second, Jitter: 0.5, Rand: bytes.NewReader(make([]byte, 8*failures))}, errors.New("try later"),
+			[]time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second, 5 * time.Second, 5 * time.Second, 5 * time.Second, 5 * time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := newClock()
+			store := approval.NewMemoryStore(clock.Now)
+			if _, err := store.Decide(ctx, newItem(t, refundSchema(t), clock.Now(), "a1"), approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}); err != nil {
+				t.Fatal(err)
+			}
+			w := newWorker(t, store, func(context.Context, approval.Record) error { return tc.err }, approval.WorkerOptions{Retry: tc.retry})
+			var got []time.Duration
+			for range failures {
+				rep, err := w.RunOnce(ctx)
+				if err != nil || rep != (approval.WorkerReport{Deferred: 1}) {
+					t.Fatalf("RunOnce: %+v, %v; want one deferred attempt", rep, err)
+				}
+				rec, err := store.Get(ctx, "a1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, rec.Resume.NotBefore.Sub(clock.Now()))
+				clock.Set(rec.Resume.NotBefore) // due now
+			}
+			if d := cmp.Diff(tc.waits, got); d != "" {
+				t.Errorf("waits after each failed resume (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
