@@ -18,6 +18,7 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/testhook"
 	"github.com/lockstepgo/lockstep/interrupt"
 	"go.uber.org/goleak"
 )
@@ -161,11 +162,12 @@ func runChild(role string) int {
 		return 6
 	case "resume-then-die":
 		// Resume; die after the resumed node ran, before its checkpoint.
-		r, _ := crashGraph(w).Compile(graph.WithSaver(s), graph.WithLeaseTTL(crashLease), graph.WithHook(func(p string) {
-			if p == graph.HookAfterTask {
+		r, _ := crashGraph(w).Compile(graph.WithSaver(s), graph.WithLeaseTTL(crashLease))
+		ctx := testhook.With(ctx, func(p string) {
+			if p == testhook.GraphAfterTask {
 				kill()
 			}
-		}))
+		})
 		_, err := r.Resume(ctx, thread, graph.Command[crashState]{Resume: "yes"})
 		fmt.Fprintln(os.Stderr, "resume returned:", err)
 		return 5

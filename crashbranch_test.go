@@ -20,6 +20,7 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/internal/crashtest"
+	"github.com/lockstepgo/lockstep/internal/testhook"
 	"github.com/lockstepgo/lockstep/nodes"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
 )
@@ -410,10 +411,11 @@ func branchChild(ctx context.Context, cfg branchConfig, gen int) error {
 		return err
 	}
 	saver := crashtest.AckSaver(&branchSaver{Saver: s, seq: seq}, rep)
-	run, err := branchGraph(branchDeps{seq: seq, witness: w, ex: ex}).Compile(graph.WithSaver(saver), graph.WithHook(seq.hit), graph.WithClock(now))
+	run, err := branchGraph(branchDeps{seq: seq, witness: w, ex: ex}).Compile(graph.WithSaver(saver), graph.WithClock(now))
 	if err != nil {
 		return err
 	}
+	ctx = testhook.With(ctx, seq.hit) // the runs meet the sequencer at the graph's points
 	deadline := time.Now().Add(branchWait)
 	for {
 		snap, err := run.GetState(ctx, branchThread)

@@ -40,7 +40,6 @@ type config struct {
 	maxValueBytes  int
 	stateCache     int
 	rand           io.Reader
-	hook           func(point string)
 	errs           []error
 }
 
@@ -139,20 +138,6 @@ func WithMaxValueBytes(n int) Option {
 // Results and snapshots share their slices and maps with it: a caller that
 // changes one in place changes what the next run sees (see Result.Values).
 func WithStateCache(n int) Option { return func(c *config) { c.stateCache = n } }
-
-// Crash points passed to the WithHook function, in the order a step meets
-// them.
-const (
-	HookAfterTask  = "graph.afterTask"  // a node returned; its writes are not saved yet
-	HookBeforeSave = "graph.beforeSave" // a step's checkpoint is about to be saved
-	HookAfterSave  = "graph.afterSave"  // the saver returned; the run has not moved on
-)
-
-// WithHook calls fn at named points of every run (the Hook* constants). It
-// is a testing aid: crash tests kill the process from it to check that no
-// committed step is lost or run twice. fn must be fast and must not call
-// back into the Runnable.
-func WithHook(fn func(point string)) Option { return func(c *config) { c.hook = fn } }
 
 // Runnable is a compiled graph. It is safe for concurrent use: runs on
 // different threads proceed in parallel, and runs on the same thread are

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/testhook"
 	"github.com/lockstepgo/lockstep/interrupt"
 )
 
@@ -73,6 +74,9 @@ func TestStreamBreakLeavesThreadPending(t *testing.T) {
 	}
 }
 
+// TestHookPoints: the test hook the context carries (internal/testhook)
+// is called at the runner's points, in order, by runs and by UpdateState;
+// the other calls of the Runnable pass none.
 func TestHookPoints(t *testing.T) {
 	var mu sync.Mutex
 	var points []string
@@ -81,18 +85,36 @@ func TestHookPoints(t *testing.T) {
 		points = append(points, p)
 		mu.Unlock()
 	}
+	ctx := testhook.With(context.Background(), hook)
 	g := graph.New[State]().AddNode("a", logNode(nil, "a")).AddEdge(graph.START, "a")
-	r := mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil)), graph.WithHook(hook))
-	if _, err := r.Invoke(context.Background(), "t", graph.Update[State]{}); err != nil {
-		t.Fatal(err)
-	}
-	want := []string{
-		// The input checkpoint is saved with __start__'s, in one transaction.
-		graph.HookAfterTask, graph.HookBeforeSave, graph.HookAfterSave, // __start__
-		graph.HookAfterTask, graph.HookBeforeSave, graph.HookAfterSave, // a
-	}
-	if diff := cmp.Diff(want, points); diff != "" {
-		t.Errorf("hook points (-want +got):\n%s", diff)
+	r := mustCompile(t, g, graph.WithSaver(checkpoint.NewMemorySaver(nil)))
+	save := []string{testhook.GraphBeforeSave, testhook.GraphAfterSave}
+	step := append([]string{testhook.GraphAfterTask}, save...)
+	for _, tc := range []struct {
+		name string
+		call func(ctx context.Context) error
+		want []string
+	}{
+		{"Invoke", func(ctx context.Context) error { _, err := r.Invoke(ctx, "t", graph.Update[State]{}); return err },
+			// The input checkpoint is saved with __start__'s, in one transaction.
+			slices.Concat(step, step)}, // __start__, a
+		{"UpdateState", func(ctx context.Context) error {
+			_, err := r.UpdateState(ctx, "t", graph.Set(State{X: "x"}, "X"), graph.UpdateOptions{AsNode: "a"})
+			return err
+		}, save},
+		{"GetState", func(ctx context.Context) error { _, err := r.GetState(ctx, "t"); return err }, nil},
+		{"Invoke without a hook", func(context.Context) error {
+			_, err := r.Invoke(context.Background(), "u", graph.Update[State]{})
+			return err
+		}, nil},
+	} {
+		points = nil
+		if err := tc.call(ctx); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if diff := cmp.Diff(tc.want, points); diff != "" {
+			t.Errorf("%s: hook points (-want +got):\n%s", tc.name, diff)
+		}
 	}
 }
 

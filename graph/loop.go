@@ -17,6 +17,7 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/internal/safe"
 	"github.com/lockstepgo/lockstep/internal/strictjson"
+	"github.com/lockstepgo/lockstep/internal/testhook"
 	"github.com/lockstepgo/lockstep/interrupt"
 )
 
@@ -177,6 +178,8 @@ type run[S any] struct {
 	repeated bool
 	asIs     *Result[S]
 	asIsStep int
+
+	hook func(point string) // the module's tests' crash points (internal/testhook)
 }
 
 func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opts []RunOption, emit func(Event[S]) bool) (Result[S], error) {
@@ -192,7 +195,7 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 	defer leave() // after finish: the lease is released (or its release failed)
 	ru := &run[S]{
 		r: r, thread: thread, opts: ro, saver: r.cfg.saver, emit: emit,
-		lease: lease,
+		lease: lease, hook: testhook.From(ctx),
 	}
 	defer ru.finish()
 	if ru.saver == nil && in.kind != inputStart {
@@ -1017,11 +1020,11 @@ func (ru *run[S]) prepareSave(ctx context.Context, f *frame[S], source checkpoin
 func (ru *run[S]) put(ctx context.Context, reqs []checkpoint.PutRequest) error {
 	last := &reqs[len(reqs)-1]
 	id, step := last.Checkpoint.ID, last.Checkpoint.Metadata.Step
-	ru.r.hit(HookBeforeSave)
+	ru.hit(testhook.GraphBeforeSave)
 	if err := checkpoint.PutChain(detached(ctx), ru.saver, reqs...); err != nil && !ru.committedAnyway(err, id) {
 		return fmt.Errorf("graph: thread %q step %d: save checkpoint %s: %w", ru.thread, step, id, err)
 	}
-	ru.r.hit(HookAfterSave)
+	ru.hit(testhook.GraphAfterSave)
 	for i := range reqs {
 		cp := &reqs[i].Checkpoint
 		ru.logAttrs(ctx, slog.LevelDebug, "checkpoint saved", slog.Int("step", cp.Metadata.Step), slog.String("source", string(cp.Metadata.Source)), slog.String("checkpoint", cp.ID))
@@ -1373,7 +1376,7 @@ func (ru *run[S]) runTasks(ctx context.Context, tasks []*task[S]) error {
 	if len(todo) == 1 {
 		t := todo[0]
 		r.safeExecute(ctx, t, ru.fr, ru.scratchFor(t), len(tasks) == 1)
-		r.hit(HookAfterTask)
+		ru.hit(testhook.GraphAfterTask)
 		abandonCancelled(ctx, todo)
 		ru.reportTasks(todo)
 		return nil
@@ -1392,7 +1395,7 @@ func (ru *run[S]) runTasks(ctx context.Context, tasks []*task[S]) error {
 			defer wg.Done()
 			defer func() { <-sem }()
 			r.safeExecute(stepCtx, t, ru.fr, ru.scratchFor(t), false)
-			r.hit(HookAfterTask)
+			ru.hit(testhook.GraphAfterTask)
 			remaining := left.Add(-1)
 			if t.err != nil {
 				cancel()
@@ -1635,8 +1638,9 @@ func abandonCancelled[S any](ctx context.Context, todo []*task[S]) {
 	}
 }
 
-func (r *Runnable[S]) hit(point string) {
-	if r.cfg.hook != nil {
-		r.cfg.hook(point)
+// hit calls the test hook the run's context carried, if any.
+func (ru *run[S]) hit(point string) {
+	if ru.hook != nil {
+		ru.hook(point)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/internal/testhook"
 	"github.com/lockstepgo/lockstep/interrupt"
 )
 
@@ -315,7 +316,7 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 	}
 	lease, leave := r.lease(thread, r.cfg.runIDs())
 	defer leave() // after finish
-	ru := &run[S]{r: r, thread: thread, saver: r.cfg.saver, lease: lease, log: r.cfg.logger}
+	ru := &run[S]{r: r, thread: thread, saver: r.cfg.saver, lease: lease, log: r.cfg.logger, hook: testhook.From(ctx)}
 	defer ru.finish()
 	var f *frame[S]
 	var tp *checkpoint.Tuple

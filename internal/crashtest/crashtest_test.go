@@ -22,6 +22,7 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/internal/crashtest"
+	"github.com/lockstepgo/lockstep/internal/testhook"
 	"github.com/lockstepgo/lockstep/interrupt"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
 )
@@ -175,9 +176,9 @@ func TestRunRefusesBadPlan(t *testing.T) {
 // by a real run on the SQLite saver, under the name the harness uses.
 func TestPointsAreTheEngines(t *testing.T) {
 	for got, want := range map[crashtest.Point]string{
-		crashtest.AfterNode:  graph.HookAfterTask,
-		crashtest.BeforeSave: graph.HookBeforeSave,
-		crashtest.AfterSave:  graph.HookAfterSave,
+		crashtest.AfterNode:  testhook.GraphAfterTask,
+		crashtest.BeforeSave: testhook.GraphBeforeSave,
+		crashtest.AfterSave:  testhook.GraphAfterSave,
 	} {
 		if string(got) != want {
 			t.Errorf("point %q, the engine says %q", got, want)
@@ -204,11 +205,11 @@ func TestPointsAreTheEngines(t *testing.T) {
 	}
 	r, err := graph.New[st]().AddNode("fast", node("fast", 0)).AddNode("slow", node("slow", 50*time.Millisecond)).
 		AddEdge(graph.START, "fast").AddEdge(graph.START, "slow").
-		Compile(graph.WithSaver(s), graph.WithHook(record))
+		Compile(graph.WithSaver(s))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Invoke(t.Context(), "t", graph.Update[st]{}); err != nil {
+	if _, err := r.Invoke(testhook.With(t.Context(), record), "t", graph.Update[st]{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, pi := range crashtest.Points() {

@@ -9,8 +9,9 @@
 // # The parts
 //
 //   - [Point] and [Points]: where a process can die. The engine's points
-//     are the names its hooks pass (graph.WithHook: [AfterNode],
-//     [BeforeSave], [AfterSave]; sqlite.Config.Hook: [PutBegin],
+//     are the names its hooks pass (the graph runner's, through a context
+//     of internal/testhook: [AfterNode], [BeforeSave], [AfterSave];
+//     sqlite.Config.Hook: [PutBegin],
 //     [PutBeforeCommit], [PutAfterCommit], [WritesBegin],
 //     [WritesBeforeCommit], [WritesAfterCommit]); the scenario's points are
 //     hit by the test's own code ([AfterToolEffect] in a tool body right
@@ -22,7 +23,7 @@
 //     replays the same plans.
 //   - [Hook]: counts hits per point and kills the process (SIGKILL, [Kill])
 //     at the plan's hit, after reporting "KILL <point> <n>". Its Hit method
-//     is what graph.WithHook and sqlite.Config.Hook take.
+//     is what testhook.With and sqlite.Config.Hook take.
 //   - [Reporter]: the child's protocol lines on standard output: "ACK
 //     <thread> <checkpoint>" only after a save returned, "TASK-ACK <thread>
 //     <task>" for a task whose finished writes were saved, "EFFECT-ACK
@@ -72,7 +73,8 @@
 //	rep := crashtest.NewReporter(os.Stdout)
 //	hook := crashtest.NewHook(ch.Plan, rep, nil)
 //	s, _ := sqlite.Open(path, sqlite.Config{Hook: hook.Hit})
-//	r, _ := g.Compile(graph.WithSaver(crashtest.AckSaver(s, rep)), graph.WithHook(hook.Hit))
+//	r, _ := g.Compile(graph.WithSaver(crashtest.AckSaver(s, rep)))
+//	ctx := testhook.With(ctx, hook.Hit) // every run is given ctx
 //	... // work; tool bodies call hook.Hit(string(crashtest.AfterToolEffect)) after their effect
 //	rep.Done()
 //

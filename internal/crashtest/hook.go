@@ -8,8 +8,9 @@ import (
 )
 
 // Hook counts the hits of every crash point and kills the process at the
-// hit its plan names. Pass Hit to graph.WithHook and sqlite.Config.Hook,
-// and call it from the scenario's own points. A Hook is safe for
+// hit its plan names. Pass Hit to testhook.With (for the graph runs'
+// context) and sqlite.Config.Hook, and call it from the scenario's own
+// points. A Hook is safe for
 // concurrent use.
 type Hook struct {
 	plan Plan

@@ -1,10 +1,10 @@
 package crashtest
 
 // Point names a place in the engine (or in a scenario) where a crash can be
-// injected. The engine's points are the strings its hooks pass
-// (graph.WithHook and sqlite.Config.Hook); the scenario's points are hit
-// by the test's own code through Hook.Hit. The values are fixed: a test of
-// this package checks that they equal the engine's.
+// injected. The engine's points are the strings its hooks pass (the graph
+// runner's, see internal/testhook, and sqlite.Config.Hook); the scenario's
+// points are hit by the test's own code through Hook.Hit. The values are
+// fixed: a test of this package checks that they equal the engine's.
 type Point string
 
 // The crash points, in the order a step of a run meets them.
@@ -15,7 +15,7 @@ const (
 	// redelivered message is processed cleanly (R44).
 	AfterClaim Point = "crashtest.afterClaim"
 	// AfterNode: a node returned and its writes are not saved yet
-	// (graph.HookAfterTask). The node runs again after a restart (R01).
+	// (testhook.GraphAfterTask). The node runs again after a restart (R01).
 	AfterNode Point = "graph.afterTask"
 	// WritesBegin: inside the transaction that saves a finished task's
 	// pending writes, after BEGIN IMMEDIATE (sqlite "sqlite.writes.begin").
@@ -28,7 +28,7 @@ const (
 	// must not run again after a restart (R05).
 	WritesAfterCommit Point = "sqlite.writes.afterCommit"
 	// BeforeSave: a step's checkpoint is about to be saved
-	// (graph.HookBeforeSave).
+	// (testhook.GraphBeforeSave).
 	BeforeSave Point = "graph.beforeSave"
 	// PutBegin: inside the checkpoint transaction, after BEGIN IMMEDIATE
 	// (sqlite "sqlite.put.begin"). The previous head must survive whole
@@ -42,7 +42,7 @@ const (
 	// restart, and its step must not run again (R03).
 	PutAfterCommit Point = "sqlite.put.afterCommit"
 	// AfterSave: the saver returned and the run has not moved on
-	// (graph.HookAfterSave); the checkpoint was acknowledged (R03).
+	// (testhook.GraphAfterSave); the checkpoint was acknowledged (R03).
 	AfterSave Point = "graph.afterSave"
 	// AfterToolEffect: a tool's side effect happened downstream and the
 	// ledger has not recorded its outcome: the window no engine can close.

@@ -46,10 +46,6 @@ type Config struct {
 	// Now is the clock of approval requests, decisions and bookings (nil:
 	// time.Now).
 	Now func() time.Time
-
-	// hook is passed to graph.WithHook: tests stop a run at its points,
-	// as a Ctrl-C would.
-	hook func(point string)
 }
 
 // Counts is what a run did. Bookings is read from the hotel_bookings
@@ -173,9 +169,6 @@ func open(ctx context.Context, cfg Config) (_ *app, err error) {
 		return nil, err
 	}
 	opts := []graph.Option{graph.WithSaver(saver), graph.WithRecursionLimit(recursionLimit)}
-	if cfg.hook != nil {
-		opts = append(opts, graph.WithHook(cfg.hook))
-	}
 	r, err := g.Compile(opts...)
 	if err != nil {
 		return nil, err

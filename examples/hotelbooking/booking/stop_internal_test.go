@@ -20,8 +20,8 @@ import (
 // (Robert booked once, Ana waiting for the travel desk), and a third run
 // books nothing.
 func TestRunAfterStoppedRun(t *testing.T) {
-	run := func(ctx context.Context, db string, hook func(string)) error {
-		_, err := Run(ctx, Config{DB: db, hook: hook})
+	run := func(ctx context.Context, db string) error {
+		_, err := Run(ctx, Config{DB: db})
 		return err
 	}
 	demotest.AtEveryStop(t, run, func(t *testing.T, db string) {

@@ -6,16 +6,18 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/testhook"
 )
 
-// StopPoints are the points where a Ctrl-C can land in a run, as graph
-// hooks: after each task, and before and after each save.
-var StopPoints = []string{graph.HookAfterTask, graph.HookBeforeSave, graph.HookAfterSave}
+// StopPoints are the points where a Ctrl-C can land in a run, as the
+// graph runner's test hooks name them: after each task, and before and
+// after each save.
+var StopPoints = []string{testhook.GraphAfterTask, testhook.GraphBeforeSave, testhook.GraphAfterSave}
 
-// Run runs a program on the database file db, calling hook at every
-// graph hook point, and returns its error.
-type Run func(ctx context.Context, db string, hook func(point string)) error
+// Run runs a program on the database file db with ctx (which carries the
+// test hook of AtEveryStop: the program's graph runs must be given ctx or
+// a context derived from it), and returns its error.
+type Run func(ctx context.Context, db string) error
 
 // AtEveryStop runs run once uninterrupted to count how often it passes
 // each of StopPoints, then, for each point and each time it is passed, in
@@ -25,7 +27,8 @@ type Run func(ctx context.Context, db string, hook func(point string)) error
 func AtEveryStop(t *testing.T, run Run, check func(t *testing.T, db string)) {
 	t.Helper()
 	counts := map[string]int{}
-	if err := run(context.Background(), filepath.Join(t.TempDir(), "lockstep.db"), func(p string) { counts[p]++ }); err != nil {
+	count := testhook.With(context.Background(), func(p string) { counts[p]++ })
+	if err := run(count, filepath.Join(t.TempDir(), "lockstep.db")); err != nil {
 		t.Fatal(err)
 	}
 	for _, point := range StopPoints {
@@ -38,13 +41,13 @@ func AtEveryStop(t *testing.T, run Run, check func(t *testing.T, db string)) {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				seen := 0
-				if err := run(ctx, db, func(p string) {
+				if err := run(testhook.With(ctx, func(p string) {
 					if p == point {
 						if seen++; seen == k {
 							cancel()
 						}
 					}
-				}); err == nil {
+				}), db); err == nil {
 					t.Logf("the stopped run returned no error")
 				}
 				check(t, db)

@@ -49,9 +49,6 @@ type Config struct {
 	// defaults (graph.DefaultLeaseTTL, and a minute). Crash tests shorten
 	// it.
 	Lease time.Duration
-	// Hook is a testing aid passed to graph.WithHook: crash tests kill the
-	// process at one of its points. Leave it nil.
-	Hook func(point string)
 }
 
 // App is the refund desk wired to one database file: the shop, the agent,
@@ -139,9 +136,6 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	opts := []graph.Option{graph.WithSaver(saver)}
 	if cfg.Lease > 0 {
 		opts = append(opts, graph.WithLeaseTTL(cfg.Lease))
-	}
-	if cfg.Hook != nil {
-		opts = append(opts, graph.WithHook(cfg.Hook))
 	}
 	r, err := agent.Compile(opts...)
 	if err != nil {

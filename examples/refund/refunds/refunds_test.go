@@ -27,6 +27,7 @@ import (
 	"github.com/lockstepgo/lockstep/examples/refund/refunds"
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/internal/canon"
+	"github.com/lockstepgo/lockstep/internal/testhook"
 	"github.com/lockstepgo/lockstep/nodes"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
 )
@@ -53,11 +54,12 @@ func child(role, db string) int {
 		// Resume the approved refund; die as soon as the tool node
 		// returned (the refund is paid and recorded, the step is not
 		// checkpointed).
-		a, err := refunds.Open(ctx, refunds.Config{DB: db, Lease: crashLease, Hook: func(point string) {
-			if point == graph.HookAfterTask {
+		ctx = testhook.With(ctx, func(point string) {
+			if point == testhook.GraphAfterTask {
 				syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			}
-		}})
+		})
+		a, err := refunds.Open(ctx, refunds.Config{DB: db, Lease: crashLease})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 3

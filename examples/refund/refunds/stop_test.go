@@ -21,8 +21,8 @@ import (
 // stopped, and the file ends as after an uninterrupted run: both threads
 // done, Mia refunded once, Leo told his request expired.
 func TestRunAfterStoppedRun(t *testing.T) {
-	run := func(ctx context.Context, db string, hook func(string)) error {
-		_, err := refunds.Run(ctx, refunds.Config{DB: db, Hook: hook})
+	run := func(ctx context.Context, db string) error {
+		_, err := refunds.Run(ctx, refunds.Config{DB: db})
 		return err
 	}
 	demotest.AtEveryStop(t, run, func(t *testing.T, db string) {
