@@ -48,23 +48,29 @@ type Config struct {
 	MaxOpenConns int
 	// Now is the clock for leases and timestamps (default time.Now).
 	Now checkpoint.Clock
-	// Hook is a testing aid: when set, the saver calls it at named points
-	// of its write transactions so that a crash test can kill the process
-	// there. The points are "sqlite.put.begin" (after BEGIN IMMEDIATE),
-	// "sqlite.put.beforeCommit", "sqlite.put.afterCommit",
-	// "sqlite.writes.begin", "sqlite.writes.beforeCommit" and
-	// "sqlite.writes.afterCommit"; and, while Open creates and sets up a
-	// file, "sqlite.create.identity", "sqlite.create.wal",
-	// "sqlite.setup.begin", "sqlite.setup.schema<N>" (after the statements
-	// of the migration to schema N), "sqlite.setup.beforeCommit" and
-	// "sqlite.setup.afterCommit". It runs with the saver's write lock held
-	// and must not call the saver. Production code leaves it nil.
+	// Hook is for tests: crash tests kill the process from it. Production
+	// code leaves it nil, and then it costs nothing. When set, the saver
+	// calls it at named points of its write transactions:
+	// "sqlite.put.begin" (after BEGIN IMMEDIATE), "sqlite.put.beforeCommit",
+	// "sqlite.put.afterCommit", "sqlite.writes.begin",
+	// "sqlite.writes.beforeCommit" and "sqlite.writes.afterCommit"; and,
+	// while Open creates and sets up a file, "sqlite.create.identity",
+	// "sqlite.create.wal", "sqlite.setup.begin", "sqlite.setup.schema<N>"
+	// (after the statements of the migration to schema N),
+	// "sqlite.setup.beforeCommit" and "sqlite.setup.afterCommit". It runs
+	// on the writing goroutine, mostly inside a transaction that holds the
+	// file's write lock, so the saver's other writes, and other processes'
+	// on the file, wait for it: it must be fast, must not panic and must
+	// not call the saver.
 	Hook func(point string)
-	// DriverName is a testing aid: the database/sql driver Open uses
-	// instead of go-sqlite3 ("sqlite3"). It must be a wrapper around the
-	// sqlite3 driver registered with sql.Register (the fault-injecting
-	// driver of the tests, internal/faultdb) and accept the same DSN.
-	// Production code leaves it empty.
+	// DriverName is for tests: fault tests open the file through a
+	// driver that wraps go-sqlite3 and fails chosen operations. Production
+	// code leaves it empty, which means go-sqlite3 ("sqlite3"). When set,
+	// it names a database/sql driver registered with sql.Register that
+	// wraps go-sqlite3 and takes its DSN parameters: they set WAL mode,
+	// Synchronous, BusyTimeout, foreign keys and immediate transactions,
+	// and Open checks only the journal mode, so a driver that ignores the
+	// others leaves the saver without the guarantees this package states.
 	DriverName string
 }
 

@@ -322,9 +322,11 @@
 //
 // # Testing aids
 //
+// Two Config fields are for tests and production code sets neither:
 // Config.Hook calls a function at named points of the write transactions
-// (crash tests kill the process there), and Config.DriverName opens the
-// file through another registered database/sql driver wrapping the sqlite3
-// one (the tests use the fault-injecting driver of internal/faultdb).
-// Production code sets neither.
+// and of Open's set-up (crash tests kill the process there), and
+// Config.DriverName opens the file through another registered
+// database/sql driver that wraps go-sqlite3 (fault tests fail chosen
+// operations). They are public because tests of several packages of this
+// module need them; each field's doc says what it costs when set.
 package sqlite
