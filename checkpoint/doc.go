@@ -65,6 +65,11 @@
 // which runner holds the thread, under which epoch, until when, and what to
 // do.
 //
+// A thread has one lease, shared by all its namespaces: the checkpoints a
+// subgraph saves in its own namespace (see TaskNS) are written under the
+// lease of the run that holds the thread, and a claim in any namespace
+// claims the whole thread.
+//
 // Each time the lease passes to an owner that did not hold it, the
 // thread's lease epoch grows by one: the run holding the lease is the
 // successor of every run that held a smaller epoch, and what those runs

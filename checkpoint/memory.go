@@ -43,6 +43,9 @@ type threadKey struct{ thread, ns string }
 
 type blobKey struct{ channel, version string }
 
+// memThread is one namespace of a thread. The thread's lease lives on its
+// root namespace's entry (see leaseOf); the lease fields of the other
+// namespaces' entries stay empty.
 type memThread struct {
 	head        string
 	ids         []string // sorted ascending
@@ -83,16 +86,39 @@ func validThread(thread string) error {
 	return nil
 }
 
-// checkLease applies the lease rule for owner and, when it passes, takes or
-// renews the lease.
-func (s *MemorySaver) checkLease(t *memThread, thread, ns string, l Lease, now time.Time) error {
+// checkLease applies the lease rule for owner to lt, the entry holding the
+// thread's lease (nil: the thread has none yet, so the lease is free).
+func (s *MemorySaver) checkLease(lt *memThread, thread, ns string, l Lease, now time.Time) error {
 	if l.Owner == "" {
 		return fmt.Errorf("%w: empty lease owner", ErrInvalid)
 	}
-	if t.leaseOwner != "" && t.leaseOwner != l.Owner && now.Before(t.leaseUntil) && !l.TakesBack(t.leaseRunner) {
-		return t.busy(thread, ns, l)
+	if lt != nil && lt.leaseOwner != "" && lt.leaseOwner != l.Owner && now.Before(lt.leaseUntil) && !l.TakesBack(lt.leaseRunner) {
+		return lt.busy(thread, ns, l)
 	}
 	return nil
+}
+
+// leaseOf returns the entry that holds the lease of thread: its root
+// namespace's, created when create is set (nil otherwise when there is
+// none). One lease covers every namespace of a thread: a subgraph's
+// checkpoints are written by the run that holds its thread. The caller
+// holds s.mu.
+func (s *MemorySaver) leaseOf(thread string, create bool) *memThread {
+	if create {
+		return s.thread(threadKey{thread, ""})
+	}
+	return s.threads[threadKey{thread, ""}]
+}
+
+// hasCheckpoints reports whether any namespace of thread has a
+// checkpoint. The caller holds s.mu.
+func (s *MemorySaver) hasCheckpoints(thread string) bool {
+	for k, t := range s.threads {
+		if k.thread == thread && len(t.ids) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // busy is the *BusyError of a request l refused by t's lease.
@@ -533,9 +559,9 @@ func (s *MemorySaver) checkPut(req *PutRequest, now time.Time) error {
 	head := ""
 	if t != nil {
 		head = t.head
-		if err := s.checkLease(t, req.Thread, req.NS, req.Lease, now); err != nil {
-			return err
-		}
+	}
+	if err := s.checkLease(s.leaseOf(req.Thread, false), req.Thread, req.NS, req.Lease, now); err != nil {
+		return err
 	}
 	cp := &req.Checkpoint
 	conflict := func() error {
@@ -610,7 +636,9 @@ func (s *MemorySaver) applyPut(req *PutRequest, now time.Time) {
 	s.addWrites(mc, req.Writes, now)
 	t.head = cp.ID
 	t.updated = now
-	takeLease(t, req.Lease, now, req.Release, false)
+	lt := s.leaseOf(req.Thread, true)
+	lt.updated = now
+	takeLease(lt, req.Lease, now, req.Release, false)
 }
 
 func (s *MemorySaver) addWrites(c *memCheckpoint, tasks []TaskWrites, now time.Time) {
@@ -711,7 +739,7 @@ func (s *MemorySaver) PutWrites(ctx context.Context, req WritesRequest) error {
 		return &ConflictError{Thread: req.Ref.Thread, NS: req.Ref.NS, Expected: req.Ref.ID, Head: head}
 	}
 	now := s.now()
-	if err := s.checkLease(t, req.Ref.Thread, req.Ref.NS, req.Lease, now); err != nil {
+	if err := s.checkLease(s.leaseOf(req.Ref.Thread, false), req.Ref.Thread, req.Ref.NS, req.Lease, now); err != nil {
 		return err
 	}
 	head := t.checkpoints[t.head]
@@ -722,7 +750,9 @@ func (s *MemorySaver) PutWrites(ctx context.Context, req WritesRequest) error {
 	}
 	s.addWrites(head, req.Tasks, now)
 	t.updated = now
-	takeLease(t, req.Lease, now, req.Release, false)
+	lt := s.leaseOf(req.Ref.Thread, true)
+	lt.updated = now
+	takeLease(lt, req.Lease, now, req.Release, false)
 	return nil
 }
 
@@ -752,41 +782,53 @@ func (s *MemorySaver) Claim(ctx context.Context, ref Ref, lease Lease) error {
 		return &ConflictError{Thread: ref.Thread, NS: ref.NS, Expected: ref.ID, Head: head}
 	}
 	now := s.now()
-	if t == nil {
-		t = s.thread(key)
+	lt := s.leaseOf(ref.Thread, false)
+	if lease.Held && (lt == nil || lt.leaseOwner != lease.Owner) {
+		if lt == nil {
+			return &BusyError{Thread: ref.Thread, NS: ref.NS}
+		}
+		return lt.busy(ref.Thread, ref.NS, lease)
 	}
-	if lease.Held && t.leaseOwner != lease.Owner {
-		return t.busy(ref.Thread, ref.NS, lease)
-	}
-	if err := s.checkLease(t, ref.Thread, ref.NS, lease, now); err != nil {
+	if err := s.checkLease(lt, ref.Thread, ref.NS, lease, now); err != nil {
 		return err
 	}
-	takeLease(t, lease, now, false, true)
+	if t == nil {
+		s.thread(key) // a claimed thread (or namespace) with no checkpoint yet
+	}
+	takeLease(s.leaseOf(ref.Thread, true), lease, now, false, true)
 	return nil
 }
 
-// Release implements Saver. It fails only with ctx's error when ctx is
-// done.
+// Release implements Saver: it drops the thread's lease (the one every
+// namespace shares) if owner holds it; ns is not needed to find it. It
+// fails only with ctx's error when ctx is done.
 func (s *MemorySaver) Release(ctx context.Context, thread, ns, owner string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t := s.threads[threadKey{thread, ns}]
-	if t == nil || t.leaseOwner != owner {
+	lt := s.leaseOf(thread, false)
+	if lt == nil || lt.leaseOwner != owner {
 		return nil
 	}
-	t.leaseOwner, t.leaseRunner, t.leaseUntil = "", "", time.Time{}
-	if t.head == "" && len(t.ids) == 0 {
-		delete(s.threads, threadKey{thread, ns})
+	lt.leaseOwner, lt.leaseRunner, lt.leaseUntil = "", "", time.Time{}
+	if len(lt.ids) == 0 && !s.hasCheckpoints(thread) {
+		// A thread that was only claimed goes with its lease.
+		for k := range s.threads {
+			if k.thread == thread {
+				delete(s.threads, k)
+			}
+		}
 	}
 	return nil
 }
 
-// Lease implements LeaseInspector. It returns an error wrapping
-// ErrInvalid for an empty thread, ctx's error when ctx is done, and one
-// matching ErrNotFound when the saver holds nothing of the thread.
+// Lease implements LeaseInspector: the thread's lease, which every
+// namespace shares (LeaseInfo.NS is ns as asked). It returns an error
+// wrapping ErrInvalid for an empty thread, ctx's error when ctx is done,
+// and one matching ErrNotFound when the saver holds nothing of the
+// thread.
 func (s *MemorySaver) Lease(ctx context.Context, thread, ns string) (LeaseInfo, error) {
 	if err := validThread(thread); err != nil {
 		return LeaseInfo{}, err
@@ -796,7 +838,7 @@ func (s *MemorySaver) Lease(ctx context.Context, thread, ns string) (LeaseInfo, 
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	t := s.threads[threadKey{thread, ns}]
+	t := s.leaseOf(thread, false)
 	if t == nil {
 		return LeaseInfo{}, fmt.Errorf("%w: thread %q", ErrNotFound, thread)
 	}
@@ -974,18 +1016,31 @@ func (s *MemorySaver) Prune(ctx context.Context, thread, ns string, keep int) (i
 	}
 	deleted := 0
 	var ids []string
+	gone := map[string]bool{}
 	for _, id := range t.ids {
 		if kept[id] {
 			ids = append(ids, id)
 			continue
 		}
 		delete(t.checkpoints, id)
+		gone[id] = true
 		deleted++
 	}
 	t.ids = ids
 	for k := range t.blobs {
 		if !needed[k] {
 			delete(t.blobs, k)
+		}
+	}
+	// The namespaces of subgraphs run by tasks of deleted checkpoints go
+	// with them (see Pruner).
+	for k, nt := range s.threads {
+		if k.thread != thread || !NestedIn(k.ns, ns) || len(nt.ids) == 0 {
+			continue
+		}
+		if gone[nt.checkpoints[nt.ids[0]].cp.Metadata.Parents[ns]] {
+			deleted += len(nt.ids)
+			delete(s.threads, k)
 		}
 	}
 	return deleted, nil

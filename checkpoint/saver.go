@@ -24,6 +24,13 @@ import (
 //     it. When the owner already holds a live lease, Claim renews it and
 //     Put and PutWrites keep it as it is, so that a save need not write
 //     the lease: a runner renews with Claim while it works (every TTL/3).
+//   - A thread has one lease, whatever the namespace of the request: the
+//     head a request names is its namespace's (each namespace has its
+//     own head), but the lease it acquires, keeps, renews or releases is
+//     the thread's, shared by all its namespaces, with one epoch. The run
+//     that holds a thread writes the checkpoints of its subgraphs under
+//     the lease it already holds; no other owner writes any namespace of
+//     the thread meanwhile.
 //   - Every acquisition by an owner that did not hold the lease grows the
 //     thread's lease epoch by one and records the request's Runner;
 //     renewals keep both (see Lease).
@@ -76,13 +83,14 @@ type Saver interface {
 	// wrapping ErrInvalid for an empty thread or owner.
 	Claim(ctx context.Context, ref Ref, lease Lease) error
 
-	// Release drops owner's lease on the thread, if owner holds it. It is
-	// not an error when the lease has already expired or passed on.
+	// Release drops owner's lease on the thread, if owner holds it: the
+	// thread's one lease, whatever ns names. It is not an error when the
+	// lease has already expired or passed on.
 	Release(ctx context.Context, thread, ns, owner string) error
 
 	// DeleteThread removes every checkpoint, write and lease of the thread
-	// in every namespace. Deleting a missing thread is not an error; an
-	// empty thread is (ErrInvalid).
+	// in every namespace (its subgraphs' included). Deleting a missing
+	// thread is not an error; an empty thread is (ErrInvalid).
 	DeleteThread(ctx context.Context, thread string) error
 }
 
@@ -124,8 +132,9 @@ func PutChain(ctx context.Context, s Saver, reqs ...PutRequest) error {
 // Operators' tools (the lockstep CLI's state command) read it to say why a
 // thread waits.
 type LeaseInspector interface {
-	// Lease returns the lease of the thread's namespace ns as stored,
-	// live or not (LeaseInfo.Live tells). It returns an error matching
+	// Lease returns the thread's lease as stored, live or not
+	// (LeaseInfo.Live tells): the one lease every namespace shares, so
+	// that ns changes only LeaseInfo.NS. It returns an error matching
 	// ErrNotFound when the saver holds nothing of the thread (no
 	// checkpoint and no lease), and one wrapping ErrInvalid for an empty
 	// thread.
@@ -136,8 +145,11 @@ type LeaseInspector interface {
 type ThreadLister interface {
 	// Threads returns every thread's root-namespace head, most recently
 	// updated first, skipping the first offset and returning at most limit
-	// (0 means all). It fails only when the store does, or with a
-	// *CorruptError for a record it cannot read.
+	// (0 means all). A thread is listed once, whatever namespaces it has:
+	// a write in any of them (a subgraph's) counts as an update of the
+	// thread, and a thread with no root-namespace checkpoint is not
+	// listed. It fails only when the store does, or with a *CorruptError
+	// for a record it cannot read.
 	Threads(ctx context.Context, offset, limit int) ([]ThreadInfo, error)
 }
 
@@ -146,8 +158,12 @@ type ThreadLister interface {
 type InterruptLister interface {
 	// PendingInterrupts returns a page of pending interrupts (see
 	// PendingInterrupt) of all threads' root namespaces, oldest first, and
-	// the cursor of the next page ("" when this is the last). It returns an
-	// error wrapping ErrInvalid for a malformed cursor.
+	// the cursor of the next page ("" when this is the last). Interrupts
+	// saved in other namespaces are not listed: an interrupt raised inside
+	// a subgraph waits at the root as an interrupt of the task that runs
+	// the subgraph (package graph saves it there, under the same ID), and
+	// is listed once, there. It returns an error wrapping ErrInvalid for a
+	// malformed cursor.
 	PendingInterrupts(ctx context.Context, q InterruptQuery) ([]PendingInterrupt, string, error)
 }
 
@@ -158,9 +174,13 @@ type Pruner interface {
 	// with pending interrupts or pending writes that no child has
 	// committed. The blobs kept checkpoints need (the bases of their append
 	// chains) stay, whether or not the checkpoints that wrote them do, so
-	// every kept checkpoint reads back exactly. It returns how many
-	// checkpoints were deleted, and an error wrapping ErrInvalid when keep
-	// < 1 or the thread is empty.
+	// every kept checkpoint reads back exactly. The namespaces nested
+	// below ns (NestedIn) whose first checkpoint names, in its
+	// Metadata.Parents[ns], a checkpoint Prune deleted go as a whole: they
+	// hold the subgraphs that tasks of that checkpoint ran, which nothing
+	// reaches any more. It returns how many checkpoints were deleted,
+	// those of the nested namespaces included, and an error wrapping
+	// ErrInvalid when keep < 1 or the thread is empty.
 	Prune(ctx context.Context, thread, ns string, keep int) (int, error)
 }
 

@@ -75,6 +75,14 @@
 //     concurrent pending writes and readers stay consistent.
 //   - List: order, metadata filters, Before, Limit, namespaces, invalid
 //     filter keys, and LangGraph JS's cartesian product against a model.
+//   - Namespaces (a subgraph's checkpoints, checkpoint.TaskNS): one lease
+//     and one epoch for every namespace of a thread (another owner is
+//     refused in any of them, a claim in one takes the thread, a release
+//     from any frees it); a namespace's first Put next to the root's head;
+//     Prune deleting the namespaces nested below the checkpoints it
+//     deleted; Threads listing a thread once and counting its subgraphs'
+//     writes as updates; the inbox listing root interrupts only;
+//     DeleteThread removing nested namespaces.
 //   - DeleteThread, Validation (malformed requests give ErrInvalid and write
 //     nothing), Context (a cancelled write writes nothing) and Aliasing
 //     (savers copy requests; returned tuples belong to the caller).
@@ -109,7 +117,8 @@
 // last write or claim + TTL; Runner and SameRunner; Epoch in the
 // LeaseInspector cases); LeaseInfo fields; pending writes keyed by (task, WriteIndex),
 // special ones replacing write by write; a refused request writes nothing
-// and takes no lease; ThreadInfo.UpdatedAt is the time of the head's Put;
+// and takes no lease; ThreadInfo.UpdatedAt is the time of the thread's
+// last Put (or PutWrites) in any namespace;
 // PendingInterrupt.CreatedAt is the time its __interrupt__ write was
 // saved, and the page holding the last interrupt returns an empty cursor;
 // Prune of a missing thread deletes 0 without error; a write with a

@@ -84,6 +84,7 @@ func groups() []group {
 		{name: "Leases", cases: leaseCases()},
 		{name: "Concurrency", cases: concurrencyCases()},
 		{name: "List", cases: listCases()},
+		{name: "Namespaces", cases: namespaceCases()},
 		{name: "DeleteThread", cases: deleteCases()},
 		{name: "Validation", cases: validationCases()},
 		{name: "Context", cases: contextCases()},

@@ -14,21 +14,28 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint"
 )
 
-// listThreads reads the view thread_heads: every thread's head (its
-// largest checkpoint ID), updated at the later of its creation and the
-// last write of the thread's row (a PutWrites, a Put that took or dropped
-// the lease).
-const listThreads = `SELECT thread_id, checkpoint_id, step, source, updated_at FROM thread_heads
-WHERE checkpoint_ns = ''
+// listThreads reads every thread's root-namespace head (its largest
+// checkpoint ID), updated at the later of its creation and the last write
+// of the thread's rows (a PutWrites, a Put that took or dropped the lease,
+// a Put in a subgraph's namespace; a file written before leases were per
+// thread may also have rows of other namespaces, which count too).
+const listThreads = `SELECT thread_id, checkpoint_id, step, source, updated_at FROM (
+	SELECT t.thread_id, c.checkpoint_id, c.step, c.source,
+		max(coalesce((SELECT max(u.updated_at) FROM threads u WHERE u.thread_id = t.thread_id), ''), c.created_at) AS updated_at
+	FROM threads t
+	JOIN checkpoints c ON c.thread_id = t.thread_id AND c.checkpoint_ns = ''
+		AND c.checkpoint_id = (SELECT max(m.checkpoint_id) FROM checkpoints m WHERE m.thread_id = t.thread_id AND m.checkpoint_ns = '')
+	WHERE t.checkpoint_ns = '')
 ORDER BY updated_at DESC, thread_id LIMIT CAST(? AS INTEGER) OFFSET CAST(? AS INTEGER)`
 
 // Threads implements checkpoint.ThreadLister: every thread's root-namespace
 // head (its largest checkpoint ID), most recently updated first (ties by
 // thread ID), skipping offset and returning at most limit (0 means all).
 // A thread was updated at the later of its head's created_at and the last
-// write of its threads row (a PutWrites, or a Put that took or dropped the
-// lease): the time of its last Put or PutWrites when, as the graph runtime
-// does, checkpoints are created at the time they are saved. It returns a
+// write of its threads row (a PutWrites in any namespace, a Put that took
+// or dropped the lease, or a Put in another namespace than the root's):
+// the time of its last Put or PutWrites when, as the graph runtime does,
+// checkpoints are created at the time they are saved. It returns a
 // *StoreError when SQLite fails and a *checkpoint.CorruptError for an
 // unreadable row.
 func (s *Saver) Threads(ctx context.Context, offset, limit int) ([]checkpoint.ThreadInfo, error) {
@@ -251,7 +258,10 @@ func (s *Saver) PendingInterrupts(ctx context.Context, q checkpoint.InterruptQue
 // checkpoint (Get, List and forks do not see it; DeleteThread removes it)
 // and a later Prune deletes it once no kept chain needs it. A checkpoint's
 // children are never deleted while it is kept (they are newer), so its
-// pending writes stay whole. It returns how many checkpoints were deleted,
+// pending writes stay whole. The namespaces nested below ns whose first
+// checkpoint names a deleted checkpoint in its parents (the subgraphs run
+// by its tasks) are deleted whole, in the same transaction. It returns
+// how many checkpoints were deleted (those of nested namespaces included),
 // an error wrapping checkpoint.ErrInvalid when keep < 1 or the thread is
 // empty, a *checkpoint.CorruptError when a kept checkpoint's chain is
 // broken or a row it reads does not verify (then nothing is deleted), and
@@ -383,12 +393,79 @@ AND checkpoint_id IN (SELECT value FROM json_each(?3))`, thread, ns, string(ids)
 				return err
 			}
 		}
-		return nil
+		if len(gone) == 0 {
+			return nil
+		}
+		n, err := t.pruneNested(thread, ns, gone)
+		deleted += n
+		return err
 	})
 	if err != nil {
 		return 0, err
 	}
 	return deleted, nil
+}
+
+// firstRows reads the first (smallest ID) live checkpoint of every
+// namespace of a thread, after its namespace's count of live checkpoints.
+const firstRows = `SELECT (SELECT count(*) FROM checkpoints n WHERE n.thread_id = ?1 AND n.checkpoint_ns = c.checkpoint_ns AND n.pruned = 0), ` + cpColumns + `
+FROM checkpoints c WHERE c.thread_id = ?1 AND c.pruned = 0 AND c.checkpoint_id =
+	(SELECT min(m.checkpoint_id) FROM checkpoints m WHERE m.thread_id = ?1 AND m.checkpoint_ns = c.checkpoint_ns AND m.pruned = 0)`
+
+// pruneNested deletes the namespaces nested below ns whose first
+// checkpoint names, in its metadata's parents[ns], a checkpoint in gone
+// (one Prune just deleted): the subgraphs run by tasks of that
+// checkpoint. It returns how many of their checkpoints it deleted, and a
+// *checkpoint.CorruptError when such a first checkpoint does not verify
+// (then nothing is deleted).
+func (t *wtx) pruneNested(thread, ns string, gone []string) (int, error) {
+	deleted := make(map[string]bool, len(gone))
+	for _, id := range gone {
+		deleted[id] = true
+	}
+	rows, err := t.s.wconn.QueryContext(t.ctx, firstRows, thread)
+	if err != nil {
+		return 0, err
+	}
+	var drop []string
+	n := 0
+	for rows.Next() {
+		var live int
+		r, err := scanRow(rows, &live)
+		if err != nil {
+			rows.Close()
+			return 0, err
+		}
+		if !checkpoint.NestedIn(r.ns, ns) {
+			continue
+		}
+		cp, err := r.checkpoint(thread)
+		if err != nil {
+			rows.Close()
+			return 0, errRollback{err}
+		}
+		if deleted[cp.Metadata.Parents[ns]] {
+			drop = append(drop, r.ns)
+			n += live
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	if len(drop) == 0 {
+		return 0, nil
+	}
+	nss, err := json.Marshal(drop)
+	if err != nil {
+		return 0, err
+	}
+	for _, table := range []string{"writes", "checkpoints"} {
+		if _, err := t.s.wconn.ExecContext(t.ctx, `DELETE FROM `+table+` WHERE thread_id = ?1 AND checkpoint_ns IN (SELECT value FROM json_each(?2))`, thread, string(nss)); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
 }
 
 // strip turns the row of a pruned checkpoint into a pruned row holding

@@ -273,17 +273,19 @@
 //	                               by a NUL byte (step as decimal text, pruned as 0 or 1, a NULL
 //	                               parent or task_writes as empty)
 //
-//	threads      one row per thread and namespace that has a checkpoint or a lease
-//	  thread_id, checkpoint_ns   the key ("" is the root graph)
+//	threads      one row per thread that has a checkpoint or a lease: the thread's lease,
+//	             which all its namespaces share
+//	  thread_id, checkpoint_ns   the key; checkpoint_ns is "" (a row of another namespace,
+//	                               from before leases were per thread, is ignored)
 //	  lease_owner, lease_until   the run that owns the thread, and until when (unix
 //	                               nanoseconds); NULL when free
 //	  lease_runner               the runner of lease_owner (checkpoint.Lease.Runner); NULL
 //	                               when free or unnamed
 //	  lease_epoch                how many times the lease passed to a new owner (0: never,
 //	                               or not since schema 3); kept when the lease is released
-//	  updated_at                 the last PutWrites, or Put that took or dropped the lease
-//	                               (RFC 3339, UTC); a thread's update time is the later of this
-//	                               and its head's created_at
+//	  updated_at                 the last PutWrites, or Put that took or dropped the lease, in
+//	                               any namespace (RFC 3339, UTC); a thread's update time is the
+//	                               later of this and its head's created_at
 //
 //	writes       pending writes saved with PutWrites (in-flight tasks, interrupts, errors,
 //	             resume answers, durable steps) and a Put's own Writes

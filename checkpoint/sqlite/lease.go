@@ -13,10 +13,11 @@ import (
 var _ checkpoint.LeaseInspector = (*Saver)(nil)
 
 // Lease implements checkpoint.LeaseInspector: it reads the thread's row
-// (the lease's owner, runner, epoch and end) in a read transaction. It returns an error wrapping
+// (the lease's owner, runner, epoch and end), which every namespace
+// shares, in a read transaction. It returns an error wrapping
 // checkpoint.ErrInvalid for an empty thread, one matching
-// checkpoint.ErrNotFound when the file holds no row for the thread and
-// namespace, and a *StoreError when SQLite fails.
+// checkpoint.ErrNotFound when the file holds no row for the thread, and a
+// *StoreError when SQLite fails.
 func (s *Saver) Lease(ctx context.Context, thread, ns string) (checkpoint.LeaseInfo, error) {
 	if err := validThread(thread); err != nil {
 		return checkpoint.LeaseInfo{}, err
@@ -26,9 +27,9 @@ func (s *Saver) Lease(ctx context.Context, thread, ns string) (checkpoint.LeaseI
 		var owner, runner sql.NullString
 		var until sql.NullInt64
 		var epoch int64
-		err := c.QueryRowContext(ctx, selectThread, thread, ns).Scan(&owner, &until, &runner, &epoch)
+		err := c.QueryRowContext(ctx, selectThread, thread).Scan(&owner, &until, &runner, &epoch)
 		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: thread %q (namespace %q) has no checkpoint and no lease", checkpoint.ErrNotFound, thread, ns)
+			return fmt.Errorf("%w: thread %q has no checkpoint and no lease", checkpoint.ErrNotFound, thread)
 		}
 		if err != nil {
 			return err

@@ -16,7 +16,10 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint"
 )
 
-// threadRow is the lease part of a threads row.
+// threadRow is the lease part of a threads row. A thread's lease is the
+// row of its root namespace (checkpoint_ns ”), whatever the namespace of
+// the request: every namespace of a thread shares one lease
+// (checkpoint.Saver), so the other namespaces have no row.
 type threadRow struct {
 	exists bool
 	owner  string
@@ -25,13 +28,14 @@ type threadRow struct {
 	epoch  int64
 }
 
-const selectThread = `SELECT lease_owner, lease_until, lease_runner, lease_epoch FROM threads WHERE thread_id = ? AND checkpoint_ns = ?`
+const selectThread = `SELECT lease_owner, lease_until, lease_runner, lease_epoch FROM threads WHERE thread_id = ? AND checkpoint_ns = ''`
 
-func (t *wtx) thread(thread, ns string) (threadRow, error) {
+// thread reads the thread's lease row.
+func (t *wtx) thread(thread string) (threadRow, error) {
 	var owner, runner sql.NullString
 	var until sql.NullInt64
 	var epoch int64
-	err := t.queryRow(selectThread, thread, ns).Scan(&owner, &until, &runner, &epoch)
+	err := t.queryRow(selectThread, thread).Scan(&owner, &until, &runner, &epoch)
 	if errors.Is(err, sql.ErrNoRows) {
 		return threadRow{}, nil
 	}
@@ -161,10 +165,10 @@ func (t *wtx) checkInterrupts(thread, ns, id string, children bool, tasks []chec
 	return nil
 }
 
-// The writes of a thread's row.
+// The writes of a thread's (lease) row.
 const (
-	insertThread = `INSERT INTO threads (thread_id, checkpoint_ns, lease_owner, lease_until, updated_at, lease_runner, lease_epoch) VALUES (?, ?, ?, ?, ?, ?, ?)`
-	takeLease    = `UPDATE threads SET lease_owner = ?3, lease_until = ?4, updated_at = coalesce(?5, updated_at), lease_runner = ?6, lease_epoch = ?7 WHERE thread_id = ?1 AND checkpoint_ns = ?2`
+	insertThread = `INSERT INTO threads (thread_id, checkpoint_ns, lease_owner, lease_until, updated_at, lease_runner, lease_epoch) VALUES (?1, '', ?2, ?3, ?4, ?5, ?6)`
+	takeLease    = `UPDATE threads SET lease_owner = ?2, lease_until = ?3, updated_at = coalesce(?4, updated_at), lease_runner = ?5, lease_epoch = ?6 WHERE thread_id = ?1 AND checkpoint_ns = ''`
 )
 
 // setLease writes the thread's row for a request that passed the lease
@@ -173,8 +177,9 @@ const (
 // taken back, is taken until now + TTL. The epoch grows whenever the lease
 // passes to an owner that did not hold it, released at once or not.
 // updated is the time recorded as updated_at (nil keeps it: Claim and
-// Release do not count as updates).
-func (t *wtx) setLease(thread, ns string, row threadRow, l checkpoint.Lease, now time.Time, release, renew bool, updated any) error {
+// Release do not count as updates). The row is the thread's, whatever
+// namespace the request writes.
+func (t *wtx) setLease(thread string, row threadRow, l checkpoint.Lease, now time.Time, release, renew bool, updated any) error {
 	var owner, until, runner any
 	epoch := row.epoch
 	if row.owner != l.Owner {
@@ -189,9 +194,9 @@ func (t *wtx) setLease(thread, ns string, row threadRow, l checkpoint.Lease, now
 	}
 	var err error
 	if row.exists {
-		_, err = t.exec(takeLease, thread, ns, owner, until, updated, runner, epoch)
+		_, err = t.exec(takeLease, thread, owner, until, updated, runner, epoch)
 	} else {
-		_, err = t.exec(insertThread, thread, ns, owner, until, updated, runner, epoch)
+		_, err = t.exec(insertThread, thread, owner, until, updated, runner, epoch)
 	}
 	return err
 }
@@ -451,22 +456,24 @@ const (
 	insertColumns = `INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, step, source, created_at, metadata, versions, channels, task_writes, mark, crc)`
 	// putFast is a whole steady-state Put, one INSERT: its crc is NULL,
 	// and the NOT NULL constraint refuses the row (writing nothing), unless
-	// the parent ?4 is the head, its step is below the new one's ?5, and
-	// owner ?14 holds a live lease at ?15.
+	// the parent ?4 is the head of namespace ?2, its step is below the new
+	// one's ?5, and owner ?14 holds the thread's live lease at ?15.
 	// (INSERT ... SELECT ... WHERE would say the same with a row count, but
 	// SQLite runs an INSERT whose SELECT reads the target table through an
 	// ephemeral table: +7 µs a Put, measured.)
 	putFast = insertColumns + `
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, CASE WHEN ` + headOf + ` = ?4
 	AND (SELECT step FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?4) < ?5
-	AND EXISTS (SELECT 1 FROM threads WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND lease_owner = ?14 AND lease_until > ?15)
+	AND EXISTS (SELECT 1 FROM threads WHERE thread_id = ?1 AND checkpoint_ns = '' AND lease_owner = ?14 AND lease_until > ?15)
 	THEN ?13 END)`
 	// putNew is the first Put of a thread, in the same way: the row is
-	// refused unless the thread has neither a checkpoint nor a threads
-	// row (then no lease applies; the caller inserts the threads row).
+	// refused unless the namespace has no checkpoint and the thread no
+	// threads row (then no lease applies; the caller inserts the row).
+	// The first Put of a subgraph's namespace, whose thread has its row,
+	// takes the general path.
 	putNew = insertColumns + `
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, CASE WHEN ` + headOf + ` IS NULL
-	AND NOT EXISTS (SELECT 1 FROM threads WHERE thread_id = ?1 AND checkpoint_ns = ?2)
+	AND NOT EXISTS (SELECT 1 FROM threads WHERE thread_id = ?1 AND checkpoint_ns = '')
 	THEN ?13 END)`
 	putInsert = insertColumns + ` VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)`
 )
@@ -579,8 +586,15 @@ func (t *wtx) put(p *preparedPut) error {
 			return err
 		}
 		if err == nil {
-			if req.Release {
-				if _, err := t.exec(releaseLease, req.Thread, req.NS, nowText()); err != nil {
+			switch {
+			case req.Release:
+				if _, err := t.exec(releaseLease, req.Thread, nowText()); err != nil {
+					return err
+				}
+			case req.NS != "":
+				// A subgraph's step is an update of the thread: its root
+				// head does not say so.
+				if _, err := t.exec(touchThread, req.Thread, nowText()); err != nil {
 					return err
 				}
 			}
@@ -596,13 +610,13 @@ func (t *wtx) put(p *preparedPut) error {
 			return err
 		}
 		if err == nil {
-			if err := t.setLease(req.Thread, req.NS, threadRow{}, req.Lease, now, req.Release, false, nowText()); err != nil {
+			if err := t.setLease(req.Thread, threadRow{}, req.Lease, now, req.Release, false, nowText()); err != nil {
 				return err
 			}
 			return t.insertWrites(req.Thread, req.NS, p.writes, nowText)
 		}
 	}
-	th, err := t.thread(req.Thread, req.NS)
+	th, err := t.thread(req.Thread)
 	if err != nil {
 		return err
 	}
@@ -639,7 +653,7 @@ func (t *wtx) put(p *preparedPut) error {
 		return errRollback{fmt.Errorf("%w: checkpoint %q: step %d does not follow its parent %q's step %d",
 			checkpoint.ErrInvalid, cp.ID, cp.Metadata.Step, cp.ParentID, parentStep)}
 	}
-	if err := t.setLease(req.Thread, req.NS, th, req.Lease, now, req.Release, false, nowText()); err != nil {
+	if err := t.setLease(req.Thread, th, req.Lease, now, req.Release, false, nowText()); err != nil {
 		return err
 	}
 	if _, err := t.exec(putInsert, args[:13]...); err != nil {
@@ -666,15 +680,19 @@ func (t *wtx) checkParentInterrupts(req *checkpoint.PutRequest) error {
 	return t.checkInterrupts(req.Thread, req.NS, req.Checkpoint.ParentID, req.Fork, req.ParentWrites)
 }
 
-const releaseLease = `UPDATE threads SET lease_owner = NULL, lease_until = NULL, lease_runner = NULL, updated_at = ?3 WHERE thread_id = ?1 AND checkpoint_ns = ?2`
+// touchThread records ?2 as the thread's last update.
+const touchThread = `UPDATE threads SET updated_at = ?2 WHERE thread_id = ?1 AND checkpoint_ns = ''`
+
+const releaseLease = `UPDATE threads SET lease_owner = NULL, lease_until = NULL, lease_runner = NULL, updated_at = ?2 WHERE thread_id = ?1 AND checkpoint_ns = ''`
 
 // writesFast is a PutWrites on the head by the holder of a live lease: it
-// records the time (and drops the lease when ?6) only when ?7 is the head
-// and owner ?4 holds a live lease at ?5.
+// records the time on the thread's row (and drops the lease when ?6)
+// only when ?7 is the head of namespace ?2 and owner ?4 holds the
+// thread's live lease at ?5.
 const writesFast = `UPDATE threads SET updated_at = ?3,
 	lease_owner = CASE WHEN ?6 THEN NULL ELSE lease_owner END, lease_until = CASE WHEN ?6 THEN NULL ELSE lease_until END,
 	lease_runner = CASE WHEN ?6 THEN NULL ELSE lease_runner END
-WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND lease_owner = ?4 AND lease_until > ?5
+WHERE thread_id = ?1 AND checkpoint_ns = '' AND lease_owner = ?4 AND lease_until > ?5
 	AND ` + headOf + ` = ?7`
 
 // PutWrites implements checkpoint.Saver: it saves the tasks' writes as
@@ -712,7 +730,7 @@ func (s *Saver) PutWrites(ctx context.Context, req checkpoint.WritesRequest) err
 			return err
 		}
 		if n == 0 {
-			th, err := t.thread(ref.Thread, ref.NS)
+			th, err := t.thread(ref.Thread)
 			if err != nil {
 				return err
 			}
@@ -720,13 +738,13 @@ func (s *Saver) PutWrites(ctx context.Context, req checkpoint.WritesRequest) err
 			if err != nil {
 				return err
 			}
-			if !th.exists || head != ref.ID {
+			if head == "" || head != ref.ID {
 				return errRollback{&checkpoint.ConflictError{Thread: ref.Thread, NS: ref.NS, Expected: ref.ID, Head: head}}
 			}
 			if err := th.busy(ref.Thread, ref.NS, req.Lease, now); err != nil {
 				return errRollback{err}
 			}
-			if err := t.setLease(ref.Thread, ref.NS, th, req.Lease, now, req.Release, false, nowText); err != nil {
+			if err := t.setLease(ref.Thread, th, req.Lease, now, req.Release, false, nowText); err != nil {
 				return err
 			}
 		}
@@ -737,19 +755,20 @@ func (s *Saver) PutWrites(ctx context.Context, req checkpoint.WritesRequest) err
 	})
 }
 
-// claimFast takes or renews the lease of owner ?3 and runner ?7 when ?6
-// is the head (NULL: the thread has no checkpoint) and no other owner
-// holds a live lease, or ?8 takes back a lease of runner ?7 (see
-// checkpoint.Lease.TakesBack); the epoch grows when the owner changes.
+// claimFast takes or renews the thread's lease for owner ?3 and runner
+// ?7 when ?6 is the head of namespace ?2 (NULL: it has no checkpoint) and
+// no other owner holds a live lease, or ?8 takes back a lease of runner
+// ?7 (see checkpoint.Lease.TakesBack); the epoch grows when the owner
+// changes.
 const claimFast = `UPDATE threads SET lease_owner = ?3, lease_until = ?4, lease_runner = ?7,
 	lease_epoch = CASE WHEN lease_owner IS ?3 THEN lease_epoch ELSE lease_epoch + 1 END
-WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND (lease_owner IS NULL OR lease_owner = ?3 OR lease_until <= ?5 OR (?8 AND lease_runner = ?7))
+WHERE thread_id = ?1 AND checkpoint_ns = '' AND (lease_owner IS NULL OR lease_owner = ?3 OR lease_until <= ?5 OR (?8 AND lease_runner = ?7))
 	AND ` + headOf + ` IS ?6`
 
-// renewHeld renews the lease of owner ?3 when ?6 is the head and the
-// lease is still ?3's, live or expired (Lease.Held).
+// renewHeld renews the thread's lease of owner ?3 when ?6 is the head of
+// namespace ?2 and the lease is still ?3's, live or expired (Lease.Held).
 const renewHeld = `UPDATE threads SET lease_owner = ?3, lease_until = ?4
-WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND lease_owner = ?3
+WHERE thread_id = ?1 AND checkpoint_ns = '' AND lease_owner = ?3
 	AND ` + headOf + ` IS ?6`
 
 // Claim implements checkpoint.Saver: it takes or renews (to now + TTL) the
@@ -780,7 +799,7 @@ func (s *Saver) Claim(ctx context.Context, ref checkpoint.Ref, l checkpoint.Leas
 				return err
 			}
 		}
-		th, err := t.thread(ref.Thread, ref.NS)
+		th, err := t.thread(ref.Thread)
 		if err != nil {
 			return err
 		}
@@ -801,24 +820,25 @@ func (s *Saver) Claim(ctx context.Context, ref checkpoint.Ref, l checkpoint.Leas
 		if err := th.busy(ref.Thread, ref.NS, l, now); err != nil {
 			return errRollback{err}
 		}
-		return t.setLease(ref.Thread, ref.NS, th, l, now, false, true, nil)
+		return t.setLease(ref.Thread, th, l, now, false, true, nil)
 	})
 }
 
 // Release implements checkpoint.Saver: it drops owner's lease on the
-// thread if owner holds it (a thread row created by Claim alone goes with
-// it). It is not an error when the lease expired or passed on; it returns a
+// thread (the one lease of all its namespaces, whatever ns names) if
+// owner holds it; a thread row created by Claim alone goes with it. It is
+// not an error when the lease expired or passed on; it returns a
 // *StoreError when SQLite fails.
 func (s *Saver) Release(ctx context.Context, thread, ns, owner string) error {
 	op := opInfo{op: "release", thread: thread, ns: ns}
 	return s.write(ctx, op, "", func(t *wtx) error {
-		n, err := t.exec(`UPDATE threads SET lease_owner = NULL, lease_until = NULL, lease_runner = NULL WHERE thread_id = ? AND checkpoint_ns = ? AND lease_owner IS ?`,
-			thread, ns, nullable(owner))
+		n, err := t.exec(`UPDATE threads SET lease_owner = NULL, lease_until = NULL, lease_runner = NULL WHERE thread_id = ? AND checkpoint_ns = '' AND lease_owner IS ?`,
+			thread, nullable(owner))
 		if err != nil || n == 0 {
 			return err
 		}
-		_, err = t.exec(`DELETE FROM threads WHERE thread_id = ?1 AND checkpoint_ns = ?2
-AND NOT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2)`, thread, ns)
+		_, err = t.exec(`DELETE FROM threads WHERE thread_id = ?1 AND checkpoint_ns = ''
+AND NOT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = ?1)`, thread)
 		return err
 	})
 }
