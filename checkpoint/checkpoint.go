@@ -77,9 +77,9 @@ const (
 )
 
 // Metadata describes a checkpoint. It is stored as one flat JSON object:
-// "source", "step", "parents", "run_id", "run-key" and the Extra keys side by side, so
-// that List filters can match any of them by equality (see
-// MetadataMatches).
+// "source", "step", "parents", "run_id", "run-key", "topology-fp" and the
+// Extra keys side by side, so that List filters can match any of them by
+// equality (see MetadataMatches).
 //
 // Extra values come back from every saver as their JSON round trip with
 // numbers decoded as json.Number, never as the Go type they were saved
@@ -102,7 +102,14 @@ type Metadata struct {
 	// existed reads as one; filter on it with RunKeyFilter); empty on
 	// every other checkpoint. At most MaxRunKeyBytes of UTF-8.
 	RunKey string
-	Extra  map[string]any // caller metadata: string, bool or number values (ValidateExtra)
+	// Topology is the fingerprint of the topology of the graph that
+	// wrote this checkpoint (see Topology and TopologyStore), stored as
+	// "topology-fp" (a name no caller key can have; filter on it with
+	// TopologyFilter); empty on checkpoints written before lockstep
+	// recorded it, or by code that does not. When set it is a valid
+	// fingerprint (ValidFingerprint).
+	Topology string
+	Extra    map[string]any // caller metadata: string, bool or number values (ValidateExtra)
 }
 
 // MaxRunKeyBytes bounds Metadata.RunKey.
@@ -111,7 +118,10 @@ const MaxRunKeyBytes = 256
 // RunKeyFilter is the List filter key that matches Metadata.RunKey.
 const RunKeyFilter = "run-key"
 
-var reservedMetadataKeys = map[string]bool{"source": true, "step": true, "parents": true, "run_id": true, RunKeyFilter: true}
+// TopologyFilter is the List filter key that matches Metadata.Topology.
+const TopologyFilter = "topology-fp"
+
+var reservedMetadataKeys = map[string]bool{"source": true, "step": true, "parents": true, "run_id": true, RunKeyFilter: true, TopologyFilter: true}
 
 // MarshalJSON flattens Extra next to the fixed keys (which win over Extra
 // keys of the same name), writing a json.Number that holds an integer in
@@ -137,6 +147,9 @@ func (m Metadata) MarshalJSON() ([]byte, error) {
 	}
 	if m.RunKey != "" {
 		obj[RunKeyFilter] = m.RunKey
+	}
+	if m.Topology != "" {
+		obj[TopologyFilter] = m.Topology
 	}
 	return json.Marshal(obj)
 }
@@ -181,6 +194,8 @@ func (m *Metadata) UnmarshalJSON(b []byte) error {
 			err = json.Unmarshal(v, &m.RunID)
 		case RunKeyFilter:
 			err = json.Unmarshal(v, &m.RunKey)
+		case TopologyFilter:
+			err = json.Unmarshal(v, &m.Topology)
 		default:
 			var x any
 			if x, err = decodeValue(v); err == nil {
@@ -250,10 +265,11 @@ func ValidateExtra(extra map[string]any) error {
 }
 
 // ValidFilterKey reports whether k may be used as a metadata key in a List
-// filter: 1 to 64 characters from [A-Za-z0-9_], or RunKeyFilter. Savers
-// must reject other keys (they are never interpolated into a query).
+// filter: 1 to 64 characters from [A-Za-z0-9_], RunKeyFilter or
+// TopologyFilter. Savers must reject other keys (they are never
+// interpolated into a query).
 func ValidFilterKey(k string) bool {
-	if k == RunKeyFilter {
+	if k == RunKeyFilter || k == TopologyFilter {
 		return true
 	}
 	if len(k) == 0 || len(k) > 64 {
@@ -686,9 +702,13 @@ type CorruptError struct {
 	Err        error
 }
 
-// Error names the corrupt part, its thread and checkpoint, and the cause.
+// Error names the corrupt part, its thread and checkpoint (when it
+// belongs to one: a stored topology does not), and the cause.
 func (e *CorruptError) Error() string {
 	s := fmt.Sprintf("checkpoint: corrupt %s in thread %q checkpoint %q", e.What, e.Thread, e.Checkpoint)
+	if e.Thread == "" && e.Checkpoint == "" {
+		s = "checkpoint: corrupt " + e.What
+	}
 	if e.Err != nil {
 		s += ": " + e.Err.Error()
 	}

@@ -79,6 +79,18 @@
 // release that failed on a full disk. [LeaseInspector] reports a thread's
 // lease (owner, runner, epoch, end) to operators' tools.
 //
+// # Topologies
+//
+// A saver that implements [TopologyStore] keeps the topology of every
+// graph that writes to it (package graph stores it before a compiled
+// graph's first write), once per distinct topology, under its
+// fingerprint ([TopologyFingerprint]: a hash of the canonical encoding
+// graph writes, the same in every process). Every checkpoint the graph
+// writes names it in [Metadata.Topology], so that tools can draw the
+// graph a thread ran under from the database alone, and tell that a
+// waiting thread was saved under another version of its graph than the
+// newest one stored ([TopologyStore.LatestTopology]).
+//
 // # Errors
 //
 // Savers return errors matching [ErrNotFound], [ErrConflict],

@@ -19,8 +19,8 @@ import (
 )
 
 // MemorySaver keeps checkpoints in memory. It implements Saver,
-// ThreadLister, InterruptLister, Pruner, ChainPutter and LeaseInspector with the same rules as the SQLite
-// saver (delta blobs, head compare-and-swap, leases), so tests and
+// ThreadLister, InterruptLister, Pruner, ChainPutter, LeaseInspector and
+// TopologyStore with the same rules as the SQLite saver (delta blobs, head compare-and-swap, leases), so tests and
 // short-lived programs behave exactly as they would on disk. Everything is
 // lost when the process exits. It is safe for concurrent use.
 type MemorySaver struct {
@@ -28,6 +28,9 @@ type MemorySaver struct {
 	now     Clock
 	threads map[threadKey]*memThread
 	seq     int64 // orders writes for PendingInterrupts
+
+	topologies map[string]Topology // by fingerprint
+	latest     map[string]string   // graph name → fingerprint stored last
 }
 
 var (
@@ -37,6 +40,7 @@ var (
 	_ Pruner          = (*MemorySaver)(nil)
 	_ ChainPutter     = (*MemorySaver)(nil)
 	_ LeaseInspector  = (*MemorySaver)(nil)
+	_ TopologyStore   = (*MemorySaver)(nil)
 )
 
 type threadKey struct{ thread, ns string }
@@ -76,7 +80,7 @@ func NewMemorySaver(now Clock) *MemorySaver {
 	if now == nil {
 		now = time.Now
 	}
-	return &MemorySaver{now: now, threads: make(map[threadKey]*memThread)}
+	return &MemorySaver{now: now, threads: make(map[threadKey]*memThread), topologies: map[string]Topology{}, latest: map[string]string{}}
 }
 
 func validThread(thread string) error {
@@ -862,6 +866,69 @@ func (s *MemorySaver) DeleteThread(ctx context.Context, thread string) error {
 		}
 	}
 	return nil
+}
+
+// PutTopology implements TopologyStore. It returns what TopologyStore
+// says, and ctx's error when ctx is done.
+func (s *MemorySaver) PutTopology(ctx context.Context, t Topology) error {
+	if err := ValidateTopology(&t); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	old, ok := s.topologies[t.Fingerprint]
+	switch {
+	case ok && old.Name != t.Name:
+		return fmt.Errorf("%w: topology %s is stored as graph %q, not %q", ErrInvalid, t.Fingerprint, old.Name, t.Name)
+	case ok:
+		old.StoredAt = now
+	default:
+		old = Topology{Fingerprint: t.Fingerprint, Name: t.Name, Data: bytes.Clone(t.Data), CreatedAt: now, StoredAt: now}
+	}
+	s.topologies[t.Fingerprint] = old
+	s.latest[t.Name] = t.Fingerprint
+	return nil
+}
+
+// Topology implements TopologyStore. It returns what TopologyStore says,
+// and ctx's error when ctx is done.
+func (s *MemorySaver) Topology(ctx context.Context, fingerprint string) (Topology, error) {
+	if !ValidFingerprint(fingerprint) {
+		return Topology{}, fmt.Errorf("%w: %q is not a topology fingerprint", ErrInvalid, fingerprint)
+	}
+	if err := ctx.Err(); err != nil {
+		return Topology{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t, ok := s.topologies[fingerprint]
+	if !ok {
+		return Topology{}, fmt.Errorf("%w: no topology %s", ErrNotFound, fingerprint)
+	}
+	t.Data = bytes.Clone(t.Data)
+	return t, nil
+}
+
+// LatestTopology implements TopologyStore. It returns what TopologyStore
+// says, and ctx's error when ctx is done.
+func (s *MemorySaver) LatestTopology(ctx context.Context, name string) (Topology, error) {
+	if name == "" {
+		return Topology{}, fmt.Errorf("%w: empty graph name", ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return Topology{}, err
+	}
+	s.mu.RLock()
+	fp, ok := s.latest[name]
+	s.mu.RUnlock()
+	if !ok {
+		return Topology{}, fmt.Errorf("%w: no topology of graph %q", ErrNotFound, name)
+	}
+	return s.Topology(ctx, fp)
 }
 
 // Threads implements ThreadLister. It fails only with ctx's error when ctx

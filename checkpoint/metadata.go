@@ -199,6 +199,9 @@ func validateMetadata(id string, m Metadata) error {
 	if len(m.RunKey) > MaxRunKeyBytes || !utf8.ValidString(m.RunKey) {
 		return fmt.Errorf("%w: checkpoint %q: run key is not UTF-8 of at most %d bytes", ErrInvalid, id, MaxRunKeyBytes)
 	}
+	if m.Topology != "" && !ValidFingerprint(m.Topology) {
+		return fmt.Errorf("%w: checkpoint %q: topology %q is not a fingerprint (%d lowercase hex digits)", ErrInvalid, id, m.Topology, fingerprintHexLen)
+	}
 	for k := range m.Extra {
 		if reservedMetadataKeys[k] {
 			return fmt.Errorf("%w: checkpoint %q: metadata key %q is reserved", ErrInvalid, id, k)

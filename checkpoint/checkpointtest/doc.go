@@ -73,8 +73,9 @@
 //     does.
 //   - Concurrency: racing Puts on one parent leave exactly one child;
 //     concurrent pending writes and readers stay consistent.
-//   - List: order, metadata filters, Before, Limit, namespaces, invalid
-//     filter keys, and LangGraph JS's cartesian product against a model.
+//   - List: order, metadata filters (Metadata.RunKey and Metadata.Topology
+//     included), Before, Limit, namespaces, invalid filter keys, and
+//     LangGraph JS's cartesian product against a model.
 //   - Namespaces (a subgraph's checkpoints, checkpoint.TaskNS): one lease
 //     and one epoch for every namespace of a thread (another owner is
 //     refused in any of them, a claim in one takes the thread, a release
@@ -92,8 +93,14 @@
 //     whole, or as not a chain, writing nothing) and LeaseInspector (the
 //     epoch counts the claims: 1 after a thread's first Put, one more each
 //     time the lease passes to a new owner, unchanged by renewals and the
-//     holder's saves; kept across a release and a reopen), when the saver
-//     implements them (found by type assertion; skipped otherwise).
+//     holder's saves; kept across a release and a reopen) and
+//     TopologyStore (a topology reads back byte for byte under its
+//     fingerprint, is stored once however often it is stored, with its
+//     first and last store times; the newest of a name is the one stored
+//     last, by order of the stores, a rollback included; refused stores
+//     write nothing; topologies outlive DeleteThread and a reopen), when
+//     the saver implements them (found by type assertion; skipped
+//     otherwise).
 //
 // # Choices left to savers, and what is pinned
 //

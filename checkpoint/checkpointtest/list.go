@@ -19,6 +19,7 @@ func listCases() []testCase {
 		{name: "Filter", run: testListFilter},
 		{name: "MetadataNumbers", run: testListMetadataNumbers},
 		{name: "RunKey", run: testListRunKey},
+		{name: "TopologyFingerprint", run: testListTopology},
 		{name: "MetadataOnly", run: testListMetadataOnly},
 		{name: "BeforeAndLimit", run: testListBeforeLimit},
 		{name: "Namespaces", run: testListNamespaces},
@@ -397,6 +398,55 @@ func testListRunKey(t *testing.T, f *fixture) {
 			r.Checkpoint.Metadata.RunKey = strings.Repeat("k", checkpoint.MaxRunKeyBytes+1)
 		},
 		"run key not UTF-8": func(r *checkpoint.PutRequest) { r.Checkpoint.Metadata.RunKey = "bad\xff" },
+	} {
+		req := l.request(t, l.head, set("x", `0`))
+		mutate(&req)
+		wantIs(t, "Put with "+name, f.s.Put(context.Background(), req), checkpoint.ErrInvalid)
+	}
+}
+
+// testListTopology: Metadata.Topology (the fingerprint of the graph that
+// wrote a checkpoint) comes back from Get and List as it was saved, alone
+// and beside caller keys, a List filter on checkpoint.TopologyFilter finds
+// it, a caller key "topology" stays a caller key, and a value that is not
+// a fingerprint, or a caller key topology-fp, is refused with ErrInvalid.
+func testListTopology(t *testing.T, f *fixture) {
+	const fpA, fpB = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
+	l := f.line("thread-1", "")
+	put := func(fp string, extra map[string]any) string {
+		req := l.request(t, l.head, set("x", `0`))
+		req.Checkpoint.Metadata.Topology = fp
+		req.Checkpoint.Metadata.Extra = extra
+		return l.put(t, req)
+	}
+	c1 := put(fpA, nil)
+	c2 := put("", nil)
+	c3 := put(fpB, map[string]any{"user": "ada"})
+	c4 := put(fpA, map[string]any{"topology": "mine"})
+	for id, want := range map[string]string{c1: fpA, c2: "", c3: fpB, c4: fpA} {
+		if got := f.get(t, l.ref(id), checkpoint.GetOptions{}).Checkpoint.Metadata.Topology; got != want {
+			t.Errorf("Get(%s).Metadata.Topology = %q, want %q", id, got, want)
+		}
+	}
+	if got := f.get(t, l.ref(c4), checkpoint.GetOptions{}).Checkpoint.Metadata.Extra["topology"]; got != "mine" {
+		t.Errorf("a caller key topology read back as %v", got)
+	}
+	for _, limit := range []int{0, 1} {
+		got := tupleIDs(f.list(t, "thread-1", checkpoint.ListOptions{Filter: map[string]any{checkpoint.TopologyFilter: fpA}, Limit: limit}))
+		want := []string{c4, c1}
+		if limit == 1 {
+			want = want[:1]
+		}
+		if !cmp.Equal(got, want) {
+			t.Errorf("List(topology = %s, limit %d) = %v, want %v", fpA, limit, got, want)
+		}
+	}
+	for name, mutate := range map[string]func(*checkpoint.PutRequest){
+		"caller key topology-fp": func(r *checkpoint.PutRequest) {
+			r.Checkpoint.Metadata.Extra = map[string]any{checkpoint.TopologyFilter: fpA}
+		},
+		"short fingerprint":     func(r *checkpoint.PutRequest) { r.Checkpoint.Metadata.Topology = "abc" },
+		"uppercase fingerprint": func(r *checkpoint.PutRequest) { r.Checkpoint.Metadata.Topology = strings.ToUpper(fpA) },
 	} {
 		req := l.request(t, l.head, set("x", `0`))
 		mutate(&req)

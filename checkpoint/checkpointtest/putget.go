@@ -48,11 +48,12 @@ func testRoundTrip(t *testing.T, f *fixture) {
 	// A non-UTC zone and milliseconds: the instant must survive.
 	req.Checkpoint.CreatedAt = time.Date(2025, 6, 1, 14, 30, 15, 123_000_000, time.FixedZone("UTC+2", 2*3600))
 	req.Checkpoint.Metadata = checkpoint.Metadata{
-		Source:  checkpoint.SourceInput,
-		Step:    -1,
-		Parents: map[string]string{"": "00000000-0000-7000-8000-0000000000aa", "outer:1": "00000000-0000-7000-8000-0000000000bb"},
-		RunID:   "run-1",
-		Extra:   map[string]any{"user": "ada", "flag": true, "n": 3, "ratio": 0.5, "big_int": int64(1) << 40},
+		Source:   checkpoint.SourceInput,
+		Step:     -1,
+		Parents:  map[string]string{"": "00000000-0000-7000-8000-0000000000aa", "outer:1": "00000000-0000-7000-8000-0000000000bb"},
+		RunID:    "run-1",
+		Topology: "00112233445566778899aabbccddeeff",
+		Extra:    map[string]any{"user": "ada", "flag": true, "n": 3, "ratio": 0.5, "big_int": int64(1) << 40},
 	}
 	req.Checkpoint.Mark = "00000000-0000-7000-8000-0000000000cc"
 	first := l.put(t, req)

@@ -96,6 +96,7 @@ func groups() []group {
 		{name: "ChainPutter", needs: "ChainPutter", has: func(s checkpoint.Saver) bool { _, ok := s.(checkpoint.ChainPutter); return ok }, cases: chainCases()},
 		{name: "LeaseInspector", needs: "LeaseInspector", has: func(s checkpoint.Saver) bool { _, ok := s.(checkpoint.LeaseInspector); return ok }, cases: leaseInspectorCases()},
 		{name: "Vacuumer", needs: "Vacuumer", has: func(s checkpoint.Saver) bool { _, ok := s.(checkpoint.Vacuumer); return ok }, cases: vacuumerCases()},
+		{name: "TopologyStore", needs: "TopologyStore", has: func(s checkpoint.Saver) bool { _, ok := s.(checkpoint.TopologyStore); return ok }, cases: topologyCases()},
 	}
 }
 
