@@ -1,6 +1,8 @@
 package graph
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,7 +10,10 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/internal/safe"
@@ -27,6 +32,7 @@ const (
 type Option func(*config)
 
 type config struct {
+	name           string
 	saver          checkpoint.Saver
 	before, after  []string
 	recursionLimit int
@@ -41,6 +47,25 @@ type config struct {
 	stateCache     int
 	rand           io.Reader
 	errs           []error
+}
+
+// WithName names the graph (default: the state type, as
+// reflect.Type.String writes it, "order.Order"). The name is stored with
+// the graph's topology (see Topology and SaveTopology): the topologies of
+// one name are the versions of one graph, so that the lockstep CLI can
+// tell that a thread was saved under another version than the newest one
+// stored. Give each graph of an application its own name when several
+// graphs share a state type (agents over nodes.AgentState), and keep the
+// name when the graph changes. A name is 1 to
+// checkpoint.MaxTopologyNameBytes of UTF-8 without control characters;
+// Compile reports another.
+func WithName(name string) Option {
+	return func(c *config) {
+		if err := checkpoint.ValidTopologyName(name); err != nil {
+			c.errs = append(c.errs, &CompileError{Problem: fmt.Sprintf("graph name %q: %v", quoteIfLong(name), err)})
+		}
+		c.name = name
+	}
 }
 
 // WithSaver persists checkpoints with s. Without a saver a run keeps its
@@ -161,6 +186,12 @@ type Runnable[S any] struct {
 	branchCh  map[string]string // node → its trigger channel, "branch:to:<node>"
 	live      liveRuns          // this Runnable's runs, per thread
 	abandoned *safe.Counter     // application code given up on (see Abandoned)
+
+	topo     Topology    // canonical
+	topoData []byte      // its encoding
+	topoFP   string      // its fingerprint, in the metadata of every checkpoint written
+	topoMu   sync.Mutex  // serialises the first store
+	topoDone atomic.Bool // stored on cfg.saver (or it keeps no topologies)
 }
 
 // Compile validates the graph and returns a Runnable. It returns every
@@ -287,7 +318,99 @@ func (g *Graph[S]) Compile(opts ...Option) (*Runnable[S], error) {
 		r.cfg.runner = "runner-" + checkpoint.NewOwnerID(nil)
 	}
 	r.cache = newFrameCache[S](cfg.stateCache)
+	if err := r.buildTopology(); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// buildTopology records the compiled graph's topology, its encoding and
+// its fingerprint.
+func (r *Runnable[S]) buildTopology() error {
+	name := r.cfg.name
+	if name == "" {
+		name = defaultName(reflect.TypeFor[S]())
+	}
+	t := Topology{Name: name, Nodes: slices.Clone(r.nodeNames)}
+	for _, e := range r.edgesList {
+		t.Edges = append(t.Edges, Edge{From: e[0], To: e[1]})
+	}
+	for _, j := range r.joins {
+		t.Joins = append(t.Joins, Join{Sources: slices.Clone(j.sources), To: j.to})
+	}
+	for from, rs := range r.routers {
+		for _, rt := range rs {
+			t.Branches = append(t.Branches, Branch{From: from, Send: rt.send != nil, Destinations: slices.Clone(rt.dests)})
+		}
+	}
+	for n := range r.before {
+		t.InterruptBefore = append(t.InterruptBefore, n)
+	}
+	for n := range r.after {
+		t.InterruptAfter = append(t.InterruptAfter, n)
+	}
+	r.topo = t.canonical()
+	b, err := r.topo.Encode()
+	if err != nil {
+		return err
+	}
+	r.topoData, r.topoFP = b, checkpoint.TopologyFingerprint(b)
+	return nil
+}
+
+// defaultName is the name of a graph over the state type typ: its
+// reflect.Type.String, cut to checkpoint.MaxTopologyNameBytes.
+func defaultName(typ reflect.Type) string {
+	name := typ.String()
+	for len(name) > checkpoint.MaxTopologyNameBytes {
+		_, size := utf8.DecodeLastRuneInString(name)
+		name = name[:len(name)-size]
+	}
+	return name
+}
+
+// Topology returns the graph's topology (a copy), as Mermaid draws it and
+// as runs store it on the saver. It never fails.
+func (r *Runnable[S]) Topology() Topology { return r.topo.clone() }
+
+// Name returns the graph's name (WithName, or its default). It never
+// fails.
+func (r *Runnable[S]) Name() string { return r.topo.Name }
+
+// SaveTopology stores the graph's topology on its saver, when the saver
+// keeps topologies (checkpoint.TopologyStore), once per Runnable: the
+// first run or UpdateState that writes to the saver does it, before
+// anything else, and later calls return at once. Call it when a process
+// starts to record the version of the graph it runs before any thread
+// runs on it (the lockstep CLI's state command compares a waiting
+// thread's graph with the newest one stored). It returns nil without a
+// saver or when the saver keeps no topologies, and otherwise an error
+// wrapping the saver's (a store that failed but is found stored when read
+// back succeeded); a run that cannot store its topology fails with that
+// error before it writes anything, and the next run tries again.
+func (r *Runnable[S]) SaveTopology(ctx context.Context) error {
+	if r.topoDone.Load() || r.cfg.saver == nil {
+		return nil
+	}
+	ts, ok := r.cfg.saver.(checkpoint.TopologyStore)
+	if !ok {
+		r.topoDone.Store(true)
+		return nil
+	}
+	r.topoMu.Lock()
+	defer r.topoMu.Unlock()
+	if r.topoDone.Load() {
+		return nil
+	}
+	if err := ts.PutTopology(ctx, checkpoint.Topology{Fingerprint: r.topoFP, Name: r.topo.Name, Data: r.topoData}); err != nil {
+		// A store that failed may have committed all the same (a COMMIT
+		// whose reply was lost): what is stored decides.
+		if st, gerr := ts.Topology(ctx, r.topoFP); gerr != nil || st.Name != r.topo.Name || !bytes.Equal(st.Data, r.topoData) {
+			return fmt.Errorf("graph %q: store its topology %s on the saver: %w", r.topo.Name, r.topoFP, err)
+		}
+	}
+	r.topoDone.Store(true)
+	return nil
 }
 
 // nilSaver reports whether s is a typed nil (a nil *sqlite.Saver passed as

@@ -76,6 +76,22 @@
 // state as a node would; [Runnable.Replay] forks from an older checkpoint.
 // [Runnable.Mermaid] draws the graph.
 //
+// # Topology
+//
+// A compiled graph has a [Topology]: its name ([WithName]; the state
+// type by default), nodes, edges, joins, routers with their declared
+// destinations and compile-time breakpoints, and a fingerprint of its
+// canonical encoding, the same in every process and changed by nothing
+// but the topology. The first time a [Runnable] writes to a saver that
+// keeps topologies (checkpoint.TopologyStore: the memory and SQLite
+// savers do), it stores its topology there once ([Runnable.SaveTopology]),
+// and every checkpoint it writes names the fingerprint in its metadata.
+// The lockstep CLI draws a thread's graph from the database alone, and
+// says when a waiting thread was saved under another version of its graph
+// than the newest one stored: the topology of the same name that a
+// Runnable stored last. Call SaveTopology when a process starts, so that
+// a deploy is recorded before it runs any thread.
+//
 // # Stored state and changing the state type
 //
 // State is stored as the JSON json.Marshal writes for each field, and read

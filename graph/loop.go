@@ -201,6 +201,9 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 	if ru.saver == nil && in.kind != inputStart {
 		return zero, fmt.Errorf("%w: cannot resume, continue or replay thread %q", ErrNoSaver, thread)
 	}
+	if err := r.SaveTopology(ctx); err != nil {
+		return zero, err
+	}
 	if ro.runKey != "" {
 		switch {
 		case in.kind != inputStart:
@@ -990,7 +993,7 @@ func (ru *run[S]) prepareSave(ctx context.Context, f *frame[S], source checkpoin
 	// older checkpoint, after the thread's head, so that it becomes the
 	// head in every process whatever its clock says.
 	id := r.cfg.ids(max(f.parentID, ru.floor))
-	f.meta = checkpoint.Metadata{Source: source, Step: step, Parents: map[string]string{}, RunID: ru.lease.Owner, Extra: ru.opts.metadata}
+	f.meta = checkpoint.Metadata{Source: source, Step: step, Parents: map[string]string{}, RunID: ru.lease.Owner, Topology: r.topoFP, Extra: ru.opts.metadata}
 	if source == checkpoint.SourceInput {
 		f.meta.RunKey = ru.opts.runKey
 	}
