@@ -753,8 +753,8 @@ func decodeVersions(b []byte) (map[string]string, error) {
 var errUnusual = errors.New("unusual metadata")
 
 // decodeMetadata decodes a metadata column. The usual object (parents,
-// run_id, source and step, as appendMetadata writes it, each once) is
-// read by the scanner; anything else (caller keys, other shapes, invalid
+// run_id, source, step and topology-fp, as appendMetadata writes it, each
+// once) is read by the scanner; anything else (caller keys, other shapes, invalid
 // JSON) by Metadata.UnmarshalJSON, so that both decode alike, as strictly
 // as MarshalJSON writes.
 func decodeMetadata(b []byte) (checkpoint.Metadata, error) {
@@ -763,7 +763,7 @@ func decodeMetadata(b []byte) (checkpoint.Metadata, error) {
 		return m, err
 	}
 	s := &scanner{b: b}
-	var seen [4]bool // parents, run_id, source, step
+	var seen [5]bool // parents, run_id, source, step, topology-fp
 	once := func(i int) error {
 		if seen[i] {
 			return errUnusual
@@ -790,10 +790,13 @@ func decodeMetadata(b []byte) (checkpoint.Metadata, error) {
 				m.Parents[string(pk)] = v
 				return err
 			})
-		case "run_id", "source":
-			i := 1
-			if string(k) == "source" {
-				i = 2
+		case "run_id", "source", checkpoint.TopologyFilter:
+			i, dst := 1, &m.RunID
+			switch string(k) {
+			case "source":
+				i, dst = 2, (*string)(&m.Source)
+			case checkpoint.TopologyFilter:
+				i, dst = 4, &m.Topology
 			}
 			if err := once(i); err != nil {
 				return err
@@ -801,13 +804,7 @@ func decodeMetadata(b []byte) (checkpoint.Metadata, error) {
 			if s.next() != '"' {
 				return errUnusual
 			}
-			var v string
-			v, err = s.str()
-			if string(k) == "run_id" {
-				m.RunID = v
-			} else {
-				m.Source = checkpoint.Source(v)
-			}
+			*dst, err = s.str()
 		case "step":
 			if err := once(3); err != nil {
 				return err

@@ -40,6 +40,7 @@ func FuzzScannerValid(f *testing.F) {
 func FuzzDecodeMetadata(f *testing.F) {
 	for _, s := range []string{
 		`{"parents":{},"run_id":"r","source":"loop","step":3}`, `{"parents":{"":"p"},"source":"input","step":-1}`,
+		`{"parents":{},"source":"loop","step":3,"topology-fp":"0123456789abcdef0123456789abcdef"}`, `{"topology-fp":5}`,
 		`{"step":1.5}`, `{"step":"1"}`, `{"parents":null}`, `{"parents":{"a":1}}`, `{"kind":"x","n":2,"step":0}`,
 		`{"step":99999999999999999999}`, `{"source":"l\u006fop","step":1}`, `{"step":1,"step":2}`, `[]`, `{`, `{"step":-}`,
 		`{"parents":{},"run_id":"\ud800","source":"loop","step":1}`, `{"parents":{"":null},"source":"loop","step":1}`,
@@ -69,7 +70,8 @@ func FuzzDecodeMetadata(f *testing.F) {
 func TestCodecRoundTrip(t *testing.T) {
 	req := checkpoint.PutRequest{Thread: "t\"h", NS: "child:1", Checkpoint: checkpoint.Checkpoint{
 		ID: "c2", ParentID: "c1", Mark: "c0",
-		Metadata: checkpoint.Metadata{Source: checkpoint.SourceLoop, Step: 7, Parents: map[string]string{"": "p\n"}, RunID: "run<1>"},
+		Metadata: checkpoint.Metadata{Source: checkpoint.SourceLoop, Step: 7, Parents: map[string]string{"": "p\n"}, RunID: "run<1>",
+			Topology: "0123456789abcdef0123456789abcdef"},
 		Versions: map[string]string{"Log": "c2", "N": "c2", "weird \"\\\t name": "c2", "old": "c0"},
 		Channels: map[string][]checkpoint.Blob{
 			"Log":               {{Version: "c2", Append: true, Base: "c1", Data: json.RawMessage(` [ "a" , {"b":[1, 2]} ] `)}},

@@ -1,5 +1,6 @@
 // Package sqlite is the SQLite checkpoint saver: a [checkpoint.Saver] (and
-// ThreadLister, InterruptLister, Pruner and Vacuumer) on one database file,
+// ThreadLister, InterruptLister, Pruner, Vacuumer, ChainPutter,
+// LeaseInspector and TopologyStore) on one database file,
 // built on github.com/mattn/go-sqlite3. It is the only package of the
 // module that imports the driver.
 //
@@ -228,7 +229,7 @@
 // leaving the file as it was, for a schema-1 thread whose head is not its
 // newest checkpoint). Schema 3 adds the lease's runner and epoch to
 // threads, in place; a lease taken before it reads as epoch 0 until the
-// next claim. Schema 4 (this one) keeps the tables and changes what a
+// next claim. Schema 4 keeps the tables and changes what a
 // writes row's checksum covers: schemas 1 to 3 summed only its channel,
 // node, path and value, so a row copied to another thread verified there
 // (and that thread showed, and could be resumed through, the other
@@ -238,8 +239,10 @@
 // is still reported. The old rule is not kept for old rows: a reader
 // that accepted rows summed without their key would accept copies for
 // ever, and a lockstep that knows only schema 3 refuses a schema-4 file
-// (ErrSchemaTooNew) rather than reading its rows as corrupt. JSON columns
-// are TEXT, so the stock sqlite3 shell shows them.
+// (ErrSchemaTooNew) rather than reading its rows as corrupt. Schema 5
+// (this one) adds the topologies table (checkpoint.TopologyStore);
+// checkpoints written before it name no topology. JSON columns are TEXT,
+// so the stock sqlite3 shell shows them.
 //
 // Open adds these tables to a database another program made when its
 // user_version is 0, so that an application can keep its checkpoints
@@ -250,6 +253,7 @@
 // as it was. OpenExisting, for tools that only
 // inspect a file they were pointed at, never creates, migrates or
 // otherwise changes one: it opens only a lockstep database at this schema
+// or at schema 4, which it reads as it is, with no topologies stored
 // (ErrNotLockstep, ErrSchemaTooOld and ErrSchemaTooNew otherwise).
 //
 //	checkpoints  one row per checkpoint: everything a Put writes
@@ -257,7 +261,9 @@
 //	  parent_checkpoint_id       the checkpoint it was written after (NULL for the first)
 //	  step, source               copies of the metadata fields, for SQL
 //	  created_at                 RFC 3339, UTC, nine fraction digits
-//	  metadata                   JSON object: source, step, parents, run_id, run-key (input checkpoints of a keyed run) and caller keys, flat
+//	  metadata                   JSON object: source, step, parents, run_id, run-key (input checkpoints of a keyed run),
+//	                               topology-fp (the fingerprint of the graph that wrote it: a row of topologies)
+//	                               and caller keys, flat
 //	  versions                   JSON object: channel -> version (the ID of the checkpoint that wrote it)
 //	  channels                   JSON object: the channels this checkpoint changed, each
 //	                               {"value": <json>}, or {"append": <json array of new items>,
@@ -301,6 +307,17 @@
 //	lockstep_file  one row: the file's identity, as PRAGMA application_id holds it
 //	  id                         a 32-bit integer, written once (see the -wal above)
 //
+//	topologies   one row per distinct graph topology stored (checkpoint.TopologyStore)
+//	  fingerprint                the key: checkpoint.TopologyFingerprint of topology (32 hex digits),
+//	                               which is also its checksum
+//	  name                       the graph's name (graph.WithName); its versions share it
+//	  topology                   JSON object: the canonical encoding package graph writes
+//	                               (graph.Topology: format, name, nodes, edges, joins, branches,
+//	                               interrupt_before, interrupt_after)
+//	  created_at, stored_at      when it was first and last stored (RFC 3339, UTC)
+//	  stored_seq                 orders the stores of one name: the newest topology of a name
+//	                               has the largest
+//
 //	thread_heads (view)  every thread's head: the row with the largest checkpoint ID
 //	  thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, step, source,
 //	  created_at, updated_at, lease_owner, lease_until, metadata, versions,
@@ -319,6 +336,14 @@
 //	FROM checkpoints c, json_each(c.channels) j
 //	WHERE c.thread_id = 'alpha'
 //	ORDER BY c.checkpoint_id, j.key;
+//
+// The graph each thread's head was saved under:
+//
+//	SELECT h.thread_id, h.checkpoint_id, t.name, t.fingerprint, t.stored_at
+//	FROM thread_heads h
+//	LEFT JOIN topologies t ON t.fingerprint = json_extract(h.metadata, '$."topology-fp"')
+//	WHERE h.checkpoint_ns = ''
+//	ORDER BY h.thread_id;
 //
 // Other packages keep their own tables in the same file through DB().
 //

@@ -261,8 +261,9 @@ type opInfo struct {
 }
 
 // changesHeads reports whether the operation can change what Get reads
-// of op.thread (every operation but taking and dropping a lease can).
-func (o opInfo) changesHeads() bool { return o.op != "claim" && o.op != "release" }
+// of op.thread (every operation on a thread but taking and dropping a
+// lease can; storing a topology is on none).
+func (o opInfo) changesHeads() bool { return o.thread != "" && o.op != "claim" && o.op != "release" }
 
 // storeErr wraps a driver error. Context errors and errors that are
 // already typed pass through unchanged (wrapped with the operation).

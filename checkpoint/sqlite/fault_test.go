@@ -243,6 +243,12 @@ func TestFaultsThroughTheRuntime(t *testing.T) {
 				drv.Reset()
 				s := openTemp(t, Config{Synchronous: SyncNormal, DriverName: faultDriverName})
 				r := w1Graph(t, s)
+				// The graph's topology is stored first (its own COMMIT,
+				// TestFaultsStoringTheTopology), so that COMMIT n is the
+				// run's n-th checkpoint save.
+				if err := r.SaveTopology(ctx); err != nil {
+					t.Fatal(err)
+				}
 				drv.Arm(faultdb.Fault{Op: faultdb.OpCommit, Match: "COMMIT", N: n, When: when, Err: sqliteErr(sqlite3.ErrIoErr)})
 				got, err := r.Invoke(ctx, "t", graph.Set(w1State{}, "Count"))
 				if when == faultdb.Before {
@@ -275,6 +281,58 @@ func TestFaultsThroughTheRuntime(t *testing.T) {
 				integrityOK(t, s.DB())
 			})
 		}
+	}
+}
+
+// TestFaultsStoringTheTopology: the first run of a graph stores its
+// topology in a transaction of its own before anything else. A COMMIT of
+// it that took effect but reported an error is resolved by reading the
+// topology back: the run goes on. One that failed fails the run before it
+// writes anything (the thread does not exist); the next run stores the
+// topology and completes, with the fingerprint in every checkpoint.
+func TestFaultsStoringTheTopology(t *testing.T) {
+	drv := faults(t)
+	ctx := t.Context()
+	for _, when := range []faultdb.When{faultdb.After, faultdb.Before} {
+		t.Run(map[faultdb.When]string{faultdb.Before: "before", faultdb.After: "after"}[when], func(t *testing.T) {
+			drv.Reset()
+			s := openTemp(t, Config{Synchronous: SyncNormal, DriverName: faultDriverName})
+			r := w1Graph(t, s)
+			drv.Arm(faultdb.Fault{Op: faultdb.OpCommit, Match: "COMMIT", N: 1, When: when, Err: sqliteErr(sqlite3.ErrIoErr)})
+			got, err := r.Invoke(ctx, "t", graph.Set(w1State{}, "Count"))
+			if when == faultdb.Before {
+				if !errors.Is(err, ErrCommitIndeterminate) {
+					t.Fatalf("Invoke: %v, want the commit error", err)
+				}
+				if _, err := s.Get(ctx, checkpoint.Ref{Thread: "t"}, checkpoint.GetOptions{}); !errors.Is(err, checkpoint.ErrNotFound) {
+					t.Fatalf("after the failed store: Get = %v, want ErrNotFound (the run wrote nothing)", err)
+				}
+				got, err = r.Invoke(ctx, "t", graph.Set(w1State{}, "Count"))
+			}
+			if err != nil || got.Values.Count != 10 {
+				t.Fatalf("Invoke: %+v, %v", got.Values, err)
+			}
+			if len(drv.Events()) != 1 {
+				t.Fatalf("fault fired %d times", len(drv.Events()))
+			}
+			fp, err := r.Topology().Fingerprint()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Topology(ctx, fp); err != nil {
+				t.Errorf("Topology(%s): %v", fp, err)
+			}
+			tps, err := s.List(ctx, "t", checkpoint.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tp := range tps {
+				if tp.Checkpoint.Metadata.Topology != fp {
+					t.Errorf("checkpoint %s: Metadata.Topology = %q, want %q", tp.Checkpoint.ID, tp.Checkpoint.Metadata.Topology, fp)
+				}
+			}
+			integrityOK(t, s.DB())
+		})
 	}
 }
 
@@ -388,8 +446,12 @@ func TestFaultsRunEachNodeOnce(t *testing.T) {
 	// the number of COMMITs a run makes.
 	ref := openTemp(t, Config{Synchronous: SyncNormal, DriverName: faultDriverName})
 	refRuns := &nodeRuns{runs: map[string]int{}}
+	refRun := countingW1Graph(t, ref, refRuns)
+	if err := refRun.SaveTopology(ctx); err != nil { // its own COMMIT: not counted
+		t.Fatal(err)
+	}
 	drv.Reset()
-	want, err := countingW1Graph(t, ref, refRuns).Invoke(ctx, "t", graph.Set(w1State{}, "Count"))
+	want, err := refRun.Invoke(ctx, "t", graph.Set(w1State{}, "Count"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,6 +475,9 @@ func TestFaultsRunEachNodeOnce(t *testing.T) {
 				s := openTemp(t, Config{Synchronous: SyncNormal, DriverName: faultDriverName})
 				runs := &nodeRuns{runs: map[string]int{}}
 				r := countingW1Graph(t, s, runs)
+				if err := r.SaveTopology(ctx); err != nil {
+					t.Fatal(err)
+				}
 				var atFault map[string]int // node runs when the fault fired
 				var failedNode string      // the node whose step the failed COMMIT saved
 				drv.Arm(faultdb.Fault{Op: faultdb.OpCommit, Match: "COMMIT", N: n, When: when, Err: sqliteErr(sqlite3.ErrIoErr),

@@ -20,14 +20,17 @@ import (
 )
 
 // Saver is a checkpoint.Saver on one SQLite file. It implements
-// checkpoint.Saver, ThreadLister, InterruptLister, Pruner, Vacuumer and
-// ChainPutter. It
+// checkpoint.Saver, ThreadLister, InterruptLister, Pruner, Vacuumer,
+// ChainPutter, LeaseInspector and TopologyStore. It
 // is safe for concurrent use by many goroutines, and several processes (or
 // several Savers in one process) may open the same file: writes are
 // serialised by SQLite's write lock, reads run in parallel with them.
 type Saver struct {
 	cfg *resolved
 	db  *sql.DB
+	// version is the file's schema version: schemaVersion, or an older one
+	// that OpenExisting opened without migrating (see oldestReadable).
+	version int
 
 	closed atomic.Bool
 
@@ -53,6 +56,7 @@ var (
 	_ checkpoint.Pruner          = (*Saver)(nil)
 	_ checkpoint.Vacuumer        = (*Saver)(nil)
 	_ checkpoint.ChainPutter     = (*Saver)(nil)
+	_ checkpoint.TopologyStore   = (*Saver)(nil)
 )
 
 // Open opens (creating it if needed) the database file at path and brings
@@ -84,10 +88,13 @@ func Open(path string, cfg Config) (*Saver, error) {
 // error matching fs.ErrNotExist (and ErrNotLockstep) when there is no file
 // or it is empty, ErrNotLockstep for a SQLite file without lockstep's
 // tables, a *SchemaError matching ErrSchemaTooOld for a file an older
-// lockstep wrote (Open migrates it) and one matching ErrSchemaTooNew for
-// a newer one, ErrSchemaInvalid and ErrForeignWAL as Open does, and
+// lockstep wrote whose tables this code cannot read as they are (before
+// schema 4; Open migrates it) and one matching ErrSchemaTooNew for a
+// newer one, ErrSchemaInvalid and ErrForeignWAL as Open does, and
 // otherwise as Open does. The file is not modified on any of these
-// errors.
+// errors. A schema-4 file opens as it is: it has no topologies table, so
+// that Topology and LatestTopology find nothing and PutTopology fails
+// with a *SchemaError (ErrSchemaTooOld).
 func OpenExisting(path string, cfg Config) (*Saver, error) {
 	return open(path, cfg, true)
 }
@@ -331,8 +338,9 @@ func create(ctx context.Context, r *resolved) error {
 }
 
 // init checks the writer's journal mode, sets the file up (not for
-// OpenExisting: probe let only a current file through, and nothing may be
-// written) and starts watching the -wal (see walWatch).
+// OpenExisting: probe let only a file this code reads as it is through,
+// and nothing may be written; its schema version is recorded) and starts
+// watching the -wal (see walWatch).
 func (s *Saver) init(ctx context.Context, existing bool) error {
 	conn, err := s.writer(ctx)
 	if err != nil {
@@ -345,7 +353,14 @@ func (s *Saver) init(ctx context.Context, existing bool) error {
 	if mode != "wal" {
 		return fmt.Errorf("checkpoint/sqlite: open %q: journal mode is %q, not WAL (is the file on a network filesystem?)", s.cfg.path, mode)
 	}
-	if !existing {
+	if existing {
+		if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&s.version); err != nil {
+			return openErr(s.cfg.path, "open", err)
+		}
+		if s.version < oldestReadable || s.version > schemaVersion {
+			return &SchemaError{Path: s.cfg.path, File: s.version, Code: schemaVersion}
+		}
+	} else {
 		if err := setUp(ctx, conn, s.cfg.path, s.cfg.hook); err != nil {
 			var se *SchemaError
 			if errors.As(err, &se) || errors.Is(err, ErrNotLockstep) || errors.Is(err, ErrCannotMigrate) {
@@ -353,6 +368,7 @@ func (s *Saver) init(ctx context.Context, existing bool) error {
 			}
 			return openErr(s.cfg.path, "open", err)
 		}
+		s.version = schemaVersion
 	}
 	return s.watchWAL(ctx)
 }

@@ -154,6 +154,22 @@ var migrations = []migration{
 	// Version 4: a writes row's checksum covers its key (see
 	// migrate_writes.go). The tables do not change.
 	{version: 4, data: migrateWritesCRC},
+	// Version 5: the topologies of the graphs that write to the file
+	// (checkpoint.TopologyStore), one row per distinct topology, keyed by
+	// its fingerprint. stored_seq orders the stores of one name (the
+	// newest is the largest). The migration only adds the table, so that
+	// OpenExisting reads a schema-4 file as it is (with no topologies).
+	{version: 5, stmts: []string{
+		`CREATE TABLE topologies (
+			fingerprint TEXT NOT NULL PRIMARY KEY,
+			name        TEXT NOT NULL,
+			topology    TEXT NOT NULL,
+			created_at  TEXT NOT NULL,
+			stored_at   TEXT NOT NULL,
+			stored_seq  INTEGER NOT NULL
+		) WITHOUT ROWID`,
+		`CREATE INDEX topologies_newest ON topologies (name, stored_seq)`,
+	}},
 }
 
 // schemaVersion is the newest schema this code knows.
@@ -161,7 +177,18 @@ var schemaVersion = migrations[len(migrations)-1].version
 
 // schemaNames are the tables, indexes and views lockstep's migrations
 // create, by their sqlite_master names.
-var schemaNames = []string{"threads", "checkpoints", "blobs", "writes", "writes_interrupts", "thread_heads", "checkpoints_v2", "threads_v2"}
+var schemaNames = []string{"threads", "checkpoints", "blobs", "writes", "writes_interrupts", "thread_heads", "checkpoints_v2", "threads_v2",
+	"topologies", "topologies_newest"}
+
+// oldestReadable is the oldest schema OpenExisting opens without
+// migrating. Every migration after it only adds tables, and the saver
+// treats a table the file does not have yet as empty (see
+// topologySchema); a migration that changes what a reader of a table
+// reads moves it up to its own version.
+const oldestReadable = 4
+
+// topologySchema is the first schema with the topologies table.
+const topologySchema = 5
 
 // fileTable is the table that holds the file's identity a second time
 // (see assignFileID): one row, written once.
@@ -258,7 +285,7 @@ func (f fileSchema) unset() bool {
 // version of the tables the file has; another program's database with a
 // schema version of its own, or with a table lockstep would create
 // (ErrNotLockstep). With existing (OpenExisting), only a file at
-// schemaVersion passes.
+// oldestReadable or later passes.
 func (f fileSchema) check(path string, existing bool) error {
 	p := strconv.Quote(path)
 	invalid := func(why string) error {
@@ -289,7 +316,7 @@ func (f fileSchema) check(path string, existing bool) error {
 		return invalid("schema 1 has a blobs table, and the file has none")
 	case f.version >= 2 && f.names["blobs"]:
 		return invalid(fmt.Sprintf("schema %d has no blobs table, and the file has one", f.version))
-	case existing && f.version < schemaVersion:
+	case existing && f.version < oldestReadable:
 		return &SchemaError{Path: path, File: f.version, Code: schemaVersion}
 	}
 	return nil

@@ -311,7 +311,7 @@ func appendMetadata(b []byte, m checkpoint.Metadata) ([]byte, error) {
 		j, err := json.Marshal(m)
 		return append(b, j...), err
 	}
-	if len(m.Extra) > 0 || m.RunKey != "" || !utf8.ValidString(string(m.Source)) || !utf8.ValidString(m.RunID) {
+	if len(m.Extra) > 0 || m.RunKey != "" || !utf8.ValidString(string(m.Source)) || !utf8.ValidString(m.RunID) || !utf8.ValidString(m.Topology) {
 		return marshal()
 	}
 	b = append(b, `{"parents":{`...)
@@ -337,6 +337,10 @@ func appendMetadata(b []byte, m checkpoint.Metadata) ([]byte, error) {
 	b = appendString(b, string(m.Source))
 	b = append(b, `,"step":`...)
 	b = strconv.AppendInt(b, int64(m.Step), 10)
+	if m.Topology != "" {
+		b = append(b, `,"`+checkpoint.TopologyFilter+`":`...)
+		b = appendString(b, m.Topology)
+	}
 	return append(b, '}'), nil
 }
 
