@@ -149,22 +149,11 @@ func TestBrowserHotelBooking(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The whole graph, as the application that compiled it can give it.
-	g, err := booking.Graph()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := g.Compile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	top, err := reviewweb.ParseMermaid(r.Mermaid())
-	if err != nil {
-		t.Fatal(err)
-	}
+	// No Options.Graph: the page draws the whole graph from the topology
+	// the example's run stored in the database.
 	lt := reviewweb.NewLocalToken(reviewweb.LocalTokenOptions{})
 	h, err := reviewweb.New(reviewweb.Options{Saver: saver, Store: store, Auth: lt, Policy: reviewweb.AnyReviewer(),
-		Graph: reviewweb.StaticGraph(top), PollInterval: 50 * time.Millisecond})
+		PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,6 +182,9 @@ func TestBrowserHotelBooking(t *testing.T) {
 	}
 	if n, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(".node.waiting text"))); err != nil || n != "tools" {
 		t.Errorf("the waiting node is %q", n)
+	}
+	if h := text(t, ctx, "svg.graph ~ p.hint"); !strings.Contains(h, "The thread's graph.") {
+		t.Errorf("the graph is not the stored one: the page says %q", h)
 	}
 	shoot(t, ctx, "inbox")
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#approve")), chromedp.WaitVisible(chromedp.CSS("#outcome"))); err != nil {

@@ -365,7 +365,7 @@ type taskRow struct {
 // its recent checkpoints and its graph with the waiting node marked.
 type threadView struct {
 	History  []historyRow `json:"history"`
-	Graph    Topology     `json:"graph"`
+	Graph    drawing      `json:"graph"`
 	FromRuns bool         `json:"graph_from_checkpoints"` // the graph is what the checkpoints show, not the compiled one
 	Waiting  string       `json:"waiting_node"`
 	visited  map[string]bool
@@ -424,7 +424,7 @@ func (h *Handler) thread(ctx context.Context, v approvalView) threadView {
 		case err != nil:
 			tv.Problem = "the graph could not be read: " + err.Error()
 		case ok:
-			tv.Graph = t
+			tv.Graph = drawingOf(t)
 			return tv
 		}
 	}
@@ -436,10 +436,10 @@ func (h *Handler) thread(ctx context.Context, v approvalView) threadView {
 // from every task of a step to every task of the next. complete says the
 // steps start at the thread's first checkpoint, so START leads to the
 // first step.
-func observed(steps [][]string, complete bool) Topology {
-	var t Topology
+func observed(steps [][]string, complete bool) drawing {
+	t := drawing{Nodes: []string{}, Edges: []arrow{}}
 	seen := map[string]bool{}
-	edge := map[Edge]bool{}
+	edge := map[arrow]bool{}
 	node := func(n string) string {
 		if n == graph.START || n == graph.END {
 			return n
@@ -464,7 +464,7 @@ func observed(steps [][]string, complete bool) Topology {
 		}
 		for _, a := range prev {
 			for _, b := range cur {
-				e := Edge{From: a, To: b}
+				e := arrow{From: a, To: b}
 				if a != b && !edge[e] && !(a == graph.START && b == graph.START) {
 					edge[e] = true
 					t.Edges = append(t.Edges, e)

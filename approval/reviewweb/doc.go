@@ -122,10 +122,13 @@
 //
 // # Graphs
 //
-// Options.Graph gives the topology a thread runs (StaticGraph over
-// ParseMermaid(runnable.Mermaid()) for an application with one graph).
-// Without it, the page draws the steps the thread's stored checkpoints
-// show, and says so.
+// The page draws the graph a thread runs, its waiting node marked: by
+// default the topology its head was saved under, which the graph stored
+// in the saver (StoredGraph; graph.Topology); Options.Graph can give
+// another source (StaticGraph(runnable.Topology()) for an application
+// with one graph). Where neither knows the graph (a thread saved before
+// lockstep stored topologies), the page draws the steps the thread's
+// stored checkpoints show, and says so.
 //
 // # Concurrency and lifetime
 //

@@ -2,266 +2,74 @@ package reviewweb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 
+	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
 )
 
-// Topology is a graph's shape, to draw: its nodes and edges. Edges may
-// name graph.START and graph.END, which are not listed in Nodes.
-type Topology struct {
-	Nodes []string
-	Edges []Edge
-}
-
-// Edge is an edge of a Topology. A conditional edge is one of a router's
-// declared destinations (drawn dashed).
-type Edge struct {
-	From, To    string
-	Conditional bool
-}
-
-// GraphSource returns the topology of the graph that runs thread. ok is
-// false when it does not know that graph: the page then draws what the
-// thread's stored checkpoints show. An error is shown in place of the
-// drawing; the rest of the page is served.
-type GraphSource func(ctx context.Context, thread string) (t Topology, ok bool, err error)
+// GraphSource returns the topology of the graph that runs thread (see
+// graph.Topology). ok is false when it does not know that graph: the page
+// then draws what the thread's stored checkpoints show. An error is shown
+// in place of the drawing; the rest of the page is served.
+type GraphSource func(ctx context.Context, thread string) (t graph.Topology, ok bool, err error)
 
 // StaticGraph returns a GraphSource that gives t for every thread: an
 // application whose threads all run one graph.
 //
-//	top, err := reviewweb.ParseMermaid(runnable.Mermaid())
-//	...
-//	reviewweb.Options{Graph: reviewweb.StaticGraph(top), ...}
-func StaticGraph(t Topology) GraphSource {
-	return func(context.Context, string) (Topology, bool, error) { return t, true, nil }
+//	reviewweb.Options{Graph: reviewweb.StaticGraph(runnable.Topology()), ...}
+func StaticGraph(t graph.Topology) GraphSource {
+	return func(context.Context, string) (graph.Topology, bool, error) { return t, true, nil }
 }
 
-// Limits of ParseMermaid.
-const (
-	maxMermaidBytes = 1 << 20
-	maxGraphNodes   = 500
-	maxGraphEdges   = 5000
-)
-
-// ErrMermaid matches every error of ParseMermaid.
-var ErrMermaid = errors.New("reviewweb: not a Mermaid flowchart this package reads")
-
-// ParseMermaid reads the topology of a Mermaid flowchart as
-// graph.Runnable.Mermaid writes it: node declarations (ID(label),
-// ID([label]), ID[label], ID{label}, with an optional :::class), edges
-// "A --> B" and "A -.-> B" (conditional), an optional front matter block,
-// classDef and comment lines. A node is named by its label when it has
-// one. It returns an error matching ErrMermaid for anything else, for
-// more than 1 MiB of input, 500 nodes or 5000 edges.
-func ParseMermaid(src string) (Topology, error) {
-	bad := func(line int, format string, args ...any) error {
-		return fmt.Errorf("%w: line %d: %s", ErrMermaid, line, fmt.Sprintf(format, args...))
-	}
-	if len(src) > maxMermaidBytes {
-		return Topology{}, fmt.Errorf("%w: %d bytes (at most %d)", ErrMermaid, len(src), maxMermaidBytes)
-	}
-	lines := strings.Split(src, "\n")
-	i := 0
-	skipBlank := func() {
-		for i < len(lines) && strings.TrimSpace(lines[i]) == "" {
-			i++
+// StoredGraph returns a GraphSource that reads, from the saver alone, the
+// topology of the graph a thread's head was saved under: every checkpoint
+// names it (checkpoint.Metadata.Topology), and a saver that keeps
+// topologies (checkpoint.TopologyStore: the SQLite and memory savers)
+// holds it, stored there by the graph's first run. ok is false for a
+// thread whose head names no topology or whose topology the saver does
+// not hold. It is the default of Options.Graph.
+func StoredGraph(s checkpoint.Saver) GraphSource {
+	return func(ctx context.Context, thread string) (graph.Topology, bool, error) {
+		if _, ok := s.(checkpoint.TopologyStore); !ok {
+			return graph.Topology{}, false, nil
 		}
-	}
-	skipBlank()
-	if i < len(lines) && strings.TrimSpace(lines[i]) == "---" {
-		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != "---"; i++ {
+		tps, err := s.List(ctx, thread, checkpoint.ListOptions{Limit: 1, MetadataOnly: true})
+		if err != nil || len(tps) == 0 {
+			return graph.Topology{}, false, err
 		}
-		if i == len(lines) {
-			return Topology{}, bad(i, "the front matter does not end")
+		fp := tps[0].Checkpoint.Metadata.Topology
+		if fp == "" {
+			return graph.Topology{}, false, nil
 		}
-		i++
-		skipBlank()
+		return graph.LoadTopology(ctx, s, fp)
 	}
-	if i == len(lines) {
-		return Topology{}, fmt.Errorf("%w: no flowchart header", ErrMermaid)
-	}
-	head := strings.Fields(strings.TrimSuffix(strings.TrimSpace(lines[i]), ";"))
-	if len(head) != 2 || head[0] != "graph" && head[0] != "flowchart" {
-		return Topology{}, bad(i+1, "want a header like \"graph TD;\"")
-	}
-	i++
-	labels := map[string]string{} // ID -> label
-	var order []string            // declared IDs
-	type rawEdge struct {
-		from, to string
-		cond     bool
-	}
-	var edges []rawEdge
-	for ; i < len(lines); i++ {
-		l := strings.TrimSuffix(strings.TrimSpace(lines[i]), ";")
-		switch {
-		case l == "", strings.HasPrefix(l, "%%"), strings.HasPrefix(l, "classDef "), strings.HasPrefix(l, "class "),
-			strings.HasPrefix(l, "style "), strings.HasPrefix(l, "linkStyle "):
-			continue
-		}
-		if from, to, cond, ok := parseEdge(l); ok {
-			if !validID(from) || !validID(to) {
-				return Topology{}, bad(i+1, "an edge between nodes that are not identifiers")
-			}
-			if len(edges) == maxGraphEdges {
-				return Topology{}, bad(i+1, "more than %d edges", maxGraphEdges)
-			}
-			edges = append(edges, rawEdge{from, to, cond})
-			continue
-		}
-		id, label, ok := parseNode(l)
-		if !ok {
-			return Topology{}, bad(i+1, "neither a node nor an edge")
-		}
-		if _, dup := labels[id]; dup {
-			return Topology{}, bad(i+1, "node %s declared twice", quote(id))
-		}
-		if len(order) == maxGraphNodes {
-			return Topology{}, bad(i+1, "more than %d nodes", maxGraphNodes)
-		}
-		labels[id] = label
-		order = append(order, id)
-	}
-	nameOf := func(id string) string {
-		if l, ok := labels[id]; ok && l != "" {
-			return l
-		}
-		return id
-	}
-	var t Topology
-	seen := map[string]bool{}
-	addNode := func(n string) {
-		if !seen[n] && n != graph.START && n != graph.END {
-			seen[n] = true
-			t.Nodes = append(t.Nodes, n)
-		}
-	}
-	for _, id := range order {
-		addNode(nameOf(id))
-	}
-	for _, e := range edges {
-		from, to := nameOf(e.from), nameOf(e.to)
-		addNode(from)
-		addNode(to)
-		if len(t.Nodes) > maxGraphNodes {
-			return Topology{}, fmt.Errorf("%w: more than %d nodes", ErrMermaid, maxGraphNodes)
-		}
-		t.Edges = append(t.Edges, Edge{From: from, To: to, Conditional: e.cond})
-	}
-	return t, nil
 }
 
-// parseEdge reads "A --> B" or "A -.-> B" (an optional |label| after the
-// arrow is dropped).
-func parseEdge(l string) (from, to string, cond, ok bool) {
-	for _, arrow := range []string{" -.-> ", " --> ", " ==> "} {
-		a, b, found := strings.Cut(l, arrow)
-		if !found {
-			continue
-		}
-		b = strings.TrimSpace(b)
-		if strings.HasPrefix(b, "|") {
-			end := strings.Index(b[1:], "|")
-			if end < 0 {
-				return "", "", false, false
-			}
-			b = strings.TrimSpace(b[end+2:])
-		}
-		return strings.TrimSpace(a), b, arrow == " -.-> ", true
-	}
-	return "", "", false, false
+// drawing is what the page draws of a graph: its nodes and arrows (a
+// graph.Topology's Arrows, or the steps the checkpoints show). Arrows
+// may name graph.START and graph.END, which are not listed in Nodes.
+type drawing struct {
+	Nodes []string `json:"nodes"`
+	Edges []arrow  `json:"edges"`
 }
 
-// parseNode reads a node declaration: an identifier, a shape holding the
-// label, and an optional :::class.
-func parseNode(l string) (id, label string, ok bool) {
-	if c := strings.Index(l, ":::"); c >= 0 {
-		if !validID(l[c+3:]) {
-			return "", "", false
-		}
-		l = l[:c]
-	}
-	n := strings.IndexAny(l, "([{")
-	if n < 0 {
-		return l, "", validID(l)
-	}
-	id = l[:n]
-	if !validID(id) {
-		return "", "", false
-	}
-	body := l[n:]
-	for _, sh := range [][2]string{{"([", "])"}, {"((", "))"}, {"[[", "]]"}, {"(", ")"}, {"[", "]"}, {"{", "}"}} {
-		if strings.HasPrefix(body, sh[0]) && strings.HasSuffix(body, sh[1]) && len(body) >= len(sh[0])+len(sh[1]) {
-			label = body[len(sh[0]) : len(body)-len(sh[1])]
-			label = strings.TrimSuffix(strings.TrimPrefix(label, "<p>"), "</p>")
-			label = strings.Trim(label, `"`)
-			return id, unescapeMermaid(label), true
-		}
-	}
-	return "", "", false
+// arrow is an arrow of a drawing; a conditional one is a router's
+// possible route (drawn dashed).
+type arrow struct {
+	From        string `json:"from"`
+	To          string `json:"to"`
+	Conditional bool   `json:"conditional"`
 }
 
-// validID reports whether s is a Mermaid node identifier as graph writes
-// them (letters, digits, '_' and '-').
-func validID(s string) bool {
-	if s == "" || len(s) > 1024 {
-		return false
+// drawingOf is the drawing of t: its nodes and the arrows Mermaid draws.
+func drawingOf(t graph.Topology) drawing {
+	d := drawing{Nodes: append([]string{}, t.Nodes...), Edges: []arrow{}}
+	for _, a := range t.Arrows() {
+		d.Edges = append(d.Edges, arrow{From: a.From, To: a.To, Conditional: a.Dashed})
 	}
-	for _, r := range s {
-		if !(r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-			return false
-		}
-	}
-	return true
-}
-
-// unescapeMermaid decodes Mermaid's entity codes: #quot;, #lt;, #gt;,
-// #amp; and numeric ones like #40;.
-func unescapeMermaid(s string) string {
-	if !strings.Contains(s, "#") {
-		return s
-	}
-	var b strings.Builder
-	for len(s) > 0 {
-		i := strings.IndexByte(s, '#')
-		if i < 0 {
-			b.WriteString(s)
-			break
-		}
-		b.WriteString(s[:i])
-		s = s[i:]
-		end := strings.IndexByte(s, ';')
-		if end < 0 {
-			b.WriteString(s)
-			break
-		}
-		code := s[1:end]
-		switch code {
-		case "quot":
-			b.WriteByte('"')
-		case "lt":
-			b.WriteByte('<')
-		case "gt":
-			b.WriteByte('>')
-		case "amp":
-			b.WriteByte('&')
-		default:
-			n, err := strconv.ParseUint(code, 10, 21)
-			if err != nil || n > 0x10FFFF {
-				b.WriteByte('#')
-				s = s[1:]
-				continue
-			}
-			b.WriteRune(rune(n))
-		}
-		s = s[end+1:]
-	}
-	return b.String()
+	return d
 }
 
 // Drawing.
@@ -303,7 +111,7 @@ type svgEdge struct {
 // START over the graph without its back edges (found by a depth-first
 // walk from START), orders each layer by the mean position of its
 // neighbours, and routes back edges around the right side.
-func layout(t Topology, waiting string, visited map[string]bool) svgGraph {
+func layout(t drawing, waiting string, visited map[string]bool) svgGraph {
 	names := []string{graph.START}
 	idx := map[string]int{graph.START: 0}
 	add := func(n string) {

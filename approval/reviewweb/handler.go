@@ -40,8 +40,10 @@ type Options struct {
 	// Requester says on whose behalf a call was made, so that they cannot
 	// approve it (default RequestedBy).
 	Requester RequesterFunc
-	// Graph gives the topology a thread runs, to draw it (nil: every
-	// drawing shows what the thread's checkpoints show).
+	// Graph gives the topology a thread runs, to draw it (default:
+	// StoredGraph(Saver), the topology its head was saved under; where
+	// that is unknown, the drawing shows what the thread's checkpoints
+	// show).
 	Graph GraphSource
 	// Threads, if set, limits the handler to the approvals of threads for
 	// which it returns true (approval.Inbox.ForThreads).
@@ -98,6 +100,9 @@ func New(o Options) (*Handler, error) {
 	}
 	if o.Requester == nil {
 		o.Requester = RequestedBy
+	}
+	if o.Graph == nil {
+		o.Graph = StoredGraph(o.Saver)
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second

@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/approval/reviewweb"
+	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
 )
 
@@ -449,5 +453,76 @@ func TestSecurityHeaders(t *testing.T) {
 		if strings.Contains(body, "<script>") || strings.Contains(body, " style=") || strings.Contains(body, "<style") || strings.Contains(body, "onclick") {
 			t.Errorf("%s has inline script or style", p)
 		}
+	}
+}
+
+// listerOnly is a saver that lists interrupts but keeps no topologies.
+type listerOnly struct {
+	checkpoint.Saver
+	checkpoint.InterruptLister
+}
+
+// TestGraphFromTheStore: by default the approval page draws the topology
+// the thread's head was saved under, as the graph stored it in the saver
+// (every node and edge, the one to END included, not just the steps
+// that ran), with the waiting node marked; on a saver that keeps no
+// topologies it draws the steps the checkpoints show and says so; an
+// Options.Graph given by the application wins.
+func TestGraphFromTheStore(t *testing.T) {
+	f := newFixture(t)
+	id := f.start(t, "t-graph", defaultCall())
+	type view struct {
+		ThreadView struct {
+			Graph struct {
+				Nodes []string
+				Edges []struct {
+					From, To    string
+					Conditional bool
+				}
+			}
+			FromRuns bool   `json:"graph_from_checkpoints"`
+			Waiting  string `json:"waiting_node"`
+		} `json:"thread_view"`
+	}
+	read := func(t *testing.T, mod func(o *reviewweb.Options)) (view, string) {
+		t.Helper()
+		c := newServer(t, f, mod).client(t, "priya@example.com")
+		resp, body := c.do("GET", "/api/v1/approvals/"+id, "", nil)
+		wantStatus(t, "api", resp, body, 200, "")
+		var v view
+		if err := json.Unmarshal([]byte(body), &v); err != nil {
+			t.Fatal(err)
+		}
+		_, page := c.do("GET", "/approvals/"+id, "", nil)
+		return v, page
+	}
+	type edge = struct {
+		From, To    string
+		Conditional bool
+	}
+	stored, page := read(t, nil)
+	wantEdges := []edge{{From: graph.START, To: "prepare"}, {From: "gate", To: graph.END}, {From: "prepare", To: "gate"}}
+	if d := cmp.Diff([]string{"gate", "prepare"}, stored.ThreadView.Graph.Nodes); d != "" || stored.ThreadView.FromRuns {
+		t.Errorf("default drawing: nodes (-want +got):\n%s, from checkpoints %v", d, stored.ThreadView.FromRuns)
+	}
+	if d := cmp.Diff(wantEdges, stored.ThreadView.Graph.Edges); d != "" {
+		t.Errorf("default drawing: edges (-want +got):\n%s", d)
+	}
+	if !strings.Contains(page, "The thread's graph.") || !strings.Contains(page, `<g class="node waiting"><title>gate</title>`) {
+		t.Errorf("the page does not draw the stored graph with gate waiting")
+	}
+
+	runs, page := read(t, func(o *reviewweb.Options) { o.Saver = listerOnly{f.saver, f.saver} })
+	if !runs.ThreadView.FromRuns || slices.Contains(runs.ThreadView.Graph.Edges, edge{From: "gate", To: graph.END}) {
+		t.Errorf("on a saver without topologies: %+v, want the steps the checkpoints show", runs.ThreadView)
+	}
+	if !strings.Contains(page, "Drawn from the thread's stored checkpoints") {
+		t.Error("the page does not say the drawing comes from the checkpoints")
+	}
+
+	other := graph.Topology{Name: "other", Nodes: []string{"gate", "solo"}, Edges: []graph.Edge{{From: graph.START, To: "solo"}, {From: "solo", To: "gate"}}}
+	given, _ := read(t, func(o *reviewweb.Options) { o.Graph = reviewweb.StaticGraph(other) })
+	if d := cmp.Diff([]string{"gate", "solo"}, given.ThreadView.Graph.Nodes); d != "" || given.ThreadView.FromRuns {
+		t.Errorf("Options.Graph: nodes (-want +got):\n%s", d)
 	}
 }

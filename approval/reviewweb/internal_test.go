@@ -3,8 +3,8 @@ package reviewweb
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/url"
+	"strconv"
 	"testing"
 	"unicode/utf8"
 
@@ -77,13 +77,15 @@ type mstate struct{ N int }
 
 func noop(context.Context, mstate) (graph.Update[mstate], error) { return graph.Update[mstate]{}, nil }
 
-// TestParseMermaid reads what graph.Runnable.Mermaid writes, odd names
-// and conditional edges included, and refuses what it cannot read.
-func TestParseMermaid(t *testing.T) {
+// TestDrawingOf draws a graph's topology as Mermaid does (odd names,
+// conditional edges, the edge to END of a node without one), marks the
+// waiting node, and lays out every node once.
+func TestDrawingOf(t *testing.T) {
 	r, err := graph.New[mstate]().
 		AddNode("compliance", noop).
 		AddNode("model (v2)", noop).
 		AddNode(`tools "x"`, noop).
+		AddNode("audit", noop).
 		AddEdge(graph.START, "compliance").
 		AddEdge("compliance", "model (v2)").
 		AddConditionalEdges("model (v2)", func(context.Context, mstate) ([]string, error) { return []string{graph.END}, nil }, `tools "x"`, graph.END).
@@ -92,14 +94,12 @@ func TestParseMermaid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := ParseMermaid(r.Mermaid())
-	if err != nil {
-		t.Fatalf("ParseMermaid: %v\n%s", err, r.Mermaid())
-	}
-	want := Topology{
-		Nodes: []string{"compliance", "model (v2)", `tools "x"`},
-		Edges: []Edge{
+	got := drawingOf(r.Topology())
+	want := drawing{
+		Nodes: []string{"audit", "compliance", "model (v2)", `tools "x"`},
+		Edges: []arrow{
 			{From: graph.START, To: "compliance"},
+			{From: "audit", To: graph.END},
 			{From: "compliance", To: "model (v2)"},
 			{From: "model (v2)", To: graph.END, Conditional: true},
 			{From: "model (v2)", To: `tools "x"`, Conditional: true},
@@ -107,58 +107,46 @@ func TestParseMermaid(t *testing.T) {
 		},
 	}
 	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("ParseMermaid (-want +got):\n%s", d)
+		t.Errorf("drawingOf (-want +got):\n%s", d)
 	}
-	for _, bad := range []string{"", "not mermaid", "graph TD;\n\tA --> ", "graph TD;\n\t<script>", "---\nconfig:\n", "graph TD;\n\ta(x)\n\ta(y)"} {
-		if _, err := ParseMermaid(bad); !errors.Is(err, ErrMermaid) {
-			t.Errorf("ParseMermaid(%q) = %v, want ErrMermaid", bad, err)
-		}
-	}
-	// The drawing marks the waiting node and lays out every node once.
 	g := layout(got, "model (v2)", map[string]bool{"compliance": true})
 	names := map[string]string{}
 	for _, n := range g.Nodes {
 		names[n.Name] = n.Class
 	}
-	if len(g.Nodes) != 5 || names["model (v2)"] != "node waiting" || names["compliance"] != "node visited" || names[graph.END] != "node terminal" {
+	if len(g.Nodes) != 6 || names["model (v2)"] != "node waiting" || names["compliance"] != "node visited" || names[graph.END] != "node terminal" {
 		t.Errorf("layout nodes = %v", names)
 	}
-	if len(g.Edges) != 5 {
-		t.Errorf("layout drew %d edges, want 5", len(g.Edges))
+	if len(g.Edges) != 6 {
+		t.Errorf("layout drew %d edges, want 6", len(g.Edges))
 	}
 }
 
-// FuzzParseMermaid: the parser never panics, and what it returns is a
-// topology whose edges name its nodes (or START and END) and that lays
-// out.
-func FuzzParseMermaid(f *testing.F) {
-	for _, s := range []string{
-		"---\nconfig:\n  flowchart:\n    curve: linear\n---\ngraph TD;\n\t__start__([<p>__start__</p>]):::first\n\ta(a)\n\t__end__([<p>__end__</p>]):::last\n\t__start__ --> a;\n\ta -.-> __end__;\n",
-		"graph LR\n a[#quot;x#quot;] --> b{y}\n b -->|label| a\n",
-		"flowchart TD\n a((#40;#41;#9999999;))\n",
-	} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, src string) {
-		top, err := ParseMermaid(src)
-		if err != nil {
-			if !errors.Is(err, ErrMermaid) {
-				t.Fatalf("error %v does not match ErrMermaid", err)
-			}
+// FuzzLayout: any drawing lays out without panicking and draws every
+// node, START and END once: the fuzzer's bytes name the nodes and, two
+// at a time, the arrows between them (graph.START and graph.END too).
+func FuzzLayout(f *testing.F) {
+	f.Add([]byte("abc"), []byte{0, 1, 1, 2, 2, 4, 2, 1, 3, 0})
+	f.Add([]byte("a"), []byte{3, 0, 0, 0, 0, 4})
+	f.Add([]byte(""), []byte{3, 4})
+	f.Fuzz(func(t *testing.T, names, arrows []byte) {
+		if len(names) > 64 || len(arrows) > 512 {
 			return
 		}
-		known := map[string]bool{graph.START: true, graph.END: true}
-		for _, n := range top.Nodes {
-			known[n] = true
+		var d drawing
+		for i, c := range names {
+			d.Nodes = append(d.Nodes, string(rune('a'+c%26))+strconv.Itoa(i))
 		}
-		for _, e := range top.Edges {
-			if !known[e.From] || !known[e.To] {
-				t.Fatalf("edge %v names a node not in %v", e, top.Nodes)
-			}
+		pick := func(b byte) string {
+			all := append([]string{graph.START, graph.END}, d.Nodes...)
+			return all[int(b)%len(all)]
 		}
-		g := layout(top, "", nil)
-		if len(g.Nodes) < len(top.Nodes) {
-			t.Fatalf("layout drew %d of %d nodes", len(g.Nodes), len(top.Nodes))
+		for i := 0; i+1 < len(arrows); i += 2 {
+			d.Edges = append(d.Edges, arrow{From: pick(arrows[i]), To: pick(arrows[i+1]), Conditional: arrows[i]%2 == 0})
+		}
+		g := layout(d, "", nil)
+		if len(g.Nodes) < len(d.Nodes) {
+			t.Fatalf("layout drew %d of %d nodes", len(g.Nodes), len(d.Nodes))
 		}
 	})
 }
