@@ -1,6 +1,6 @@
 // Command quickstart runs a three-node graph that pauses for a human and
 // resumes, printing what happens at each stage. The graph lives in package
-// order, where the lockstep CLI finds it too (lockstep graph quickstart).
+// order.
 //
 //	go run ./examples/quickstart
 package main

@@ -21,7 +21,7 @@ type Counts = order.Counts
 
 // run executes the demo on saver and writes a narrative to out.
 func run(ctx context.Context, saver checkpoint.Saver, out io.Writer, counts *Counts) error {
-	r, err := order.Graph(counts).Compile(graph.WithSaver(saver))
+	r, err := order.Graph(counts).Compile(graph.WithSaver(saver), graph.WithName(order.GraphName))
 	if err != nil {
 		return err
 	}

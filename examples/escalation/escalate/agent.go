@@ -158,8 +158,12 @@ func newAgent(m nodes.Model, ex *nodes.Executor) (*nodes.Agent[nodes.AgentState]
 	return nodes.NewAgent(m, ex, nodes.AgentOptions{System: systemPrompt, MaxTurns: maxTurns})
 }
 
-// Graph returns the agent's graph for drawing (lockstep graph escalation):
-// its tools have no tracker behind them and its model no script, so it must
+// GraphName is the name the escalation agent is compiled with
+// (graph.WithName): the lockstep CLI tells its versions apart by it.
+const GraphName = "escalation"
+
+// Graph returns the agent's graph for drawing (Runnable.Mermaid): its
+// tools have no tracker behind them and its model no script, so it must
 // not be run. Run builds the graph it runs.
 func Graph() (*graph.Graph[nodes.AgentState], error) {
 	tools, err := Tools(&Tracker{}, &Outbox{}, DefaultTimeout)

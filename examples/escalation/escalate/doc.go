@@ -25,6 +25,7 @@
 // timeout against a 60 ms answer has the ratio of 5 s against 6 s. The
 // agent is nodes.NewAgent (model ⇄ tools) with a scripted model, so the
 // example runs offline. Run is the whole story; the command
-// examples/escalation calls it, and Graph draws the graph for the lockstep
-// CLI (lockstep graph escalation).
+// examples/escalation calls it, and Graph builds the graph to draw it (the
+// lockstep CLI draws the one a thread ran from the database: lockstep
+// graph THREAD).
 package escalate

@@ -27,5 +27,6 @@
 // (package nodes/scripted), so the example runs offline.
 //
 // Run is the whole story; the command examples/hotelbooking calls it, and
-// Graph draws the graph for the lockstep CLI (lockstep graph hotelbooking).
+// Graph builds the graph to draw it (the lockstep CLI draws the one a
+// thread ran from the database: lockstep graph THREAD).
 package booking

@@ -199,9 +199,14 @@ func newGraph(m nodes.Model, ex *nodes.Executor, opts ...nodes.ToolNodeOption) (
 // them and the compliance step take.
 const recursionLimit = 2*maxTurns + 2
 
-// Graph returns the booking graph for drawing (lockstep graph
-// hotelbooking): its tools have no service behind them and its model no
-// script, so it must not be run. Run builds the graph it runs.
+// GraphName is the name the booking graph is compiled with
+// (graph.WithName): the lockstep CLI tells its versions apart by it.
+const GraphName = "hotelbooking"
+
+// Graph returns the booking graph for drawing (Runnable.Mermaid; the
+// lockstep CLI draws the one a thread ran from the database): its tools
+// have no service behind them and its model no script, so it must not be
+// run. Run builds the graph it runs.
 func Graph() (*graph.Graph[State], error) {
 	tools, err := Tools(&HotelAPI{})
 	if err != nil {

@@ -168,7 +168,7 @@ func open(ctx context.Context, cfg Config) (_ *app, err error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := []graph.Option{graph.WithSaver(saver), graph.WithRecursionLimit(recursionLimit)}
+	opts := []graph.Option{graph.WithSaver(saver), graph.WithRecursionLimit(recursionLimit), graph.WithName(GraphName)}
 	r, err := g.Compile(opts...)
 	if err != nil {
 		return nil, err

@@ -6,8 +6,8 @@ import (
 	"github.com/lockstepgo/lockstep/examples/quickstart/order"
 )
 
-// The graph compiles without a saver for drawing; lockstep graph quickstart
-// prints the same drawing.
+// The graph compiles without a saver for drawing; lockstep graph THREAD
+// prints the same drawing of a thread it ran, from the database.
 func ExampleGraph() {
 	r, err := order.Graph(nil).Compile()
 	if err != nil {

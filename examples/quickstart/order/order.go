@@ -21,6 +21,10 @@ type Counts struct {
 	Charges int
 }
 
+// GraphName is the name the quickstart compiles the graph with
+// (graph.WithName): the lockstep CLI tells its versions apart by it.
+const GraphName = "quickstart"
+
 // Graph returns the graph: price → approve → charge. The approve node asks
 // a yes/no question with interrupt.Ask, pausing the run until a human
 // answers; charge counts a charge in counts when the order was approved.

@@ -135,7 +135,11 @@ func newAgent(m nodes.Model, ex *nodes.Executor, opts ...nodes.ToolNodeOption) (
 	return nodes.NewAgent(m, ex, nodes.AgentOptions{System: systemPrompt, MaxTurns: maxTurns, ToolNode: opts})
 }
 
-// Graph returns the agent's graph for drawing (lockstep graph refund): its
+// GraphName is the name the refund agent is compiled with
+// (graph.WithName): the lockstep CLI tells its versions apart by it.
+const GraphName = "refund"
+
+// Graph returns the agent's graph for drawing (Runnable.Mermaid): its
 // tools have no shop behind them and its model no script, so it must not
 // be run. Open builds the graph it runs.
 func Graph() (*graph.Graph[nodes.AgentState], error) {

@@ -133,7 +133,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := []graph.Option{graph.WithSaver(saver)}
+	opts := []graph.Option{graph.WithSaver(saver), graph.WithName(GraphName)}
 	if cfg.Lease > 0 {
 		opts = append(opts, graph.WithLeaseTTL(cfg.Lease))
 	}

@@ -31,6 +31,6 @@
 // The agent is nodes.NewAgent (model ⇄ tools) with a scripted model, so the
 // example runs offline. Run is the whole story and the command
 // examples/refund calls it; Open wires the parts for tests and other
-// programs; Graph draws the graph for the lockstep CLI (lockstep graph
-// refund).
+// programs; Graph builds the graph to draw it (the lockstep CLI draws the
+// one a thread ran from the database: lockstep graph THREAD).
 package refunds

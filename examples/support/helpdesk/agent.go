@@ -61,9 +61,13 @@ func newAgent(m nodes.Model, ex *nodes.Executor, opts ...nodes.ToolNodeOption) (
 	return nodes.NewAgent(m, ex, nodes.AgentOptions{System: systemPrompt, MaxTurns: maxTurns, ToolNode: opts})
 }
 
-// Graph returns the agent's graph for drawing (lockstep graph support):
-// its tools have no helpdesk behind them and its model no script, so it
-// must not be run. Run builds the graph it runs.
+// GraphName is the name the support agent is compiled with
+// (graph.WithName): the lockstep CLI tells its versions apart by it.
+const GraphName = "support"
+
+// Graph returns the agent's graph for drawing (Runnable.Mermaid): its
+// tools have no helpdesk behind them and its model no script, so it must
+// not be run. Run builds the graph it runs.
 func Graph() (*graph.Graph[nodes.AgentState], error) {
 	tools, err := Tools(&Helpdesk{})
 	if err != nil {

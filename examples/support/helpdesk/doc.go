@@ -19,6 +19,7 @@
 //
 // The agent is nodes.NewAgent (model ⇄ tools) with a scripted model, so
 // the example runs offline. Run is the whole story; the command
-// examples/support calls it, and Graph draws the graph for the lockstep
-// CLI (lockstep graph support).
+// examples/support calls it, and Graph builds the graph to draw it (the
+// lockstep CLI draws the one a thread ran from the database: lockstep
+// graph THREAD).
 package helpdesk

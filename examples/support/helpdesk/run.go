@@ -124,7 +124,7 @@ func Run(ctx context.Context, cfg Config) (_ Counts, err error) {
 	if err != nil {
 		return Counts{}, err
 	}
-	r, err := agent.Compile(graph.WithSaver(saver))
+	r, err := agent.Compile(graph.WithSaver(saver), graph.WithName(GraphName))
 	if err != nil {
 		return Counts{}, err
 	}
