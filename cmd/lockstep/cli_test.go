@@ -84,10 +84,12 @@ func TestReadCommands(t *testing.T) {
 		{"approvals-none", now, []string{"approvals", "--owner", "nobody"}},
 		{"approvals-none-json", now, []string{"approvals", "--owner", "nobody", "--json"}},
 		{"approvals-expired-hidden", expired, []string{"approvals"}},
-		{"graph-list", now, []string{"graph"}},
-		{"graph-list-json", now, []string{"graph", "--json"}},
-		{"graph-quickstart", now, []string{"graph", "quickstart"}},
-		{"graph-quickstart-json", now, []string{"--json", "graph", "quickstart"}},
+		{"graph-done", now, []string{"graph", threadDone}},
+		{"graph-refund", now, []string{"graph", threadRefund}},
+		{"graph-refund-json", now, []string{"--json", "graph", threadRefund}},
+		{"graph-refund-older", now, []string{"graph", threadRefund, "--checkpoint", f.refundInput}},
+		{"graph-breakpoint", now, []string{"graph", threadBreakpoint}},
+		{"graph-breakpoint-json", now, []string{"graph", threadBreakpoint, "--json"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -287,6 +289,8 @@ func TestRefusals(t *testing.T) {
 		{"empty-thread", now, nil, []string{"state", ""}, exitUsage},
 		{"unknown-checkpoint", now, nil, []string{"state", threadRefund, "--checkpoint", "no-such-checkpoint"}, exitNotFound},
 		{"unknown-graph", now, nil, []string{"graph", "hotel"}, exitNotFound},
+		{"graph-no-thread", now, nil, []string{"graph"}, exitUsage},
+		{"graph-unknown-checkpoint", now, nil, []string{"graph", threadRefund, "--checkpoint", "nope"}, exitNotFound},
 		{"approvals-bad-limit", now, nil, []string{"approvals", "--limit", "0"}, exitUsage},
 		{"approvals-bad-duration", now, nil, []string{"approvals", "--older-than", "soon"}, exitUsage},
 		{"approvals-bad-cursor", now, nil, []string{"approvals", "--cursor", "nonsense"}, exitUsage},

@@ -5,7 +5,9 @@
 //
 // It works on any lockstep database without the application's graph code:
 // states and statuses are read from the stored checkpoints with
-// checkpoint.Inspect, approvals with approval.Inbox.
+// checkpoint.Inspect, approvals with approval.Inbox, and graphs from the
+// topologies the graphs stored in the database (graph.Topology: every
+// checkpoint names the one it was saved under).
 //
 // Usage:
 //
@@ -39,8 +41,9 @@
 // requests with tool, arguments, owner, the rule that raised them and
 // expiry, or their decision and, when a worker claimed the resume and did
 // not finish it or an attempt failed, until when and why) or its error,
-// the breakpoint that holds it if any, the state values as JSON, and what
-// to do next in one line. An approval of kind outcome_unknown (an earlier
+// the breakpoint that holds it if any, the graph it was saved under (its
+// name and fingerprint), the state values as JSON, and what to do next in
+// one line. An approval of kind outcome_unknown (an earlier
 // attempt of the write may already have taken effect) says so and what to
 // check, instead of the model's rationale, which was written before it.
 //
@@ -50,6 +53,7 @@
 //	step        1 (loop), created 2026-03-02T09:10:00Z, 50m00s ago
 //	next        execute
 //	lease       none (no run holds the thread)
+//	graph       "main.Call" 9e75ebcacc00d361bf20ca71bac629e3 (the newest version stored)
 //
 //	TASK       NODE     STATUS   DETAIL
 //	499def6f…  execute  waiting  approval 550f87fc…: refund {"amount":40,"order":"A-7"} for payments (rule risk:high) (expires in 10m00s)
@@ -58,6 +62,25 @@
 //	{ … }
 //
 //	next step: waiting for approval 550f87fc…: run `lockstep approve 550f87fc… --reviewer NAME` or `lockstep reject …`
+//
+// When a thread that will run again (waiting, failed or pending) was saved
+// under another version of its graph than the newest one stored, state
+// warns and says what changed: nodes, edges and breakpoints added and
+// removed, and whether a node the thread waits in is gone. This is what
+// to check before a deploy resumes threads that wait. The newest version
+// of a graph is the topology of the same name (graph.WithName; the state
+// type by default) that a graph stored last: every compiled graph stores
+// its topology before its first write to the database (or when the
+// application calls Runnable.SaveTopology at start-up), so the newest
+// one is that of the process that started last, a rollback included.
+//
+//	graph       "deploy" ae2d160cad42c98cb5cc790a719c5609, not the newest version stored (b250401a…, stored 2026-03-02T09:55:00Z)
+//
+//	warning: this thread was saved under another version of graph "deploy" than the newest one stored
+//	  (b250401a…, stored 2026-03-02T09:55:00Z): the process that runs it next runs that version. What changed:
+//	  nodes added          verify
+//	  edges added          deploy --> verify; verify --> __end__
+//	  edges removed        deploy --> __end__
 //
 //	lockstep history THREAD [--limit N] [--before ID] [--values]
 //
@@ -116,10 +139,18 @@
 //	lockstep approvals for ./lockstep.db on http://127.0.0.1:8080
 //	open http://127.0.0.1:8080/login?token=…
 //
-//	lockstep graph [NAME]
+//	lockstep graph THREAD [--checkpoint ID]
 //
-// Prints the Mermaid flowchart of a registered example graph (without a
-// name, lists them). It does not read the database.
+// Prints the Mermaid flowchart of the graph the thread's head (or an older
+// checkpoint) was saved under, exactly as the application's
+// Runnable.Mermaid draws it, from the topology stored in the database, so
+// it draws any application's graph; the nodes the thread waits in are
+// marked with the class "waiting". --json adds the thread, checkpoint,
+// graph name, fingerprint, waiting nodes, the stored topology and the
+// newest version stored. A checkpoint that names no graph (written before
+// lockstep recorded them) or whose topology the database does not hold
+// (one an older lockstep wrote has none) is refused with exit code 3,
+// saying which.
 //
 //	lockstep version
 //
@@ -148,7 +179,7 @@
 //	0  ok
 //	1  internal or database error (no database file at --db, unreadable data)
 //	2  usage error: unknown command, bad flags or arguments, malformed --args JSON
-//	3  not found: unknown thread, checkpoint, approval or example graph
+//	3  not found: unknown thread, checkpoint or approval, or no stored graph to draw
 //	4  refused: already decided, expired, invalid decision or edited arguments
 //
 // A failure prints one line on stderr, "lockstep: what went wrong: what to
@@ -166,8 +197,10 @@
 // of the approval package records it, when the approval tables exist and
 // the user may write the file. No command creates, migrates or adds tables to a
 // file that is not already a lockstep database of this version: a --db
-// that names another program's database, or one an older lockstep wrote,
-// is refused and left as it was. Values are printed as stored; the runtime never
+// that names another program's database, or one an older lockstep wrote
+// whose tables this version cannot read as they are, is refused and left
+// as it was. A database of the version before stored topologies (schema
+// 4) reads as it is: it stores no graphs, and state and graph say so. Values are printed as stored; the runtime never
 // stores secrets. Tables escape control characters and invisible
 // direction marks in stored text, so that text a model wrote cannot drive
 // the terminal; JSON output escapes them too.

@@ -195,7 +195,7 @@ func buildFixture(t *testing.T) *fixture {
 
 	// done: the quickstart graph, asked and answered.
 	var counts order.Counts
-	qs, err := order.Graph(&counts).Compile(g.options()...)
+	qs, err := order.Graph(&counts).Compile(g.options(graph.WithName(order.GraphName))...)
 	must(err)
 	_, err = qs.Invoke(ctx, threadDone, graph.Set(order.Order{Item: "lamp"}, "Item"))
 	must(err)
@@ -229,7 +229,7 @@ func buildFixture(t *testing.T) *fixture {
 	g.at(30 * time.Minute)
 	failing, err := jobGraph("fetch", "import", func(ctx context.Context, j Job) (graph.Update[Job], error) {
 		return graph.Update[Job]{}, fmt.Errorf("upstream returned 503 for %s", j.Source)
-	}).Compile(g.options()...)
+	}).Compile(g.options(graph.WithName("import"))...)
 	must(err)
 	_, err = failing.Invoke(ctx, threadFailed, graph.Set(Job{Source: "s3://bucket/orders.csv"}, "Source"))
 	var nerr *graph.NodeError
@@ -249,7 +249,7 @@ func buildFixture(t *testing.T) *fixture {
 		}).
 		AddNode("load", logNode("loaded")).
 		AddEdge(graph.START, "extract").AddEdge("extract", "load").
-		Compile(g.options()...)
+		Compile(g.options(graph.WithName("batch"))...)
 	must(err)
 	_, err = pending.Invoke(runCtx, threadPending, graph.Set(Job{Source: "batch 4"}, "Source"))
 	if !errors.Is(err, context.Canceled) {
@@ -258,13 +258,35 @@ func buildFixture(t *testing.T) *fixture {
 
 	// waiting at a static breakpoint before deploy.
 	g.at(50 * time.Minute)
-	bp, err := jobGraph("build", "deploy", logNode("deployed")).Compile(g.options(graph.WithInterruptBefore("deploy"))...)
+	bp, err := jobGraph("build", "deploy", logNode("deployed")).Compile(g.options(graph.WithName("deploy"), graph.WithInterruptBefore("deploy"))...)
 	must(err)
 	res3, err := bp.Invoke(ctx, threadBreakpoint, graph.Set(Job{Source: "v1.2.0"}, "Source"))
 	must(err)
 	if res3.Status != graph.StatusWaiting {
 		t.Fatalf("%s: status %s, want waiting", threadBreakpoint, res3.Status)
 	}
+	// While it waits, a new version of the deploy graph starts (it adds a
+	// verify step, and breaks after deploy instead of before it): lockstep
+	// state warns that the thread was saved under another version.
+	g.at(55 * time.Minute)
+	bp2, err := jobGraph("build", "deploy", logNode("deployed")).AddNode("verify", logNode("verified")).AddEdge("deploy", "verify").
+		Compile(g.options(graph.WithName("deploy"), graph.WithInterruptAfter("deploy"))...)
+	must(err)
+	must(bp2.SaveTopology(ctx))
+	// The saver stamps topologies with the wall clock: pin them to the
+	// graph clock of the run that stored each.
+	pin := map[string]time.Duration{qs.Name(): 0, refund.Name(): 10 * time.Minute, failing.Name(): 30 * time.Minute,
+		pending.Name(): 40 * time.Minute, bp.Name(): 50 * time.Minute}
+	for name, d := range pin {
+		at := t0().Add(d).Format(time.RFC3339Nano)
+		_, err := saver.DB().ExecContext(ctx, `UPDATE topologies SET created_at = ?, stored_at = ? WHERE name = ?`, at, at, name)
+		must(err)
+	}
+	fp2, err := bp2.Topology().Fingerprint()
+	must(err)
+	at := t0().Add(55 * time.Minute).Format(time.RFC3339Nano)
+	_, err = saver.DB().ExecContext(ctx, `UPDATE topologies SET created_at = ?, stored_at = ? WHERE fingerprint = ?`, at, at, fp2)
+	must(err)
 
 	hist, err := saver.List(ctx, threadRefund, checkpoint.ListOptions{})
 	must(err)

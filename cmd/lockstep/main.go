@@ -79,7 +79,7 @@ func commands() []command {
 			about:   "Lists every thread with its status (done, waiting, failed or pending), head checkpoint,\nstep, next tasks and the age of its last update, most recently updated first."},
 		{name: "state", synopsis: "THREAD [--checkpoint ID]", minArgs: 1, maxArgs: 1, setup: stateCommand,
 			summary: "show a thread's status, next tasks, interrupts, errors and values",
-			about:   "Shows the status of a thread at its head (or at --checkpoint), the next tasks with their\ninterrupts or errors, the breakpoint if any, the state values as JSON, and what to do next."},
+			about:   "Shows the status of a thread at its head (or at --checkpoint), the next tasks with their\ninterrupts or errors, the breakpoint if any, the graph it was saved under (with a warning\nand what changed when the newest version of that graph stored differs), the state values\nas JSON, and what to do next."},
 		{name: "history", synopsis: "THREAD [--limit N] [--before ID] [--values]", minArgs: 1, maxArgs: 1, setup: historyCommand,
 			summary: "list a thread's checkpoints, newest first",
 			about:   "Lists the checkpoints of a thread, newest first: ID, step, source, next tasks and creation time."},
@@ -95,9 +95,9 @@ func commands() []command {
 		{name: "serve", synopsis: "[--addr HOST:PORT] [--reviewer NAME]", minArgs: 0, maxArgs: 0, setup: serveCommand,
 			summary: "serve the reviewers' web inbox on the database, with a one-time login",
 			about:   "Serves the pending approvals of the database as web pages and a JSON API (package\napproval/reviewweb) until Ctrl-C, and prints the URL with a one-time login token. Decisions\nare the same first-wins transition as approve and reject; a process running approval.Worker\nresumes the threads."},
-		{name: "graph", synopsis: "[NAME]", minArgs: 0, maxArgs: 1, setup: graphCommand,
-			summary: "draw an example graph as Mermaid, or list the example graphs",
-			about:   "Prints the Mermaid flowchart of a registered example graph; without a name, lists them.\nIt does not read the database."},
+		{name: "graph", synopsis: "THREAD [--checkpoint ID]", minArgs: 1, maxArgs: 1, setup: graphCommand,
+			summary: "draw the graph a thread was saved under as Mermaid, its waiting nodes marked",
+			about:   "Prints the Mermaid flowchart of the graph the thread's head (or --checkpoint) was saved under,\nas Runnable.Mermaid draws it, from the topology the graph stored in the database: no\napplication code is needed. The nodes the thread waits in are marked (class waiting)."},
 		{name: "version", synopsis: "", minArgs: 0, maxArgs: 0, setup: versionCommand,
 			summary: "print the version, VCS revision and Go version of this binary",
 			about:   "Prints the module version of this binary, the VCS revision and commit time it was built\nfrom (with whether the checkout had uncommitted changes), and the Go version and platform.\nIt does not read the database."},
@@ -224,7 +224,7 @@ Exit codes:
   0  ok
   1  internal or database error (no database file at --db, unreadable data)
   2  usage error: unknown command, bad flags or arguments, malformed --args JSON
-  3  not found: unknown thread, checkpoint, approval or example graph
+  3  not found: unknown thread, checkpoint or approval, or no stored graph to draw
   4  refused: already decided, expired, invalid decision or edited arguments
 
 approve and reject only record the decision: a process running approval.Worker

@@ -214,7 +214,10 @@ func serveCommand(fs *flag.FlagSet) runner {
 		if err != nil {
 			return err
 		}
-		h, err := reviewweb.New(reviewweb.Options{Saver: b.saver, Store: b.store, Auth: lt, Policy: reviewweb.AnyReviewer(), Now: e.now})
+		// The graphs are drawn from the topologies stored in the database
+		// (an older file that has none shows what the checkpoints show).
+		h, err := reviewweb.New(reviewweb.Options{Saver: b.saver, Store: b.store, Auth: lt, Policy: reviewweb.AnyReviewer(), Now: e.now,
+			Graph: reviewweb.StoredGraph(b.saver)})
 		if err != nil {
 			return err
 		}

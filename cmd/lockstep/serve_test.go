@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -133,6 +134,24 @@ func TestServe(t *testing.T) {
 	json.Unmarshal([]byte(body), &sess)
 	if code != 200 || sess.Reviewer != "priya" {
 		t.Fatalf("session: %d %s", code, body)
+	}
+	// The approval's graph is the one the thread was saved under, read
+	// from the database's topologies (the whole graph: execute's edge to
+	// END too, which the waiting thread never took).
+	code, body = get(base + "/api/v1/approvals/" + f.refundID)
+	var view struct {
+		ThreadView struct {
+			Graph struct {
+				Nodes []string
+				Edges []struct{ From, To string }
+			}
+			FromRuns bool `json:"graph_from_checkpoints"`
+		} `json:"thread_view"`
+	}
+	json.Unmarshal([]byte(body), &view)
+	if g := view.ThreadView.Graph; code != 200 || view.ThreadView.FromRuns || strings.Join(g.Nodes, " ") != "execute plan" ||
+		!slices.Contains(g.Edges, struct{ From, To string }{"execute", "__end__"}) {
+		t.Errorf("the approval's graph: %d %+v, want the stored graph plan → execute → END", code, view.ThreadView)
 	}
 	req, _ := http.NewRequest("POST", base+"/api/v1/approvals/"+f.refundID+"/decision", strings.NewReader(`{"outcome":"approved","note":"from the browser"}`))
 	req.Header.Set("Content-Type", "application/json")

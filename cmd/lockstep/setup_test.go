@@ -52,7 +52,8 @@ func TestHelperSetupKill(t *testing.T) {
 func TestSetUpKilledCLI(t *testing.T) {
 	for _, point := range []string{
 		"sqlite.create.identity", "sqlite.create.wal", "sqlite.setup.begin",
-		"sqlite.setup.schema1", "sqlite.setup.schema2", "sqlite.setup.schema3", "sqlite.setup.beforeCommit",
+		"sqlite.setup.schema1", "sqlite.setup.schema2", "sqlite.setup.schema3", "sqlite.setup.schema4", "sqlite.setup.schema5",
+		"sqlite.setup.beforeCommit",
 	} {
 		t.Run(point, func(t *testing.T) {
 			dir := t.TempDir()

@@ -37,8 +37,13 @@ type stateJSON struct {
 	Lease      *leaseJSON                 `json:"lease"`
 	Interrupts []interruptJSON            `json:"interrupts"` // pending ones
 	Values     map[string]json.RawMessage `json:"values"`
+	// Graph is the graph the checkpoint was saved under and the newest
+	// version of it stored (null when the checkpoint names none).
+	Graph *graphInfo `json:"graph"`
 	// Hint says what to do next, in one line.
 	Hint string `json:"hint"`
+
+	waiting []string // the nodes the thread waits in
 }
 
 // taskJSON is a task of the step that follows the checkpoint.
@@ -154,6 +159,10 @@ func stateCommand(fs *flag.FlagSet) runner {
 				return err
 			}
 		}
+		if out.Graph, err = e.readGraph(ctx, s, tp.Checkpoint); err != nil {
+			return err
+		}
+		out.waiting = waitingNodes(in)
 		out.Hint = stateHint(out, head.Checkpoint.ID)
 		if e.opts.json {
 			return e.writeJSON(out)
@@ -377,8 +386,14 @@ func (e *env) printState(st *stateJSON) error {
 	if st.Head {
 		kv.row("lease", leaseLine(st.Lease, now))
 	}
+	kv.row("graph", graphRow(st.Graph))
 	if err := kv.flush(); err != nil {
 		return err
+	}
+	if warn := graphWarning(st.Graph, st.waiting); warn != "" && st.Head && st.Status != "done" {
+		if _, err := fmt.Fprintf(w, "\n%s", cleanLines(warn)); err != nil {
+			return err
+		}
 	}
 	if len(st.Tasks) > 0 {
 		io.WriteString(w, "\n")
