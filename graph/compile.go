@@ -379,15 +379,16 @@ func (r *Runnable[S]) Name() string { return r.topo.Name }
 
 // SaveTopology stores the graph's topology on its saver, when the saver
 // keeps topologies (checkpoint.TopologyStore), once per Runnable: the
-// first run or UpdateState that writes to the saver does it, before
-// anything else, and later calls return at once. Call it when a process
+// first checkpoint or pending write a run or UpdateState saves is
+// preceded by it (a run refused before it writes stores nothing), and
+// later calls return at once. Call it when a process
 // starts to record the version of the graph it runs before any thread
 // runs on it (the lockstep CLI's state command compares a waiting
 // thread's graph with the newest one stored). It returns nil without a
 // saver or when the saver keeps no topologies, and otherwise an error
 // wrapping the saver's (a store that failed but is found stored when read
 // back succeeded); a run that cannot store its topology fails with that
-// error before it writes anything, and the next run tries again.
+// error before it saves anything, and the next run tries again.
 func (r *Runnable[S]) SaveTopology(ctx context.Context) error {
 	if r.topoDone.Load() || r.cfg.saver == nil {
 		return nil

@@ -201,9 +201,6 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 	if ru.saver == nil && in.kind != inputStart {
 		return zero, fmt.Errorf("%w: cannot resume, continue or replay thread %q", ErrNoSaver, thread)
 	}
-	if err := r.SaveTopology(ctx); err != nil {
-		return zero, err
-	}
 	if ro.runKey != "" {
 		switch {
 		case in.kind != inputStart:
@@ -912,6 +909,9 @@ func (ru *run[S]) putWrites(ctx context.Context, head string, tasks []checkpoint
 
 // writePending saves pending writes on the head (see putWrites).
 func (ru *run[S]) writePending(ctx context.Context, head string, tasks []checkpoint.TaskWrites, release bool) error {
+	if err := ru.r.SaveTopology(detached(ctx)); err != nil {
+		return fmt.Errorf("graph: thread %q: %w", ru.thread, err)
+	}
 	err := ru.saver.PutWrites(ctx, checkpoint.WritesRequest{
 		Ref:   checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: head},
 		Tasks: tasks, Lease: ru.request(), Release: release,
@@ -1023,6 +1023,11 @@ func (ru *run[S]) prepareSave(ctx context.Context, f *frame[S], source checkpoin
 func (ru *run[S]) put(ctx context.Context, reqs []checkpoint.PutRequest) error {
 	last := &reqs[len(reqs)-1]
 	id, step := last.Checkpoint.ID, last.Checkpoint.Metadata.Step
+	// The graph's topology is stored before the first checkpoint that
+	// names it (once per Runnable: then this is one atomic load).
+	if err := ru.r.SaveTopology(detached(ctx)); err != nil {
+		return fmt.Errorf("graph: thread %q step %d: %w", ru.thread, step, err)
+	}
 	ru.hit(testhook.GraphBeforeSave)
 	if err := checkpoint.PutChain(detached(ctx), ru.saver, reqs...); err != nil && !ru.committedAnyway(err, id) {
 		return fmt.Errorf("graph: thread %q step %d: save checkpoint %s: %w", ru.thread, step, id, err)

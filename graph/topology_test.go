@@ -385,7 +385,8 @@ func (c *countingStore) count() int {
 }
 
 // TestTopologyStoredOnce: a Runnable stores its topology on its saver
-// once, before its first write, whatever it runs after (Invoke on many
+// once, before its first save (not for a run refused before it saves
+// anything), whatever it runs after (Invoke on many
 // threads at once, Resume, UpdateState, Replay); every checkpoint it
 // writes names the fingerprint; a second Runnable of another version
 // stores its own, which becomes the newest of the name, and storing the
@@ -408,6 +409,13 @@ func TestTopologyStoredOnce(t *testing.T) {
 	fp1, _ := v1.Topology().Fingerprint()
 	if s.count() != 0 {
 		t.Fatalf("Compile stored the topology (%d PutTopology)", s.count())
+	}
+	// A run refused before it writes stores nothing.
+	if _, err := v1.Continue(ctx, "no-such-thread"); !errors.Is(err, graph.ErrThreadNotFound) {
+		t.Fatalf("Continue of a missing thread: %v", err)
+	}
+	if s.count() != 0 {
+		t.Fatalf("a run that wrote nothing stored the topology (%d PutTopology)", s.count())
 	}
 	var wg sync.WaitGroup
 	for i := range 8 {
