@@ -546,3 +546,39 @@ func TestTopologyStoreFails(t *testing.T) {
 		t.Errorf("head on a saver without topologies: %v, %v; want Metadata.Topology %s", tp, err, fp)
 	}
 }
+
+// BenchmarkSaveTopology: what a run pays for the topology once its
+// Runnable stored it (every save asks: one atomic load), and what the
+// first store costs on the memory saver.
+func BenchmarkSaveTopology(b *testing.B) {
+	ctx := context.Background()
+	b.Run("stored", func(b *testing.B) {
+		r, err := fullShape()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := r.SaveTopology(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := r.SaveTopology(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("first", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			b.StopTimer()
+			r, err := fullShape()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			if err := r.SaveTopology(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
