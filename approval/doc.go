@@ -186,6 +186,30 @@
 // approval_executions holds what ran. This package imports no SQLite
 // driver: it uses database/sql on the *sql.DB it is given.
 //
+// Every row is checked when it is read (see [Store]): a row that was
+// damaged, edited, or copied from another approval is a [*CorruptError]
+// naming the approval, and nothing is written on it. A row's checksum
+// (schema version 2) is a CRC-32C, stored as a non-negative INTEGER, of a
+// domain name and then the row's columns in the order below, the approval
+// ID first. The domain and every TEXT column are written as the byte 'b',
+// the length in bytes as an unsigned LEB128 varint, and the bytes; an
+// INTEGER as 'i' and its eight bytes, big-endian; a NULL as 'n':
+//
+//	approval_decisions.crc         "lockstep/approval/decision/v1", id, thread, checkpoint, tool,
+//	                               owner, outcome, reviewer, note, args, args_hash, decided_at, request
+//	approval_decisions.resume_crc  "lockstep/approval/resume/v1", id, resumed_at, resume_note,
+//	                               resume_attempts (INTEGER), resume_error, resume_not_before
+//	approval_executions.crc        "lockstep/approval/execution/v1", approval_id, idempotency_key,
+//	                               args_hash, result, error, recorded_at
+//
+// An operator who edits a row on purpose recomputes its checksum; the row
+// is still decoded strictly and checked against its request. Opening a
+// database of version 1 computes the checksums of its rows once, in the
+// transaction that records version 2, so a row damaged before that
+// upgrade is caught only by the strict decoding. A build that knows only
+// version 1 refuses a database of version 2 ([ErrSchemaVersion]) and
+// leaves it unchanged.
+//
 // # Concurrency
 //
 // [MemoryStore], [SQLStore], [Inbox], [Worker] and [MemoryChannel] are
@@ -206,7 +230,9 @@
 // when the sweeper won). A failed confirmation channel is a [*ChannelError]
 // (matching [ErrChannel]; a closed [MemoryChannel] says
 // [ErrChannelClosed]). Tables newer than this build give
-// [ErrSchemaVersion]. Storage failures are wrapped with %w. Messages name
+// [ErrSchemaVersion]. A stored row that does not verify is a
+// [*CorruptError] (matching [ErrCorrupt]) naming the approval and the row.
+// Storage failures are wrapped with %w. Messages name
 // the approval ID and never carry arguments, notes or context. Match
 // errors with errors.Is and errors.As.
 package approval

@@ -57,6 +57,11 @@ var (
 	// of the same kind (a claim's lease) holds a value outside its range.
 	// A zero value means the default; nothing else is ever replaced by it.
 	ErrInvalidConfig = errors.New("approval: invalid configuration")
+	// ErrCorrupt matches every *CorruptError: a stored decision, resume
+	// record or outcome that only corruption can have written (it fails
+	// its checksum, was copied from another approval, or does not decode
+	// as the store writes it). Nothing was written on it.
+	ErrCorrupt = errors.New("approval: stored row is corrupt")
 	// ErrClosed: the store was closed (MemoryStore.Close, SQLStore.Close),
 	// or the database under a SQLStore was closed by its owner (the
 	// checkpoint saver's Close). Nothing was read or written.
@@ -114,6 +119,39 @@ func (e *AlreadyDecidedError) Error() string {
 // ErrExpired) when the winning decision is an expiry.
 func (e *AlreadyDecidedError) Is(target error) bool {
 	return target == ErrAlreadyDecided || (target == ErrExpired && e.Winner.Outcome == Expired)
+}
+
+// CorruptError reports a stored row of one approval that cannot be
+// trusted: its checksum does not match its key and contents (it was
+// damaged, or copied from another approval ID), or it holds what the store
+// never writes (JSON with null, a duplicate or case-variant key, invalid
+// UTF-8 or a lone surrogate escape; fields that disagree with each other).
+// It matches ErrCorrupt and unwraps to the cause. The store wrote nothing
+// on it; the row stays as it is for an operator to inspect, restore from a
+// backup or delete.
+type CorruptError struct {
+	ID   string // the approval ID the row is stored under
+	What string // which row or column: "decision", "request", "resume", "execution"
+	Err  error  // what is wrong
+}
+
+// Error names the approval and the row, and says that the row is corrupt.
+func (e *CorruptError) Error() string {
+	s := "approval: stored " + e.What + " of approval " + quoteShort(e.ID) + " is corrupt"
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s + " (nothing was written; inspect the row, restore it from a backup, or delete it)"
+}
+
+// Unwrap returns the cause.
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrCorrupt) true.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+func corrupt(id, what string, err error) *CorruptError {
+	return &CorruptError{ID: id, What: what, Err: err}
 }
 
 // ChannelError reports a failure of the confirmation channel during Wait:

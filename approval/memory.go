@@ -83,6 +83,11 @@ func (s *MemoryStore) Decide(ctx context.Context, item Item, v Verdict) (Decisio
 	if err != nil {
 		return Decision{}, err
 	}
+	// The snapshot a SQLStore would keep must read back as the request,
+	// so that both stores refuse the same items.
+	if _, err := encodeRequest(item.ID, item.Request); err != nil {
+		return Decision{}, err
+	}
 	s.recs[item.ID] = &memRecord{rec: Record{
 		ID: item.ID, Thread: item.Thread, Checkpoint: item.Checkpoint,
 		Request: cloneRequest(item.Request), Decision: cloneDecision(d),

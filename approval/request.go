@@ -2,10 +2,13 @@ package approval
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/lockstepgo/lockstep/internal/canon"
+	"github.com/lockstepgo/lockstep/internal/strictjson"
 )
 
 // Risk is the tier a tool declares when it is registered. Which calls need a
@@ -136,11 +139,16 @@ func ArgsHash(tool string, args json.RawMessage) (string, error) {
 	return canon.HashStrings("lockstep/approval/v1", tool, string(c)), nil
 }
 
-// ParseRequest decodes an interrupt value. ok is false, with a nil error,
-// when the value is not an approval request (not a JSON object whose "type"
-// is RequestType). It returns ok true and an error when the value says it
-// is a request but its fields do not decode. It does not validate the
-// request (see Request.Validate).
+// ParseRequest decodes an interrupt value, or a request snapshot a Store
+// kept. ok is false, with a nil error, when the value is not an approval
+// request (not a JSON object whose "type" is RequestType). It returns ok
+// true and an error when the value says it is a request (its "type" key,
+// in any spelling encoding/json would read, is RequestType) but is not
+// what json.Marshal writes for a Request: null, a duplicate, unknown or
+// case-variant key, invalid UTF-8 or a lone surrogate escape anywhere,
+// a value of the wrong kind. Such a request can never be decided (the
+// expiry sweeper rejects it); it is never read leniently into another
+// request. It does not validate the request (see Request.Validate).
 func ParseRequest(value json.RawMessage) (req Request, ok bool, err error) {
 	var probe struct {
 		Type string `json:"type"`
@@ -148,10 +156,33 @@ func ParseRequest(value json.RawMessage) (req Request, ok bool, err error) {
 	if json.Unmarshal(value, &probe) != nil || probe.Type != RequestType {
 		return Request{}, false, nil
 	}
-	if err := json.Unmarshal(value, &req); err != nil {
+	if err := decodeRequest(value, &req); err != nil {
 		return Request{}, true, fmt.Errorf("approval: malformed request: %w", err)
 	}
 	return req, true, nil
+}
+
+// requestJSON is the strict form of a Request: what json.Marshal writes.
+var requestJSON = strictjson.For(reflect.TypeFor[Request]())
+
+// decodeRequest decodes b, refusing what json.Marshal never writes for a
+// Request (strictjson's rules, and null for its times, which encoding/json
+// would read as the zero time).
+func decodeRequest(b []byte, req *Request) error {
+	if err := requestJSON.Check(b); err != nil {
+		return err
+	}
+	var times struct {
+		CreatedAt json.RawMessage `json:"created_at"`
+		ExpiresAt json.RawMessage `json:"expires_at"`
+	}
+	if err := json.Unmarshal(b, &times); err != nil {
+		return err
+	}
+	if string(times.CreatedAt) == "null" || string(times.ExpiresAt) == "null" {
+		return errors.New("null for a time, which json.Marshal never writes")
+	}
+	return json.Unmarshal(b, req)
 }
 
 // Outcome is what became of a request.

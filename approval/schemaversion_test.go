@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -26,9 +27,9 @@ func TestSQLStoreSchemaVersionsOutOfRange(t *testing.T) {
 		{"-1 beside 1", []string{`INSERT INTO approval_schema (version) VALUES (-1)`}},
 		{"0", []string{`DELETE FROM approval_schema`, `INSERT INTO approval_schema (version) VALUES (0)`}},
 		{"minimum int64", []string{`DELETE FROM approval_schema`, `INSERT INTO approval_schema (version) VALUES (-9223372036854775808)`}},
-		{"newer", []string{`INSERT INTO approval_schema (version) VALUES (2)`}},
+		{"newer", []string{fmt.Sprintf(`INSERT INTO approval_schema (version) VALUES (%d)`, approval.SchemaVersion+1)}},
 		{"maximum int64", []string{`INSERT INTO approval_schema (version) VALUES (9223372036854775807)`}},
-		{"a gap", []string{`DELETE FROM approval_schema`, `INSERT INTO approval_schema (version) VALUES (2)`, `INSERT INTO approval_schema (version) VALUES (3)`}},
+		{"a gap", []string{`DELETE FROM approval_schema`, fmt.Sprintf(`INSERT INTO approval_schema (version) VALUES (%d)`, approval.SchemaVersion)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()

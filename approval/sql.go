@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,14 +13,33 @@ import (
 
 // SchemaVersion is the version of the approval tables this build writes.
 // OpenSQLStore upgrades older tables and refuses newer ones.
-const SchemaVersion = 1
+//
+// Versions:
+//
+//   - 1: approval_decisions and approval_executions.
+//   - 2: every row carries a checksum bound to its approval ID
+//     (approval_decisions.crc over the decision and its request snapshot,
+//     approval_decisions.resume_crc over the worker's progress,
+//     approval_executions.crc over the outcome), so that a row damaged or
+//     copied from another approval does not verify. The upgrade computes
+//     the checksums of the rows of version 1 once, in its transaction.
+const SchemaVersion = 2
 
-// migrations[i] upgrades the tables from version i to i+1. The DDL is
-// SQLite's; every column is TEXT or INTEGER, JSON is stored as TEXT and
-// times as fixed-width UTC text (sqlTime), so the stock sqlite3 shell reads
-// them and times sort as text.
-var migrations = []string{
-	`CREATE TABLE IF NOT EXISTS approval_decisions (
+// migration upgrades the tables by one version: stmts, then data (rows
+// rewritten in Go, where checksums are computed), in the transaction of
+// OpenSQLStore that records the version.
+type migration struct {
+	stmts string
+	data  func(ctx context.Context, tx *sql.Tx) error
+}
+
+// migrations[i] upgrades the tables from version i to i+1. They are never
+// edited once released: a change is a new migration. The DDL is SQLite's;
+// every column is TEXT or INTEGER, JSON is stored as TEXT and times as
+// fixed-width UTC text (sqlTime), so the stock sqlite3 shell reads them
+// and times sort as text.
+var migrations = []migration{
+	{stmts: `CREATE TABLE IF NOT EXISTS approval_decisions (
 	id                TEXT PRIMARY KEY,          -- approval ID = interrupt ID
 	thread            TEXT NOT NULL,
 	checkpoint        TEXT NOT NULL,             -- the checkpoint the thread waited at
@@ -49,7 +67,13 @@ CREATE TABLE IF NOT EXISTS approval_executions (
 	result          TEXT CHECK (result IS NULL OR json_valid(result)),
 	error           TEXT NOT NULL DEFAULT '',
 	recorded_at     TEXT NOT NULL
-);`,
+);`},
+	// 1 -> 2: checksums bound to the approval ID. The default (-1) is one
+	// no row verifies with; data sets every row's own.
+	{stmts: `ALTER TABLE approval_decisions ADD COLUMN crc INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE approval_decisions ADD COLUMN resume_crc INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE approval_executions ADD COLUMN crc INTEGER NOT NULL DEFAULT -1;`,
+		data: checksumRows},
 }
 
 // sqlTimeLayout writes times in UTC with nine fractional digits, so that
@@ -116,8 +140,13 @@ func OpenSQLStore(ctx context.Context, db *sql.DB, now func() time.Time) (*SQLSt
 		return nil, err
 	}
 	for i := int(v.max.Int64); i < SchemaVersion; i++ {
-		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+		if _, err := tx.ExecContext(ctx, migrations[i].stmts); err != nil {
 			return nil, fmt.Errorf("approval: migrate to schema version %d: %w", i+1, err)
+		}
+		if data := migrations[i].data; data != nil {
+			if err := data(ctx, tx); err != nil {
+				return nil, fmt.Errorf("approval: migrate to schema version %d: %w", i+1, err)
+			}
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO approval_schema (version) VALUES (?)`, i+1); err != nil {
 			return nil, fmt.Errorf("approval: migrate to schema version %d: %w", i+1, err)
@@ -214,78 +243,38 @@ func (s *SQLStore) closedDB(id string, err *error) {
 	}
 }
 
-// decisionColumns and recordColumns are read by decisionRow and scanRecord.
-const (
-	decisionColumns = `id, outcome, reviewer, note, args, args_hash, decided_at`
-	recordColumns   = `thread, checkpoint, request, ` + decisionColumns + `,
-	resumed_at, resume_note, resume_attempts, resume_error, resume_not_before`
-)
-
 type rowScanner interface{ Scan(dest ...any) error }
 
-// decisionRow receives the decisionColumns of a row.
-type decisionRow struct {
-	id, outcome, reviewer, note, argsHash, decided string
-	args                                           sql.NullString
-}
-
-func (d *decisionRow) dest() []any {
-	return []any{&d.id, &d.outcome, &d.reviewer, &d.note, &d.args, &d.argsHash, &d.decided}
-}
-
-func (d *decisionRow) decision() (Decision, error) {
-	at, err := parseSQLTime(d.decided)
-	if err != nil {
-		return Decision{}, fmt.Errorf("decided_at: %w", err)
-	}
-	out := Decision{ID: d.id, Outcome: Outcome(d.outcome), Reviewer: d.reviewer, Note: d.note, ArgsHash: d.argsHash, DecidedAt: at}
-	if d.args.Valid {
-		out.Args = json.RawMessage(d.args.String)
-	}
-	return out, nil
-}
-
+// scanRecord reads and checks one approval_decisions row (recordColumns).
+// A row that does not verify is a *CorruptError; sql.ErrNoRows is
+// returned as it is.
 func scanRecord(row rowScanner) (Record, error) {
-	var (
-		r                       Record
-		dr                      decisionRow
-		request, notBefore      string
-		resumed                 sql.NullString
-		resumeNote, resumeError string
-		attempts                int
-	)
-	dest := append([]any{&r.Thread, &r.Checkpoint, &request}, dr.dest()...)
-	dest = append(dest, &resumed, &resumeNote, &attempts, &resumeError, &notBefore)
-	if err := row.Scan(dest...); err != nil {
+	var r decisionRow
+	if err := row.Scan(r.dest()...); err != nil {
 		return Record{}, err
 	}
-	r.ID = dr.id
-	corrupt := func(err error) (Record, error) {
-		return Record{}, fmt.Errorf("approval: stored approval %s does not decode: %w", quoteShort(r.ID), err)
+	return r.record()
+}
+
+// read returns the verified record of approval id with its row as
+// stored, or an *Error matching ErrNotFound, a *CorruptError, or the
+// database's error.
+func (s *SQLStore) read(ctx context.Context, id string) (decisionRow, Record, error) {
+	var r decisionRow
+	err := s.db.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM approval_decisions WHERE id = ?`, id).Scan(r.dest()...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, Record{}, newError(id, ErrNotFound, "no decision")
 	}
-	var err error
-	if r.Decision, err = dr.decision(); err != nil {
-		return corrupt(err)
+	if err != nil {
+		return r, Record{}, fmt.Errorf("approval: read approval %s: %w", quoteShort(id), err)
 	}
-	if err := json.Unmarshal([]byte(request), &r.Request); err != nil {
-		return corrupt(fmt.Errorf("request: %w", err))
-	}
-	if resumed.Valid {
-		if r.Resume.At, err = parseSQLTime(resumed.String); err != nil {
-			return corrupt(fmt.Errorf("resumed_at: %w", err))
-		}
-	}
-	if notBefore != "" {
-		if r.Resume.NotBefore, err = parseSQLTime(notBefore); err != nil {
-			return corrupt(fmt.Errorf("resume_not_before: %w", err))
-		}
-	}
-	r.Resume.Note, r.Resume.Attempts, r.Resume.LastError = resumeNote, attempts, resumeError
-	return r, nil
+	rec, err := r.record()
+	return r, rec, err
 }
 
 // Decide implements Store. The decision is one INSERT ... ON CONFLICT DO
-// NOTHING: the row that lands wins, and a loser reads the winner back.
+// NOTHING: the row that lands wins, and a loser reads the winner back. A
+// winner whose row does not verify is a *CorruptError.
 //
 // After Close, or once the database was closed, it fails with an *Error
 // matching ErrClosed.
@@ -311,19 +300,22 @@ func (s *SQLStore) Decide(ctx context.Context, item Item, v Verdict) (_ Decision
 	if derr != nil {
 		return Decision{}, derr
 	}
-	req, err := json.Marshal(item.Request)
+	req, err := encodeRequest(item.ID, item.Request)
 	if err != nil {
-		return Decision{}, newError(item.ID, ErrInvalidRequest, "does not encode: %v", err)
+		return Decision{}, err
 	}
-	var args any
+	row := decisionRow{id: item.ID, thread: item.Thread, checkpoint: item.Checkpoint, tool: item.Request.Tool, owner: item.Request.Owner,
+		outcome: string(d.Outcome), reviewer: d.Reviewer, note: d.Note, argsHash: d.ArgsHash, decidedAt: sqlTime(d.DecidedAt), request: string(req),
+		resume: resumeRowOf(item.ID, Resume{})}
 	if d.Args != nil {
-		args = string(d.Args)
+		row.args = sql.NullString{String: string(d.Args), Valid: true}
 	}
+	row.crc = row.sum()
 	res, err := s.db.ExecContext(ctx, `INSERT INTO approval_decisions
-		(id, thread, checkpoint, tool, owner, outcome, reviewer, note, args, args_hash, decided_at, request)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-		item.ID, item.Thread, item.Checkpoint, item.Request.Tool, item.Request.Owner, string(d.Outcome), d.Reviewer, d.Note,
-		args, d.ArgsHash, sqlTime(d.DecidedAt), string(req))
+		(id, thread, checkpoint, tool, owner, outcome, reviewer, note, args, args_hash, decided_at, request, crc, resume_crc)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+		row.id, row.thread, row.checkpoint, row.tool, row.owner, row.outcome, row.reviewer, row.note,
+		row.args, row.argsHash, row.decidedAt, row.request, row.crc, row.resume.crc)
 	if err != nil {
 		return Decision{}, fmt.Errorf("approval: record decision on approval %s: %w", quoteShort(item.ID), err)
 	}
@@ -345,25 +337,21 @@ func (s *SQLStore) Decide(ctx context.Context, item Item, v Verdict) (_ Decision
 	return Decision{}, &AlreadyDecidedError{ID: item.ID, Winner: w}
 }
 
-// winner reads the decision on id alone (not the request snapshot), for
-// the losers of a race.
+// winner reads the decision on id, for the losers of a race: ok is false
+// when there is none. A row that does not verify is a *CorruptError.
 func (s *SQLStore) winner(ctx context.Context, id string) (Decision, bool, error) {
-	var dr decisionRow
-	err := s.db.QueryRowContext(ctx, `SELECT `+decisionColumns+` FROM approval_decisions WHERE id = ?`, id).Scan(dr.dest()...)
-	if errors.Is(err, sql.ErrNoRows) {
+	_, rec, err := s.read(ctx, id)
+	if errors.Is(err, ErrNotFound) {
 		return Decision{}, false, nil
 	}
 	if err != nil {
-		return Decision{}, false, fmt.Errorf("approval: read approval %s: %w", quoteShort(id), err)
+		return Decision{}, false, err
 	}
-	d, err := dr.decision()
-	if err != nil {
-		return Decision{}, false, fmt.Errorf("approval: stored approval %s does not decode: %w", quoteShort(id), err)
-	}
-	return d, true, nil
+	return rec.Decision, true, nil
 }
 
-// Get implements Store.
+// Get implements Store. A row that does not verify is a *CorruptError
+// (matching ErrCorrupt) naming the approval.
 //
 // After Close, or once the database was closed, it fails with an *Error
 // matching ErrClosed.
@@ -372,18 +360,13 @@ func (s *SQLStore) Get(ctx context.Context, id string) (_ Record, err error) {
 		return Record{}, err
 	}
 	defer s.closedDB(id, &err)
-	row := s.db.QueryRowContext(ctx, `SELECT `+recordColumns+` FROM approval_decisions WHERE id = ?`, id)
-	r, err := scanRecord(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Record{}, newError(id, ErrNotFound, "no decision")
-	}
-	if err != nil {
-		return Record{}, fmt.Errorf("approval: read approval %s: %w", quoteShort(id), err)
-	}
-	return r, nil
+	_, rec, err := s.read(ctx, id)
+	return rec, err
 }
 
-// Decided implements Store.
+// Decided implements Store. It reads and checks the rows it finds: one
+// that does not verify is a *CorruptError naming its approval, rather
+// than a decision that hides the request from the inbox.
 //
 // After Close, or once the database was closed, it fails with an *Error
 // matching ErrClosed.
@@ -402,17 +385,17 @@ func (s *SQLStore) Decided(ctx context.Context, ids []string) (_ map[string]bool
 		for i, id := range part {
 			args[i] = id
 		}
-		rows, err := s.db.QueryContext(ctx, `SELECT id FROM approval_decisions WHERE id IN (?`+strings.Repeat(", ?", len(part)-1)+`)`, args...)
+		rows, err := s.db.QueryContext(ctx, `SELECT `+recordColumns+` FROM approval_decisions WHERE id IN (?`+strings.Repeat(", ?", len(part)-1)+`)`, args...)
 		if err != nil {
 			return nil, fmt.Errorf("approval: look up decisions: %w", err)
 		}
 		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
+			rec, err := scanRecord(rows)
+			if err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("approval: look up decisions: %w", err)
 			}
-			out[id] = true
+			out[rec.ID] = true
 		}
 		err = rows.Err()
 		rows.Close()
@@ -423,7 +406,8 @@ func (s *SQLStore) Decided(ctx context.Context, ids []string) (_ map[string]bool
 	return out, nil
 }
 
-// Unresumed implements Store.
+// Unresumed implements Store. A row that does not verify is a
+// *CorruptError naming its approval.
 //
 // After Close, or once the database was closed, it fails with an *Error
 // matching ErrClosed.
@@ -455,33 +439,52 @@ func (s *SQLStore) Unresumed(ctx context.Context, limit int) (_ []Record, err er
 	return out, nil
 }
 
-// update runs a conditional UPDATE on one approval and reports whether it
-// changed the row; when it did not, it tells a missing ID (ErrNotFound)
-// from a condition that did not hold.
-func (s *SQLStore) update(ctx context.Context, id, what, query string, args ...any) (bool, error) {
-	res, err := s.db.ExecContext(ctx, query, args...)
-	if err != nil {
-		return false, fmt.Errorf("approval: %s approval %s: %w", what, quoteShort(id), err)
+// maxSwaps bounds the attempts of changeResume: each failed swap means
+// another worker changed the row meanwhile, which a handful of workers do
+// a handful of times.
+const maxSwaps = 64
+
+// changeResume applies step to the resume progress of approval id: it
+// reads and checks the row, lets step change the progress (false: no
+// change), and writes the result with its checksum only if the row still
+// holds what was read, reading again otherwise. It reports whether it
+// wrote. A row that does not verify is a *CorruptError, and nothing is
+// written on it.
+func (s *SQLStore) changeResume(ctx context.Context, id, what string, step func(r *Resume) bool) (bool, error) {
+	for range maxSwaps {
+		row, rec, err := s.read(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		next := rec.Resume
+		if !step(&next) {
+			return false, nil
+		}
+		old, nr := row.resume, resumeRowOf(id, next)
+		res, err := s.db.ExecContext(ctx, `UPDATE approval_decisions
+			SET resumed_at = ?, resume_note = ?, resume_attempts = ?, resume_error = ?, resume_not_before = ?, resume_crc = ?
+			WHERE id = ? AND resumed_at IS ? AND resume_note = ? AND resume_attempts = ? AND resume_error = ? AND resume_not_before = ? AND resume_crc = ?`,
+			nr.resumedAt, nr.note, nr.attempts, nr.lastError, nr.notBefore, nr.crc,
+			id, old.resumedAt, old.note, old.attempts, old.lastError, old.notBefore, old.crc)
+		if err != nil {
+			return false, fmt.Errorf("approval: %s approval %s: %w", what, quoteShort(id), err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return false, fmt.Errorf("approval: %s approval %s: %w", what, quoteShort(id), err)
+		}
+		if n == 1 {
+			return true, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("approval: %s approval %s: %w", what, quoteShort(id), err)
-	}
-	if n == 1 {
-		return true, nil
-	}
-	var one int
-	err = s.db.QueryRowContext(ctx, `SELECT 1 FROM approval_decisions WHERE id = ?`, id).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, newError(id, ErrNotFound, "no decision")
-	}
-	if err != nil {
-		return false, fmt.Errorf("approval: %s approval %s: %w", what, quoteShort(id), err)
-	}
-	return false, nil
+	return false, fmt.Errorf("approval: %s approval %s: the row changed under %d attempts in a row; try again", what, quoteShort(id), maxSwaps)
 }
 
-// ClaimResume implements Store.
+// ClaimResume implements Store. A row that does not verify is a
+// *CorruptError naming the approval, and is not claimed.
 //
 // After Close, or once the database was closed, it fails with an *Error
 // matching ErrClosed.
@@ -493,12 +496,18 @@ func (s *SQLStore) ClaimResume(ctx context.Context, id string, lease time.Durati
 		return false, err
 	}
 	defer s.closedDB(id, &err)
-	now := s.now()
-	return s.update(ctx, id, "claim", `UPDATE approval_decisions SET resume_not_before = ?
-		WHERE id = ? AND resumed_at IS NULL AND resume_not_before <= ?`, sqlTime(now.Add(lease)), id, sqlTime(now))
+	return s.changeResume(ctx, id, "claim", func(r *Resume) bool {
+		now := s.now()
+		if !r.At.IsZero() || r.NotBefore.After(now) {
+			return false
+		}
+		r.NotBefore = now.Add(lease).UTC()
+		return true
+	})
 }
 
-// FinishResume implements Store.
+// FinishResume implements Store. A row that does not verify is a
+// *CorruptError naming the approval, and is left as it is.
 //
 // After Close, or once the database was closed, it fails with an *Error
 // matching ErrClosed.
@@ -507,12 +516,18 @@ func (s *SQLStore) FinishResume(ctx context.Context, id, note string) (err error
 		return err
 	}
 	defer s.closedDB(id, &err)
-	_, err = s.update(ctx, id, "finish resuming", `UPDATE approval_decisions SET resumed_at = ?, resume_note = ?, resume_not_before = ''
-		WHERE id = ? AND resumed_at IS NULL`, sqlTime(s.now()), truncate(note, maxErrorBytes), id)
+	_, err = s.changeResume(ctx, id, "finish resuming", func(r *Resume) bool {
+		if !r.At.IsZero() {
+			return false
+		}
+		r.At, r.Note, r.NotBefore = s.now().UTC(), truncate(note, maxErrorBytes), time.Time{}
+		return true
+	})
 	return err
 }
 
-// RetryResume implements Store.
+// RetryResume implements Store. A row that does not verify is a
+// *CorruptError naming the approval, and is left as it is.
 //
 // After Close, or once the database was closed, it fails with an *Error
 // matching ErrClosed.
@@ -524,16 +539,23 @@ func (s *SQLStore) RetryResume(ctx context.Context, id, reason string, after tim
 		return err
 	}
 	defer s.closedDB(id, &err)
-	_, err = s.update(ctx, id, "defer resuming", `UPDATE approval_decisions
-		SET resume_attempts = resume_attempts + 1, resume_error = ?, resume_not_before = ?
-		WHERE id = ? AND resumed_at IS NULL`, truncate(reason, maxErrorBytes), sqlTime(s.now().Add(after)), id)
+	_, err = s.changeResume(ctx, id, "defer resuming", func(r *Resume) bool {
+		if !r.At.IsZero() {
+			return false
+		}
+		r.Attempts++
+		r.LastError, r.NotBefore = truncate(reason, maxErrorBytes), s.now().Add(after).UTC()
+		return true
+	})
 	return err
 }
 
 // Now implements Store: it reads the clock the store was opened with.
 func (s *SQLStore) Now() time.Time { return s.now() }
 
-// RecordOutcome implements OutcomeRecorder.
+// RecordOutcome implements OutcomeRecorder. A decision or outcome row that
+// does not verify is a *CorruptError naming the approval, and nothing is
+// written.
 //
 // After Close, or once the database was closed, it fails with an *Error
 // matching ErrClosed.
@@ -550,13 +572,14 @@ func (s *SQLStore) RecordOutcome(ctx context.Context, id string, e Execution) (e
 	if err != nil {
 		return err
 	}
-	var result any
+	row := executionRow{id: id, key: e.IdempotencyKey, argsHash: e.ArgsHash, errText: e.Error, at: sqlTime(e.At)}
 	if e.Result != nil {
-		result = string(e.Result)
+		row.result = sql.NullString{String: string(e.Result), Valid: true}
 	}
-	res, err := s.db.ExecContext(ctx, `INSERT INTO approval_executions (approval_id, idempotency_key, args_hash, result, error, recorded_at)
-		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (approval_id) DO NOTHING`,
-		id, e.IdempotencyKey, e.ArgsHash, result, e.Error, sqlTime(e.At))
+	row.crc = row.sum()
+	res, err := s.db.ExecContext(ctx, `INSERT INTO approval_executions (approval_id, idempotency_key, args_hash, result, error, recorded_at, crc)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (approval_id) DO NOTHING`,
+		row.id, row.key, row.argsHash, row.result, row.errText, row.at, row.crc)
 	if err != nil {
 		return fmt.Errorf("approval: record outcome of approval %s: %w", quoteShort(id), err)
 	}
@@ -565,7 +588,7 @@ func (s *SQLStore) RecordOutcome(ctx context.Context, id string, e Execution) (e
 	} else if n == 1 {
 		return nil
 	}
-	old, err := s.execution(ctx, id)
+	old, err := s.execution(ctx, rec)
 	if err != nil {
 		return err
 	}
@@ -575,30 +598,30 @@ func (s *SQLStore) RecordOutcome(ctx context.Context, id string, e Execution) (e
 	return newError(id, ErrOutcomeRecorded, "")
 }
 
-func (s *SQLStore) execution(ctx context.Context, id string) (*Execution, error) {
-	var (
-		e      Execution
-		result sql.NullString
-		at     string
-	)
-	err := s.db.QueryRowContext(ctx, `SELECT idempotency_key, args_hash, result, error, recorded_at FROM approval_executions WHERE approval_id = ?`, id).
-		Scan(&e.IdempotencyKey, &e.ArgsHash, &result, &e.Error, &at)
+// execution reads and checks the outcome recorded for rec, or returns nil
+// when there is none. A row that does not verify, or does not belong to
+// rec's decision, is a *CorruptError.
+func (s *SQLStore) execution(ctx context.Context, rec Record) (*Execution, error) {
+	var r executionRow
+	err := s.db.QueryRowContext(ctx, `SELECT `+executionColumns+` FROM approval_executions WHERE approval_id = ?`, rec.ID).Scan(r.dest()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("approval: read outcome of approval %s: %w", quoteShort(id), err)
+		return nil, fmt.Errorf("approval: read outcome of approval %s: %w", quoteShort(rec.ID), err)
 	}
-	if result.Valid {
-		e.Result = json.RawMessage(result.String)
+	e, err := r.execution()
+	if err != nil {
+		return nil, err
 	}
-	if e.At, err = parseSQLTime(at); err != nil {
-		return nil, fmt.Errorf("approval: stored recorded_at of approval %s does not decode: %w", quoteShort(id), err)
+	if err := (Trail{Record: rec, Execution: e}).Verify(); err != nil {
+		return nil, err
 	}
-	return &e, nil
+	return e, nil
 }
 
-// Audit implements Store.
+// Audit implements Store. A decision or outcome row that does not verify
+// is a *CorruptError naming the approval.
 //
 // After Close, or once the database was closed, it fails with an *Error
 // matching ErrClosed.
@@ -611,7 +634,7 @@ func (s *SQLStore) Audit(ctx context.Context, id string) (_ Trail, err error) {
 	if err != nil {
 		return Trail{}, err
 	}
-	e, err := s.execution(ctx, id)
+	e, err := s.execution(ctx, rec)
 	if err != nil {
 		return Trail{}, err
 	}

@@ -29,6 +29,20 @@ import (
 //     "now" come from one clock, its own (Now). Callers pass durations
 //     (a claim's lease, a retry's delay), never times, so a stored time
 //     can never come from another clock than the one that reads it.
+//   - A store that keeps its rows outside the process reads each of them
+//     as strictly as it wrote it, and binds it to its approval ID: every
+//     row (the decision with its request snapshot, the resume progress,
+//     the outcome) carries a checksum over the approval ID and all it
+//     holds; JSON is decoded as json.Marshal and package canon write it
+//     (ParseRequest for the snapshot: no null, duplicate, case-variant or
+//     unknown key, no invalid UTF-8 or lone surrogate escape); and the
+//     record read passes Trail.Verify. A row that fails is a
+//     *CorruptError (ErrCorrupt) naming the approval, from every method
+//     that reads it (Decided and Unresumed included), never a decision
+//     read as another one, and nothing is written on it: a decision
+//     copied onto another approval ID must never approve that call. Decide
+//     refuses, with ErrInvalidRequest, an item whose request would not
+//     read back as itself, so that no store writes what it would report.
 //
 // MemoryStore and SQLStore implement it. Both have a Close method: after
 // it (and, for a SQLStore, once its database was closed), every method
