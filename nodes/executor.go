@@ -706,16 +706,19 @@ const beginRetries = 2
 // already treat as "recorded".
 func (e *Executor) settle(op func() error) error {
 	err := op()
-	for try := 0; try < beginRetries && err != nil && !errors.Is(err, ledger.ErrNotHeld) && !errors.Is(err, ledger.ErrNotFound) && !errors.Is(err, ledger.ErrInvalid); try++ {
+	for try := 0; try < beginRetries && err != nil && !errors.Is(err, ledger.ErrNotHeld) && !errors.Is(err, ledger.ErrNotFound) && !errors.Is(err, ledger.ErrInvalid) && !errors.Is(err, ledger.ErrCorrupt); try++ {
 		err = op()
 	}
 	return err
 }
 
 // ledgerRefused reports whether err is one of the ledger's answers about
-// the key (or the intent), as opposed to a failure to reach its store.
+// the key (or the intent), as opposed to a failure to reach its store. A
+// corrupt record is one: trying again reads it again, and releasing it
+// would write on it.
 func ledgerRefused(err error) bool {
-	return errors.Is(err, ledger.ErrKeyReuse) || errors.Is(err, ledger.ErrInProgress) || errors.Is(err, ledger.ErrOutcomeUnknown) || errors.Is(err, ledger.ErrInvalid)
+	return errors.Is(err, ledger.ErrKeyReuse) || errors.Is(err, ledger.ErrInProgress) || errors.Is(err, ledger.ErrOutcomeUnknown) || errors.Is(err, ledger.ErrInvalid) ||
+		errors.Is(err, ledger.ErrCorrupt)
 }
 
 // ledgerRefusal logs and wraps an error of Begin: the ledger's typed

@@ -77,6 +77,30 @@
 // before version 2 had no scope or fingerprint: they still refuse their ID,
 // in every scope, as ErrDuplicateMessage until they expire.
 //
+// # Stored rows
+//
+// The SQL ledger reads every row as strictly as it wrote it (see Ledger):
+// a record or message claim that was damaged, edited, or copied from
+// another key is a *CorruptError (ErrCorrupt) naming the key, and nothing
+// is written on it; the tool node then neither runs the call nor replays
+// an outcome. Forget removes a corrupt record. A row's checksum (schema
+// version 4, column crc) is a CRC-32C, stored as a non-negative INTEGER,
+// of a domain name and then the row's columns in the order below, the key
+// first. The domain and every TEXT column are written as the byte 'b',
+// the length in bytes as an unsigned LEB128 varint, and the bytes; an
+// INTEGER as 'i' and its eight bytes, big-endian; a NULL as 'n':
+//
+//	lockstep_ledger    "lockstep/ledger/record/v1", key, tool, args_hash, state, result, failure,
+//	                   owner, lease_until, created_at, completed_at, thread_id, run_id
+//	lockstep_messages  "lockstep/ledger/claim/v1", scope, id, fingerprint, claimed_at
+//
+// An operator who edits a row on purpose recomputes its checksum; the row
+// is still decoded strictly and checked (Entry.Verify). Opening a database
+// of version 3 or older computes the checksums of its rows once, in the
+// upgrade's transaction, so a row damaged before that upgrade is caught
+// only by the strict decoding. Code that knows only version 3 refuses a
+// database of version 4 (ErrSchemaVersion) and leaves it unchanged.
+//
 // Two implementations ship: NewMemory, and NewSQL over a *sql.DB (the
 // database file of the checkpoints; this package imports no driver). Both
 // are safe for concurrent use; the SQL one also across processes.

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
 	"strings"
 	"time"
 
 	"github.com/lockstepgo/lockstep/internal/canon"
+	"github.com/lockstepgo/lockstep/internal/strictjson"
 )
 
 // DefaultRetention is how long a record is kept when Options.Retention is
@@ -47,11 +49,58 @@ var (
 	// ErrInvalid: an empty or oversized (MaxIDBytes) key, owner, message
 	// scope, message ID or message fingerprint, or a bad option.
 	ErrInvalid = errors.New("ledger: invalid argument")
+	// ErrCorrupt matches every *CorruptError: a stored record or message
+	// claim that only corruption can have written (it fails its checksum,
+	// was copied from another key, or does not decode as the ledger writes
+	// it). Nothing was written on it.
+	ErrCorrupt = errors.New("ledger: stored row is corrupt")
 	// ErrSchemaVersion: the database holds ledger tables of a newer
 	// version than this code knows, or a stored version no code writes
 	// (see NewSQL). Nothing was changed.
 	ErrSchemaVersion = errors.New("ledger: unsupported schema version")
 )
+
+// CorruptError reports a stored record (or message claim) that cannot be
+// trusted: its checksum does not match its key and contents (it was
+// damaged, or copied from another idempotency key), or it holds what the
+// ledger never writes (an outcome that is not JSON as json.Marshal writes
+// it: null where a value must be, a duplicate, case-variant or unknown
+// key, invalid UTF-8 or a lone surrogate escape; fields that disagree,
+// such as a pending record with an outcome). It matches ErrCorrupt and
+// unwraps to the cause. The ledger wrote nothing on it: the call it
+// guards is neither run nor replayed until someone inspects the row and
+// restores or removes it (Forget removes a corrupt record).
+type CorruptError struct {
+	// Key is the idempotency key of the record, or the ID of the message
+	// whose claim is corrupt.
+	Key string
+	// Scope is the scope of a corrupt message claim ("" for a record).
+	Scope string
+	// What names the part: "record", "outcome", "failure", "message claim".
+	What string
+	Err  error // what is wrong
+}
+
+// Error names the key (bounded), says that the row is corrupt, and what to
+// do; it never shows arguments or outcomes.
+func (e *CorruptError) Error() string {
+	var s string
+	if e.What == "message claim" {
+		s = fmt.Sprintf("ledger: the stored claim of message %q in scope %q is corrupt", quoteID(e.Key), quoteID(e.Scope))
+	} else {
+		s = fmt.Sprintf("ledger: the stored %s under idempotency key %s is corrupt", e.What, short(e.Key))
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s + " (nothing was written, and the call was neither run nor replayed: inspect the row, restore it from a backup, or remove it with Forget)"
+}
+
+// Unwrap returns the cause.
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrCorrupt) true.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 
 // State is the state of a record.
 type State string
@@ -104,6 +153,80 @@ type Outcome struct {
 	Failure *Failure        `json:"failure,omitempty"`
 }
 
+// failureJSON is the strict form of a stored failure.
+var failureJSON = strictjson.For(reflect.TypeFor[Failure]())
+
+// Validate reports whether a ledger can record o and read it back as it
+// is: its Result, when set, must be JSON as json.Marshal writes it (no
+// syntax error, duplicate key, invalid UTF-8 or lone surrogate escape). It
+// returns an error matching ErrInvalid otherwise. Complete and Resolve
+// refuse such an outcome with it and write nothing, so that no record is
+// written that a reader would report as a *CorruptError.
+func (o Outcome) Validate() error {
+	if o.Result != nil {
+		if err := strictjson.CheckJSON(o.Result); err != nil {
+			return fmt.Errorf("%w: the result is not JSON as json.Marshal writes it: %v", ErrInvalid, err)
+		}
+	}
+	return nil
+}
+
+// DecodeFailure decodes a stored failure (the JSON of a Failure) as
+// strictly as json.Marshal writes it: null, a duplicate, case-variant or
+// unknown key, invalid UTF-8, a lone surrogate escape or a value of the
+// wrong kind is an error, never a failure read as another one.
+func DecodeFailure(b []byte) (*Failure, error) {
+	if err := failureJSON.Check(b); err != nil {
+		return nil, err
+	}
+	var f *Failure
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, err
+	}
+	if f == nil {
+		return nil, errors.New("null, which the ledger never writes for a failure")
+	}
+	return f, nil
+}
+
+// Verify reports whether e is a record a ledger can have written: it
+// returns nil, or a *CorruptError naming e.Key. A ledger that keeps its
+// records outside the process (SQL, and any other implementation) checks
+// every record it reads with it, besides the checksum that binds the row
+// to its key, and writes nothing on a record that fails. The rules: a key
+// and an owner, non-empty and at most MaxIDBytes, as are Thread and Run; a
+// known state; a pending record has no outcome and no completion time, a
+// done one has its completion time; an outcome passes Outcome.Validate.
+func (e Entry) Verify() error {
+	fail := func(format string, args ...any) error {
+		return &CorruptError{Key: e.Key, What: "record", Err: fmt.Errorf(format, args...)}
+	}
+	switch {
+	case e.Key == "" || len(e.Key) > MaxIDBytes:
+		return fail("a key of %d bytes", len(e.Key))
+	case e.Owner == "" || len(e.Owner) > MaxIDBytes:
+		return fail("an owner of %d bytes", len(e.Owner))
+	case len(e.Thread) > MaxIDBytes || len(e.Run) > MaxIDBytes:
+		return fail("an oversized thread or run")
+	}
+	switch e.State {
+	case StatePending:
+		if e.Outcome.Result != nil || e.Outcome.Failure != nil || !e.CompletedAt.IsZero() {
+			return fail("a pending record with an outcome")
+		}
+	case StateDone:
+		if e.CompletedAt.IsZero() {
+			return fail("a done record without its completion time")
+		}
+	default:
+		return fail("unknown state %q", quoteID(string(e.State)))
+	}
+	if err := e.Outcome.Validate(); err != nil {
+		return &CorruptError{Key: e.Key, What: "outcome", Err: err}
+	}
+	return nil
+}
+
 // Entry is a stored record.
 type Entry struct {
 	Key         string
@@ -123,15 +246,33 @@ type Entry struct {
 
 // Ledger records intents and outcomes of side-effecting calls. Every method
 // is safe for concurrent use.
+//
+// A ledger that keeps its records outside the process reads each of them
+// as strictly as it wrote it, and binds it to its key: every stored record
+// and message claim carries a checksum over its key (a claim's scope and
+// ID) and all it holds; a failure is decoded as json.Marshal writes a
+// Failure (DecodeFailure), a result checked as JSON json.Marshal can write;
+// and the record read passes Entry.Verify. A row that fails is a
+// *CorruptError (ErrCorrupt) naming the key, from every method that reads
+// it (Begin, Complete, Release, Resolve, Get, Prune, ClaimMessage), never
+// a record read as another one, and nothing is written on it: an outcome
+// copied to another key must never be replayed as that call's result.
+// Forget alone deletes a record without reading it, which is how a
+// corrupt one is removed. Complete and Resolve refuse, with ErrInvalid,
+// an outcome that fails Outcome.Validate, so that no ledger writes what it
+// would report.
 type Ledger interface {
 	// Begin records the intent, or reports what is already recorded under
 	// the key (see the package doc). started is true when the caller now
 	// holds the intent and must call Complete or Release. Errors:
 	// *KeyReuseError, *InProgressError (transient: another live holder),
-	// *OutcomeUnknownError, ErrInvalid, or a storage error.
+	// *OutcomeUnknownError, ErrInvalid, a *CorruptError (the record under
+	// the key does not verify: the call must neither run nor replay), or a
+	// storage error.
 	Begin(ctx context.Context, in Intent) (e Entry, started bool, err error)
 	// Complete stores the outcome of an intent held by owner. It returns
-	// ErrNotHeld when owner does not hold it.
+	// ErrNotHeld when owner does not hold it, and ErrInvalid for an
+	// outcome that fails Outcome.Validate.
 	Complete(ctx context.Context, key, owner string, o Outcome) error
 	// Release drops a pending intent held by owner (a transient failure:
 	// the next Begin starts afresh). It returns ErrNotHeld when owner does
@@ -139,10 +280,12 @@ type Ledger interface {
 	Release(ctx context.Context, key, owner string) error
 	// Resolve records the outcome of a pending intent whatever its holder:
 	// what a reconcile found downstream. It returns ErrNotFound when there
-	// is no record, and ErrNotHeld when the record is already done.
+	// is no record, ErrNotHeld when the record is already done, and
+	// ErrInvalid for an outcome that fails Outcome.Validate.
 	Resolve(ctx context.Context, key string, o Outcome) error
-	// Forget deletes the record under key in any state, so that the
-	// operation may run again. Forgetting a missing key is not an error.
+	// Forget deletes the record under key in any state, corrupt or not,
+	// so that the operation may run again. Forgetting a missing key is not
+	// an error.
 	Forget(ctx context.Context, key string) error
 	// Get returns the record under key, or ErrNotFound.
 	Get(ctx context.Context, key string) (Entry, error)

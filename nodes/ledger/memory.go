@@ -72,11 +72,15 @@ func (m *Memory) Begin(ctx context.Context, in Intent) (Entry, bool, error) {
 	return cloneEntry(e), true, nil
 }
 
-// Complete implements Ledger. It returns ctx's error when ctx is done and
-// an error matching ErrNotHeld when owner does not hold a pending intent
+// Complete implements Ledger. It returns ctx's error when ctx is done, an
+// error matching ErrInvalid for an outcome that fails Outcome.Validate,
+// and one matching ErrNotHeld when owner does not hold a pending intent
 // under key.
 func (m *Memory) Complete(ctx context.Context, key, owner string, o Outcome) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := o.Validate(); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -106,10 +110,14 @@ func (m *Memory) Release(ctx context.Context, key, owner string) error {
 }
 
 // Resolve implements Ledger. It returns ctx's error when ctx is done, an
-// error matching ErrNotFound when there is no record under key, and one
+// error matching ErrInvalid for an outcome that fails Outcome.Validate,
+// one matching ErrNotFound when there is no record under key, and one
 // matching ErrNotHeld when the record is already done.
 func (m *Memory) Resolve(ctx context.Context, key string, o Outcome) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := o.Validate(); err != nil {
 		return err
 	}
 	m.mu.Lock()

@@ -29,7 +29,12 @@ import (
 //     (Intent.Thread and Intent.Run, as thread_id and run_id). Rows of
 //     version 2 get empty ones: their intents are abandoned only when
 //     their lease ends, as before.
-const SchemaVersion = 3
+//   - 4: every row of lockstep_ledger and lockstep_messages carries a
+//     checksum (crc) over its key and all it holds, so that a row
+//     damaged, or copied from another key, does not verify (see the
+//     package documentation, "Stored rows"). The upgrade computes the
+//     checksums of the rows of version 3 once, in its transaction.
+const SchemaVersion = 4
 
 // schemaMeta holds the version of the other tables.
 const schemaMeta = `CREATE TABLE IF NOT EXISTS lockstep_ledger_meta (
@@ -53,14 +58,23 @@ var schema = []string{
 		created_at   INTEGER NOT NULL,
 		completed_at INTEGER,
 		thread_id    TEXT NOT NULL DEFAULT '',
-		run_id       TEXT NOT NULL DEFAULT ''
+		run_id       TEXT NOT NULL DEFAULT '',
+		crc          INTEGER NOT NULL DEFAULT -1
 	)`,
 	`CREATE INDEX IF NOT EXISTS lockstep_ledger_created ON lockstep_ledger (created_at)`,
-	messagesV2("IF NOT EXISTS lockstep_messages"),
+	`CREATE TABLE IF NOT EXISTS lockstep_messages (
+		scope       TEXT NOT NULL,
+		id          TEXT NOT NULL,
+		fingerprint TEXT NOT NULL,
+		claimed_at  INTEGER NOT NULL,
+		crc         INTEGER NOT NULL DEFAULT -1,
+		PRIMARY KEY (scope, id)
+	)`,
 }
 
-// messagesV2 is the DDL of the messages table of version 2: table is its
-// name, after "IF NOT EXISTS" or not.
+// messagesV2 is the DDL of the messages table of version 2 (used by the
+// upgrade from version 1, and never changed): table is its name, after
+// "IF NOT EXISTS" or not.
 func messagesV2(table string) string {
 	return `CREATE TABLE ` + table + ` (
 		scope       TEXT NOT NULL,
@@ -89,6 +103,18 @@ var migrations = map[int][]string{
 		`ALTER TABLE lockstep_ledger ADD COLUMN thread_id TEXT NOT NULL DEFAULT ''`,
 		`ALTER TABLE lockstep_ledger ADD COLUMN run_id TEXT NOT NULL DEFAULT ''`,
 	},
+	// 3 → 4: checksums bound to the key. The default (-1) is one no row
+	// verifies with; migrationData[3] sets every row's own.
+	3: {
+		`ALTER TABLE lockstep_ledger ADD COLUMN crc INTEGER NOT NULL DEFAULT -1`,
+		`ALTER TABLE lockstep_messages ADD COLUMN crc INTEGER NOT NULL DEFAULT -1`,
+	},
+}
+
+// migrationData[v] rewrites rows in Go after the statements of
+// migrations[v], in the same transaction.
+var migrationData = map[int]func(ctx context.Context, tx *sql.Tx) error{
+	3: checksumRows,
 }
 
 // SQL is a Ledger in SQL tables of a database/sql database: the SQLite file
@@ -131,6 +157,11 @@ func NewSQL(ctx context.Context, db *sql.DB, opts Options) (*SQL, error) {
 		for ; v < SchemaVersion; v++ {
 			for _, s := range migrations[v] {
 				if _, err := tx.ExecContext(ctx, s); err != nil {
+					return fmt.Errorf("upgrade from version %d: %w", v, err)
+				}
+			}
+			if data := migrationData[v]; data != nil {
+				if err := data(ctx, tx); err != nil {
 					return fmt.Errorf("upgrade from version %d: %w", v, err)
 				}
 			}
@@ -206,37 +237,7 @@ func nanos(t time.Time) int64 { return t.UnixNano() }
 
 func fromNanos(n int64) time.Time { return time.Unix(0, n) }
 
-const selectEntry = `SELECT key, tool, args_hash, state, result, failure, owner, lease_until, created_at, completed_at, thread_id, run_id FROM lockstep_ledger WHERE key = ?`
-
-func scanEntry(row *sql.Row) (Entry, error) {
-	var (
-		e               Entry
-		state           string
-		result, failure sql.NullString
-		lease, created  int64
-		completed       sql.NullInt64
-	)
-	if err := row.Scan(&e.Key, &e.Tool, &e.ArgsHash, &state, &result, &failure, &e.Owner, &lease, &created, &completed, &e.Thread, &e.Run); err != nil {
-		return Entry{}, err
-	}
-	e.State = State(state)
-	e.LeaseUntil, e.CreatedAt = fromNanos(lease), fromNanos(created)
-	if completed.Valid {
-		e.CompletedAt = fromNanos(completed.Int64)
-	}
-	if result.Valid {
-		e.Outcome.Result = json.RawMessage(result.String)
-	}
-	if failure.Valid {
-		var f Failure
-		if err := json.Unmarshal([]byte(failure.String), &f); err != nil {
-			return Entry{}, fmt.Errorf("ledger: key %s: stored failure does not decode: %w", short(e.Key), err)
-		}
-		e.Outcome.Failure = &f
-	}
-	return e, nil
-}
-
+// outcomeColumns are the result and failure columns of o.
 func outcomeColumns(o Outcome) (result, failure sql.NullString, err error) {
 	if o.Result != nil {
 		result = sql.NullString{String: string(o.Result), Valid: true}
@@ -251,10 +252,47 @@ func outcomeColumns(o Outcome) (result, failure sql.NullString, err error) {
 	return result, failure, nil
 }
 
+// lockTables is the first statement of a transaction that reads before it
+// writes: a write statement that changes nothing, so that the transaction
+// takes SQLite's write lock at once even when the driver begins it
+// DEFERRED (a read first would make its later write fail with
+// SQLITE_BUSY when another writer committed in between).
+const lockTables = `DELETE FROM lockstep_ledger WHERE 0`
+
+// insert writes e under a new key and reports whether it did (false: the
+// key has a row).
+func insert(ctx context.Context, tx *sql.Tx, e Entry) (bool, error) {
+	r, err := rowOf(e)
+	if err != nil {
+		return false, err
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO lockstep_ledger (`+entryColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`, r.dest()...)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// update replaces the row under e.Key, read and checked in the same
+// transaction, by e.
+func update(ctx context.Context, tx *sql.Tx, e Entry) error {
+	r, err := rowOf(e)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE lockstep_ledger SET tool = ?, args_hash = ?, state = ?, result = ?, failure = ?, owner = ?,
+		lease_until = ?, created_at = ?, completed_at = ?, thread_id = ?, run_id = ?, crc = ? WHERE key = ?`,
+		r.tool, r.argsHash, r.state, r.result, r.failure, r.owner, r.lease, r.created, r.completed, r.thread, r.run, r.crc, r.key)
+	return err
+}
+
 // Begin implements Ledger. It returns an error matching ErrInvalid for an
-// empty or oversized key or owner or a negative lease, a *KeyReuseError, *InProgressError or
-// *OutcomeUnknownError as Ledger.Begin says, and the database's error,
-// wrapped with the operation and key, when the transaction fails.
+// empty or oversized key or owner or a negative lease, a *KeyReuseError,
+// *InProgressError or *OutcomeUnknownError as Ledger.Begin says, a
+// *CorruptError when the record under the key does not verify (nothing is
+// written), and the database's error, wrapped with the operation and key,
+// when the transaction fails.
 func (l *SQL) Begin(ctx context.Context, in Intent) (Entry, bool, error) {
 	if err := checkIntent(&in); err != nil {
 		return Entry{}, false, err
@@ -267,18 +305,14 @@ func (l *SQL) Begin(ctx context.Context, in Intent) (Entry, bool, error) {
 		now := l.opts.Now()
 		fresh := Entry{Key: in.Key, Tool: in.Tool, ArgsHash: in.ArgsHash, State: StatePending, Owner: in.Owner, LeaseUntil: now.Add(in.Lease), CreatedAt: now,
 			Thread: in.Thread, Run: in.Run}
-		res, err := tx.ExecContext(ctx, `INSERT INTO lockstep_ledger (key, tool, args_hash, state, owner, lease_until, created_at, thread_id, run_id) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`,
-			in.Key, in.Tool, in.ArgsHash, in.Owner, nanos(fresh.LeaseUntil), nanos(now), in.Thread, in.Run)
-		if err != nil {
+		// The insert comes first: it takes the write lock at once.
+		if ok, err := insert(ctx, tx, fresh); err != nil {
 			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 1 {
+		} else if ok {
 			out, started = fresh, true
 			return nil
 		}
-		e, err := scanEntry(tx.QueryRowContext(ctx, selectEntry, in.Key))
+		e, err := readEntry(ctx, tx, in.Key)
 		if err != nil {
 			return err
 		}
@@ -292,14 +326,11 @@ func (l *SQL) Begin(ctx context.Context, in Intent) (Entry, bool, error) {
 		}
 		if e.State == StatePending { // taken over: keep its age
 			e.Owner, e.LeaseUntil, e.Thread, e.Run = in.Owner, fresh.LeaseUntil, in.Thread, in.Run
-			_, err = tx.ExecContext(ctx, `UPDATE lockstep_ledger SET owner = ?, lease_until = ?, thread_id = ?, run_id = ? WHERE key = ?`, e.Owner, nanos(e.LeaseUntil), e.Thread, e.Run, in.Key)
 			out, started = e, true
-			return err
+			return update(ctx, tx, e)
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE lockstep_ledger SET tool = ?, args_hash = ?, state = 'pending', result = NULL, failure = NULL, owner = ?, lease_until = ?, created_at = ?, completed_at = NULL, thread_id = ?, run_id = ? WHERE key = ?`,
-			in.Tool, in.ArgsHash, in.Owner, nanos(fresh.LeaseUntil), nanos(now), in.Thread, in.Run, in.Key)
 		out, started = fresh, true
-		return err
+		return update(ctx, tx, fresh)
 	})
 	if err != nil {
 		return Entry{}, false, l.wrap("begin", in.Key, err)
@@ -317,33 +348,45 @@ func (l *SQL) wrap(op, key string, err error) error {
 		kr *KeyReuseError
 		ip *InProgressError
 		ou *OutcomeUnknownError
+		ce *CorruptError
 	)
-	if errors.As(err, &kr) || errors.As(err, &ip) || errors.As(err, &ou) || errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotFound) {
+	if errors.As(err, &kr) || errors.As(err, &ip) || errors.As(err, &ou) || errors.As(err, &ce) ||
+		errors.Is(err, ErrNotHeld) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalid) {
 		return err
 	}
 	return fmt.Errorf("ledger: %s key %s: %w", op, short(key), err)
 }
 
-// Complete implements Ledger. It returns an error matching ErrNotHeld when
-// owner does not hold a pending intent under key, and the database's
-// error, wrapped with the operation and key, when the transaction fails.
+// held reads the record under key in tx and returns it when owner holds
+// its pending intent: an error matching ErrNotHeld otherwise, and a
+// *CorruptError when it does not verify.
+func held(ctx context.Context, tx *sql.Tx, key, owner string) (Entry, error) {
+	e, err := readEntry(ctx, tx, key)
+	if errors.Is(err, ErrNotFound) || err == nil && (e.State != StatePending || e.Owner != owner) {
+		return Entry{}, fmt.Errorf("%w (key %s)", ErrNotHeld, short(key))
+	}
+	return e, err
+}
+
+// Complete implements Ledger. It returns an error matching ErrInvalid for
+// an outcome that fails Outcome.Validate, one matching ErrNotHeld when
+// owner does not hold a pending intent under key, a *CorruptError when the
+// record does not verify (nothing is written), and the database's error,
+// wrapped with the operation and key, when the transaction fails.
 func (l *SQL) Complete(ctx context.Context, key, owner string, o Outcome) error {
-	result, failure, err := outcomeColumns(o)
-	if err != nil {
+	if err := o.Validate(); err != nil {
 		return err
 	}
-	err = l.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE lockstep_ledger SET state = 'done', result = ?, failure = ?, completed_at = ? WHERE key = ? AND state = 'pending' AND owner = ?`,
-			result, failure, nanos(l.opts.Now()), key, owner)
+	err := l.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, lockTables); err != nil {
+			return err
+		}
+		e, err := held(ctx, tx, key, owner)
 		if err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n != 1 {
-			return fmt.Errorf("%w (key %s)", ErrNotHeld, short(key))
-		}
-		return nil
+		e.State, e.Outcome, e.CompletedAt = StateDone, o, l.opts.Now()
+		return update(ctx, tx, e)
 	})
 	return l.wrap("complete", key, err)
 }
@@ -351,54 +394,48 @@ func (l *SQL) Complete(ctx context.Context, key, owner string, o Outcome) error 
 // Release implements Ledger. It fails as Complete does.
 func (l *SQL) Release(ctx context.Context, key, owner string) error {
 	err := l.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM lockstep_ledger WHERE key = ? AND state = 'pending' AND owner = ?`, key, owner)
-		if err != nil {
+		if _, err := tx.ExecContext(ctx, lockTables); err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil {
+		if _, err := held(ctx, tx, key, owner); err != nil {
 			return err
-		} else if n != 1 {
-			return fmt.Errorf("%w (key %s)", ErrNotHeld, short(key))
 		}
-		return nil
+		_, err := tx.ExecContext(ctx, `DELETE FROM lockstep_ledger WHERE key = ?`, key)
+		return err
 	})
 	return l.wrap("release", key, err)
 }
 
-// Resolve implements Ledger. It returns an error matching ErrNotFound
-// when there is no record under key, one matching ErrNotHeld when the
-// record is already done, and the database's error, wrapped, when the
-// transaction fails.
+// Resolve implements Ledger. It returns an error matching ErrInvalid for
+// an outcome that fails Outcome.Validate, one matching ErrNotFound when
+// there is no record under key, one matching ErrNotHeld when the record
+// is already done, a *CorruptError when it does not verify (nothing is
+// written), and the database's error, wrapped, when the transaction fails.
 func (l *SQL) Resolve(ctx context.Context, key string, o Outcome) error {
-	result, failure, err := outcomeColumns(o)
-	if err != nil {
+	if err := o.Validate(); err != nil {
 		return err
 	}
-	err = l.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE lockstep_ledger SET state = 'done', result = ?, failure = ?, completed_at = ? WHERE key = ? AND state = 'pending'`,
-			result, failure, nanos(l.opts.Now()), key)
+	err := l.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, lockTables); err != nil {
+			return err
+		}
+		e, err := readEntry(ctx, tx, key)
 		if err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 1 {
-			return nil
+		if e.State != StatePending {
+			return fmt.Errorf("%w: key %s already has an outcome", ErrNotHeld, short(key))
 		}
-		var one int
-		switch err := tx.QueryRowContext(ctx, `SELECT 1 FROM lockstep_ledger WHERE key = ?`, key).Scan(&one); {
-		case errors.Is(err, sql.ErrNoRows):
-			return fmt.Errorf("%w (key %s)", ErrNotFound, short(key))
-		case err != nil:
-			return err
-		}
-		return fmt.Errorf("%w: key %s already has an outcome", ErrNotHeld, short(key))
+		e.State, e.Outcome, e.CompletedAt = StateDone, o, l.opts.Now()
+		return update(ctx, tx, e)
 	})
 	return l.wrap("resolve", key, err)
 }
 
-// Forget implements Ledger. It fails only with the database's error,
-// wrapped with the operation and key.
+// Forget implements Ledger. It deletes the record without reading it, so
+// that it also removes a record that does not verify (the remedy of a
+// *CorruptError, once someone has looked at it). It fails only with the
+// database's error, wrapped with the operation and key.
 func (l *SQL) Forget(ctx context.Context, key string) error {
 	err := l.tx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM lockstep_ledger WHERE key = ?`, key)
@@ -408,25 +445,48 @@ func (l *SQL) Forget(ctx context.Context, key string) error {
 }
 
 // Get implements Ledger. It returns an error matching ErrNotFound when
-// there is no record under key, and the database's error, wrapped, when
-// the row cannot be read.
+// there is no record under key, a *CorruptError when the record does not
+// verify, and the database's error, wrapped, when the row cannot be read.
 func (l *SQL) Get(ctx context.Context, key string) (Entry, error) {
-	e, err := scanEntry(l.db.QueryRowContext(ctx, selectEntry, key))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Entry{}, fmt.Errorf("%w (key %s)", ErrNotFound, short(key))
-	}
+	e, err := readEntry(ctx, l.db, key)
 	if err != nil {
 		return Entry{}, l.wrap("get", key, err)
 	}
 	return e, nil
 }
 
-// Prune implements Ledger. It deletes in one transaction and fails only
-// with the database's error (prefixed "ledger: prune"), deleting nothing.
+// Prune implements Ledger. It reads and checks every row it would delete,
+// then deletes them in one transaction. It returns a *CorruptError, and
+// deletes nothing, when one of them does not verify (a corrupt record
+// whose state or age says it expired must not be dropped unseen), and
+// otherwise fails only with the database's error (prefixed "ledger:
+// prune"), deleting nothing.
 func (l *SQL) Prune(ctx context.Context) (int, error) {
 	cut := nanos(l.opts.Now().Add(-l.opts.Retention))
 	var n int64
 	err := l.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, lockTables); err != nil {
+			return err
+		}
+		if err := checkRows(ctx, tx, `SELECT `+entryColumns+` FROM lockstep_ledger WHERE state = 'done' AND created_at <= ?`, cut, func(sc rowScanner) error {
+			var r entryRow
+			if err := sc.Scan(r.dest()...); err != nil {
+				return err
+			}
+			_, err := r.entry()
+			return err
+		}); err != nil {
+			return err
+		}
+		if err := checkRows(ctx, tx, `SELECT `+claimColumns+` FROM lockstep_messages WHERE claimed_at <= ?`, cut, func(sc rowScanner) error {
+			var r claimRow
+			if err := sc.Scan(r.dest()...); err != nil {
+				return err
+			}
+			return r.verify()
+		}); err != nil {
+			return err
+		}
 		for _, q := range []string{
 			`DELETE FROM lockstep_ledger WHERE state = 'done' AND created_at <= ?`,
 			`DELETE FROM lockstep_messages WHERE claimed_at <= ?`,
@@ -443,23 +503,48 @@ func (l *SQL) Prune(ctx context.Context) (int, error) {
 		}
 		return nil
 	})
+	var ce *CorruptError
+	if errors.As(err, &ce) {
+		return 0, err
+	}
 	if err != nil {
 		return 0, fmt.Errorf("ledger: prune: %w", err)
 	}
 	return int(n), nil
 }
 
+type rowScanner interface{ Scan(dest ...any) error }
+
+// checkRows runs query with arg in tx and calls check on each row, until
+// one fails.
+func checkRows(ctx context.Context, tx *sql.Tx, query string, arg any, check func(rowScanner) error) error {
+	rows, err := tx.QueryContext(ctx, query, arg)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := check(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
 // ClaimMessage implements Ledger. The claim commits on its own; to commit
 // it with the effect it guards, use ClaimMessageTx. It returns an error
 // matching ErrInvalid for a bad claim, one matching ErrDuplicateMessage or
 // a *DuplicateMismatchError for a claim already made within the retention,
-// and the database's error (prefixed "ledger: claim message") otherwise.
+// a *CorruptError when a stored claim of the ID does not verify (nothing
+// is written), and the database's error (prefixed "ledger: claim message")
+// otherwise.
 func (l *SQL) ClaimMessage(ctx context.Context, c Claim) error {
 	if err := checkClaim(c); err != nil {
 		return err
 	}
 	err := l.tx(ctx, func(tx *sql.Tx) error { return l.claimIn(ctx, tx, c) })
-	if err != nil && !errors.Is(err, ErrDuplicateMessage) && !errors.Is(err, ErrDuplicateMismatch) {
+	var ce *CorruptError
+	if err != nil && !errors.Is(err, ErrDuplicateMessage) && !errors.Is(err, ErrDuplicateMismatch) && !errors.As(err, &ce) {
 		return fmt.Errorf("ledger: claim message: %w", err)
 	}
 	return err
@@ -471,8 +556,9 @@ func (l *SQL) ClaimMessage(ctx context.Context, c Claim) error {
 // crash before the commit leaves neither, and the redelivery is processed.
 // It returns what ClaimMessage returns: nil when the claim wins; an error
 // matching ErrDuplicateMessage, a *DuplicateMismatchError
-// (ErrDuplicateMismatch) or ErrInvalid, having written nothing in tx; or
-// the database's error, after which the caller must roll tx back.
+// (ErrDuplicateMismatch), a *CorruptError or ErrInvalid, having written
+// nothing in tx; or the database's error, after which the caller must roll
+// tx back.
 func (l *SQL) ClaimMessageTx(ctx context.Context, tx *sql.Tx, c Claim) error {
 	if err := checkClaim(c); err != nil {
 		return err
@@ -480,19 +566,20 @@ func (l *SQL) ClaimMessageTx(ctx context.Context, tx *sql.Tx, c Claim) error {
 	return l.claimIn(ctx, tx, c)
 }
 
-// claimIn inserts the claim, or replaces an expired one, unless a live
-// claim of the ID exists in the scope or was migrated from version 1
-// (an empty scope). The write comes first, so that the transaction takes the
-// write lock at once; when it writes nothing, the live claim decides the
-// error.
+// claimIn inserts the claim unless the ID has a claim in the scope, or one
+// migrated from version 1 (an empty scope) that is live. The write comes
+// first, so that the transaction takes the write lock at once; when it
+// writes nothing, the stored claims of the ID are read and checked: a live
+// one decides the error, and an expired one in the scope is replaced.
 func (l *SQL) claimIn(ctx context.Context, tx *sql.Tx, c Claim) error {
 	now := l.opts.Now()
 	cut := nanos(now.Add(-l.opts.Retention))
-	res, err := tx.ExecContext(ctx, `INSERT INTO lockstep_messages (scope, id, fingerprint, claimed_at)
-		SELECT ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM lockstep_messages WHERE scope = '' AND id = ? AND claimed_at > ?)
-		ON CONFLICT (scope, id) DO UPDATE SET fingerprint = excluded.fingerprint, claimed_at = excluded.claimed_at
-		WHERE lockstep_messages.claimed_at <= ?`,
-		c.Scope, c.ID, c.Fingerprint, nanos(now), c.ID, cut, cut)
+	fresh := claimRow{scope: c.Scope, id: c.ID, fingerprint: c.Fingerprint, at: nanos(now)}
+	fresh.crc = fresh.sum()
+	res, err := tx.ExecContext(ctx, `INSERT INTO lockstep_messages (`+claimColumns+`)
+		SELECT ?, ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM lockstep_messages WHERE scope = '' AND id = ? AND claimed_at > ?)
+		ON CONFLICT (scope, id) DO NOTHING`,
+		fresh.scope, fresh.id, fresh.fingerprint, fresh.at, fresh.crc, c.ID, cut)
 	if err != nil {
 		return err
 	}
@@ -503,15 +590,39 @@ func (l *SQL) claimIn(ctx context.Context, tx *sql.Tx, c Claim) error {
 	if n == 1 {
 		return nil
 	}
-	var (
-		fp string
-		at int64
-	)
-	// The claim in the scope itself first (scope '' sorts first).
-	err = tx.QueryRowContext(ctx, `SELECT fingerprint, claimed_at FROM lockstep_messages WHERE id = ? AND (scope = ? OR scope = '') AND claimed_at > ? ORDER BY scope DESC LIMIT 1`,
-		c.ID, c.Scope, cut).Scan(&fp, &at)
+	// The claim in the scope itself first (scope '' sorts last).
+	rows, err := tx.QueryContext(ctx, `SELECT `+claimColumns+` FROM lockstep_messages WHERE id = ? AND (scope = ? OR scope = '') ORDER BY scope DESC`, c.ID, c.Scope)
 	if err != nil {
 		return fmt.Errorf("read the claim of message %q: %w", quoteID(c.ID), err)
 	}
-	return duplicate(c, fp, fromNanos(at))
+	var stored []claimRow
+	for rows.Next() {
+		var r claimRow
+		if err := rows.Scan(r.dest()...); err != nil {
+			rows.Close()
+			return fmt.Errorf("read the claim of message %q: %w", quoteID(c.ID), err)
+		}
+		stored = append(stored, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the claim of message %q: %w", quoteID(c.ID), err)
+	}
+	own := false
+	for _, r := range stored {
+		if err := r.verify(); err != nil {
+			return err
+		}
+		if r.at > cut {
+			return duplicate(c, r.fingerprint, r.time())
+		}
+		own = own || r.scope == c.Scope
+	}
+	if !own {
+		return fmt.Errorf("the claim of message %q in scope %q that stopped the insert is gone", quoteID(c.ID), quoteID(c.Scope))
+	}
+	// The claim in the scope expired: this one replaces it.
+	_, err = tx.ExecContext(ctx, `UPDATE lockstep_messages SET fingerprint = ?, claimed_at = ?, crc = ? WHERE scope = ? AND id = ?`,
+		fresh.fingerprint, fresh.at, fresh.crc, fresh.scope, fresh.id)
+	return err
 }
