@@ -83,6 +83,9 @@
 //	    every problem at its JSON path; nothing is recorded),
 //	    invalid_request (a stored request that can never be decided)
 //	503 unavailable: the handler or the store is closed
+//	500 corrupt: a stored row (an approval decision, a thread's
+//	    checkpoints) does not verify; the message names the approval or the
+//	    thread, the error is logged, and nothing was recorded
 //	500 internal: a database failure (logged, not shown)
 //
 // An edit is checked against the JSON Schema stored in the request, shown

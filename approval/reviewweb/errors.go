@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockstepgo/lockstep/approval"
+	"github.com/lockstepgo/lockstep/checkpoint"
 )
 
 // Problem is one thing wrong with edited arguments, at its JSON path.
@@ -34,7 +35,9 @@ func (e *apiError) Error() string { return e.Message }
 // the refusal the API reports: 404 not found, 409 already decided (with
 // the winner), 410 expired (also when the expiry sweeper won), 422 a
 // verdict or edit the rules refuse, 400 a bad filter, 503 a closed store
-// or a request cancelled, 500 anything else (logged, not shown).
+// or a request cancelled, 500 with code corrupt a stored row that does not
+// verify (naming the approval or thread; logged), 500 anything else
+// (logged, not shown).
 func (h *Handler) classify(ctx context.Context, err error) *apiError {
 	var ae *apiError
 	if errors.As(err, &ae) {
@@ -67,9 +70,27 @@ func (h *Handler) classify(ctx context.Context, err error) *apiError {
 		return &apiError{Status: http.StatusBadRequest, Code: "invalid_filter", Message: reason(err)}
 	case errors.Is(err, approval.ErrClosed), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the inbox is shutting down or the request was cancelled; try again"}
+	case errors.Is(err, approval.ErrCorrupt), errors.Is(err, checkpoint.ErrCorrupt):
+		h.o.Logger.LogAttrs(ctx, slog.LevelError, "reviewweb: a stored row is corrupt", slog.String("error", err.Error()))
+		return &apiError{Status: http.StatusInternalServerError, Code: "corrupt", Message: corruptMessage(err)}
 	}
 	h.o.Logger.LogAttrs(ctx, slog.LevelError, "reviewweb: request failed", slog.String("error", err.Error()))
 	return &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "the inbox could not read or write its database (the error is logged)"}
+}
+
+// corruptMessage says which stored row does not verify, by approval or
+// thread, without what it holds (the error is logged in full).
+func corruptMessage(err error) string {
+	const tail = " does not verify: it was damaged, edited or copied from elsewhere; nothing was recorded, and an operator must inspect or restore it (the error is logged)"
+	var ae *approval.CorruptError
+	if errors.As(err, &ae) {
+		return "the stored " + ae.What + " of approval " + quote(ae.ID) + tail
+	}
+	var ce *checkpoint.CorruptError
+	if errors.As(err, &ce) {
+		return "the stored data of thread " + quote(ce.Thread) + tail
+	}
+	return "a stored row" + tail
 }
 
 // reason is the reason of an *approval.Error, or the error's message.

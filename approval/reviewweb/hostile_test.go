@@ -78,29 +78,40 @@ func TestHostilePayload(t *testing.T) {
 	}
 }
 
-// badBytes wraps a saver so that stored interrupt values carry bytes
-// that are not UTF-8 (as a database written by something else might).
+// badBytes wraps a saver so that stored interrupt values and thread names
+// carry bytes that are not UTF-8 (as a database written by something else
+// might).
 type badBytes struct{ *checkpoint.MemorySaver }
 
 func (b badBytes) PendingInterrupts(ctx context.Context, q checkpoint.InterruptQuery) ([]checkpoint.PendingInterrupt, string, error) {
 	pis, next, err := b.MemorySaver.PendingInterrupts(ctx, q)
 	for i := range pis {
 		pis[i].Value = bytes.ReplaceAll(pis[i].Value, []byte("BADBYTES"), []byte("\xff\xfe"))
+		pis[i].Thread = strings.ReplaceAll(pis[i].Thread, "BADBYTES", "\xff\xfe")
 	}
 	return pis, next, err
 }
 
 // TestInvalidUTF8: bytes that are not UTF-8 are shown as marks saying so,
-// never passed through.
+// never passed through (here in a thread name). A request whose JSON holds
+// such bytes is not decoded at all (approval.ParseRequest refuses it, as
+// it refuses anything json.Marshal does not write): none of its text is
+// shown, and it cannot be approved.
 func TestInvalidUTF8(t *testing.T) {
 	f := newFixture(t)
 	cl := defaultCall()
 	cl.Rationale = "price BADBYTES here"
-	id := f.start(t, "t1", cl)
+	id := f.start(t, "t-BADBYTES", cl)
 	s := newServer(t, f, func(o *reviewweb.Options) { o.Saver = badBytes{f.saver} })
 	c := s.client(t, "bob@example.com")
 	_, body := c.do("GET", "/approvals/"+id, "", nil)
-	if strings.Contains(body, "\xff") || !strings.Contains(body, "the text held bytes that are not UTF-8") || !strings.Contains(body, "price ") {
+	if strings.Contains(body, "\xff") || !strings.Contains(body, `title="a byte that is not UTF-8"`) {
 		t.Errorf("the page does not show the invalid bytes as marks:\n%.3000s", body)
+	}
+	if strings.Contains(body, "price ") || !strings.Contains(body, "can no longer be approved") {
+		t.Errorf("the page shows a request that does not decode as one that can be approved:\n%.3000s", body)
+	}
+	if resp, body := c.decide(id, `{"outcome":"approved"}`); resp.StatusCode/100 == 2 {
+		t.Errorf("the request that does not decode was approved: %d %s", resp.StatusCode, body)
 	}
 }

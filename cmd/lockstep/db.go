@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -176,8 +177,18 @@ func (r readOnlyStore) Decide(ctx context.Context, item approval.Item, v approva
 }
 
 // writeDecisions opens the approval decision store in the database,
-// creating its tables if needed.
+// creating its tables if needed. Tables an older lockstep wrote are
+// refused and left as they are, as OpenExisting refuses the saver's: a
+// program that still runs the older version writes rows this one would
+// read as corrupt once the CLI had upgraded them.
 func (e *env) writeDecisions(ctx context.Context, s *sqlite.Saver) (approval.Store, error) {
+	var version sql.NullInt64
+	err := s.DB().QueryRowContext(ctx, `SELECT max(version) FROM approval_schema`).Scan(&version)
+	if err == nil && version.Valid && version.Int64 < approval.SchemaVersion {
+		return nil, &failure{code: exitInternal, kind: kindNoDatabase,
+			msg:  fmt.Sprintf("the approval tables of %s were written by an older lockstep (approval schema version %d; this one writes %d), and were not modified", e.opts.db, version.Int64, approval.SchemaVersion),
+			hint: "open it once with the program that uses it, which upgrades it, or with this version's library"}
+	}
 	st, err := approval.OpenSQLStore(ctx, s.DB(), e.now)
 	if err != nil {
 		return nil, fmt.Errorf("open the approval decisions of %s: %w", e.opts.db, err)

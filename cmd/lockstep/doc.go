@@ -186,8 +186,12 @@
 // do". With --json it also prints a JSON document on stdout:
 // {"error": {"exit_code", "kind", "message", "hint", "winner"}}, where kind
 // is usage, no_database, read_only, not_found, already_decided, expired,
-// invalid_decision, invalid_args, invalid_request or internal, and winner
-// is the decision that won when kind is already_decided.
+// invalid_decision, invalid_args, invalid_request, corrupt or internal,
+// and winner is the decision that won when kind is already_decided. corrupt
+// (exit code 1) says that a stored row (a checkpoint, an approval decision,
+// a ledger record) does not verify: its checksum does not match its key and
+// contents, or it holds what lockstep never writes; the message names the
+// thread and checkpoint, or the approval, and nothing was written.
 //
 // # Safety
 //

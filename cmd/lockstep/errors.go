@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/nodes/ledger"
 )
 
 // Exit codes (see the package documentation).
@@ -30,6 +31,7 @@ const (
 	kindInvalidArgs     = "invalid_args"
 	kindInvalidRequest  = "invalid_request"
 	kindReadOnly        = "read_only"
+	kindCorrupt         = "corrupt"
 	kindInternal        = "internal"
 )
 
@@ -114,15 +116,22 @@ func explain(err error) *failure {
 		return f
 	case errors.Is(err, checkpoint.ErrNotFound):
 		return notFound(err.Error(), "run `lockstep threads` to list the threads", err)
-	case errors.Is(err, checkpoint.ErrCorrupt):
-		return &failure{code: exitInternal, kind: kindInternal, msg: err.Error(),
-			hint: "the stored data does not verify; inspect the file with the sqlite3 shell or restore it from a backup", err: err}
+	case isCorrupt(err):
+		return &failure{code: exitInternal, kind: kindCorrupt, msg: err.Error(),
+			hint: "the stored data does not verify (its checksum, or what it holds, is not what lockstep writes); nothing was written: inspect the row with the sqlite3 shell or restore the file from a backup", err: err}
 	case errors.Is(err, approval.ErrSchemaVersion):
 		return &failure{code: exitInternal, kind: kindInternal, msg: err.Error(), hint: "use a newer lockstep", err: err}
 	case errors.Is(err, context.Canceled):
 		return &failure{code: exitInternal, kind: kindInternal, msg: "interrupted", err: err}
 	}
 	return &failure{code: exitInternal, kind: kindInternal, msg: err.Error(), err: err}
+}
+
+// isCorrupt reports whether err says that a stored row of any of the
+// stores in the file (the checkpoints, the approval decisions, the
+// ledger) does not verify.
+func isCorrupt(err error) bool {
+	return errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, approval.ErrCorrupt) || errors.Is(err, ledger.ErrCorrupt)
 }
 
 // jsonError is the document a failing command prints with --json.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/nodes/ledger"
 )
 
 func TestFormatAge(t *testing.T) {
@@ -207,7 +208,9 @@ func TestExplain(t *testing.T) {
 		{"bad cursor", &approval.Error{Kind: approval.ErrInvalidFilter, Reason: "malformed cursor"}, exitUsage, kindUsage},
 		{"thread not found", wrap(checkpoint.ErrNotFound), exitNotFound, kindNotFound},
 		{"empty thread", wrap(checkpoint.ErrInvalid), exitUsage, kindUsage},
-		{"corrupt", &checkpoint.CorruptError{Thread: "t", What: "blob", Err: errors.New("crc")}, exitInternal, kindInternal},
+		{"corrupt checkpoint", &checkpoint.CorruptError{Thread: "t", What: "blob", Err: errors.New("crc")}, exitInternal, kindCorrupt},
+		{"corrupt approval", wrap(&approval.CorruptError{ID: "a1", What: "decision", Err: errors.New("crc")}), exitInternal, kindCorrupt},
+		{"corrupt ledger record", wrap(&ledger.CorruptError{Key: "k", What: "record", Err: errors.New("crc")}), exitInternal, kindCorrupt},
 		{"schema", wrap(approval.ErrSchemaVersion), exitInternal, kindInternal},
 		{"cancelled", wrap(context.Canceled), exitInternal, kindInternal},
 		{"anything else", os.ErrPermission, exitInternal, kindInternal},
