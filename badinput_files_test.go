@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -49,7 +50,7 @@ func TestBadInputDatabaseFiles(t *testing.T) {
 		{"file identity changed", edit("PRAGMA application_id = 7"), sqlite.ErrSchemaInvalid},
 		{"approval schema version -1", edit("DELETE FROM approval_schema", "INSERT INTO approval_schema (version) VALUES (-1)"), approval.ErrSchemaVersion},
 		{"approval schema version 0", edit("DELETE FROM approval_schema", "INSERT INTO approval_schema (version) VALUES (0)"), approval.ErrSchemaVersion},
-		{"approval schema version newer", edit("INSERT INTO approval_schema (version) VALUES (2)"), approval.ErrSchemaVersion},
+		{"approval schema version newer", edit("INSERT INTO approval_schema (version) VALUES (" + strconv.Itoa(approval.SchemaVersion+1) + ")"), approval.ErrSchemaVersion},
 		{"ledger schema version -1", edit("UPDATE lockstep_ledger_meta SET version = -1"), ledger.ErrSchemaVersion},
 		{"ledger schema version text", edit("UPDATE lockstep_ledger_meta SET version = 'two'"), ledger.ErrSchemaVersion},
 		{"ledger schema version newer", edit("UPDATE lockstep_ledger_meta SET version = 99"), ledger.ErrSchemaVersion},
