@@ -31,7 +31,11 @@ type reproState struct {
 // answers before it held the thread's lease, merged its own, and saved the
 // __resume__ write, which replaces the task's previous one; the second
 // write, built on the stale read, dropped the first answer. Resume now
-// claims the thread before it reads.
+// claims the thread before it reads. It came back with the runner's
+// take-back of its own lease: a run that was alone on the thread when it
+// sent its claim took the lease from a run of the same Runnable that had
+// claimed it meanwhile, and both read and wrote (graph's
+// TestSameRunnableRunsKeptApart forces that interleaving).
 func TestConcurrentResumesKeepEveryAnswer(t *testing.T) {
 	ctx := context.Background()
 	for _, name := range []string{"memory", "sqlite"} {

@@ -398,20 +398,27 @@ type Lease struct {
 	// the thread is told so even when the runner that took it over has
 	// finished. The graph runtime sets it before a durable step runs.
 	Held bool
-	// TakeBack lets the request take over a live lease of another owner
-	// when that owner belongs to the same, non-empty Runner: the runner
-	// states that the holder is one of its own runs that has ended without
+	// TakeBack names the one run whose live lease the request may take
+	// over: a run of the same, non-empty Runner that has ended without
 	// giving the lease back (its release failed: a full disk, an I/O
-	// error). A runner sets it only when none of its runs of the thread is
-	// running. It is ignored with Held. See TakesBack.
-	TakeBack bool
+	// error), or a run of a killed process that had the same runner name.
+	// The runner states that this run is not running; the saver takes
+	// the lease over only while that run still holds it, so that a lease
+	// that passed to another run since, even one of the same runner, is
+	// waited out as any other. A runner learns whom to name from the
+	// *BusyError that refused a request without TakeBack (SameRunner),
+	// never by guessing: naming a run it cannot prove has ended would let
+	// two live runs of the thread both write. "" takes nothing back; it
+	// is ignored with Held. See TakesBack.
+	TakeBack string
 }
 
-// TakesBack reports whether l may take over a live lease of another owner
-// that belongs to runner holder: l sets TakeBack and not Held, and names
-// the same, non-empty runner. Savers apply this rule.
-func (l Lease) TakesBack(holder string) bool {
-	return l.TakeBack && !l.Held && l.Runner != "" && l.Runner == holder
+// TakesBack reports whether l may take over a live lease that owner of
+// runner holds: l names owner in TakeBack, does not set Held, and names
+// the same, non-empty runner. Savers apply this rule, in the transaction
+// that reads the lease.
+func (l Lease) TakesBack(owner, runner string) bool {
+	return l.TakeBack != "" && l.TakeBack == owner && !l.Held && l.Runner != "" && l.Runner == runner
 }
 
 // LeaseInfo is a thread's lease as a saver stores it ([LeaseInspector]).
@@ -659,9 +666,9 @@ type BusyError struct {
 	// Until is when the holder's lease ends unless renewed.
 	Until time.Time
 	// SameRunner reports that the holder belongs to the requesting runner
-	// (Lease.Runner): one of its own runs that is still running, since a
-	// runner takes back a lease of its own that nothing runs under
-	// (Lease.TakeBack).
+	// (Lease.Runner). The runner takes the lease back when it knows that
+	// run has ended (Lease.TakeBack names it); otherwise it is one of its
+	// own runs that is still running.
 	SameRunner bool
 }
 

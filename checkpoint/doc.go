@@ -75,8 +75,11 @@
 // successor of every run that held a smaller epoch, and what those runs
 // left unfinished is its to resolve. A lease names the runner its run
 // belongs to; a runner may take back a live lease of one of its own runs
-// that has ended without releasing it ([Lease.TakeBack]), as after a
-// release that failed on a full disk. [LeaseInspector] reports a thread's
+// that has ended without releasing it, as after a release that failed on
+// a full disk: [Lease.TakeBack] names that one run, and the saver takes
+// the lease over only while that run still holds it, so that two live
+// runs of one runner are kept apart by the lease exactly as two runners
+// are. [LeaseInspector] reports a thread's
 // lease (owner, runner, epoch, end) to operators' tools.
 //
 // # Topologies

@@ -52,22 +52,23 @@ func TestBusyErrorSaysWhatToDo(t *testing.T) {
 	}
 }
 
-// TestTakesBack: only a TakeBack, not Held, of the same non-empty runner
-// takes a lease back.
+// TestTakesBack: only a TakeBack, not Held, that names the holder and
+// the same non-empty runner takes a lease back.
 func TestTakesBack(t *testing.T) {
 	for _, tc := range []struct {
-		l      checkpoint.Lease
-		holder string
-		want   bool
+		l             checkpoint.Lease
+		owner, runner string
+		want          bool
 	}{
-		{checkpoint.Lease{Owner: "b", Runner: "r", TakeBack: true}, "r", true},
-		{checkpoint.Lease{Owner: "b", Runner: "r"}, "r", false},
-		{checkpoint.Lease{Owner: "b", Runner: "r", TakeBack: true, Held: true}, "r", false},
-		{checkpoint.Lease{Owner: "b", Runner: "r", TakeBack: true}, "q", false},
-		{checkpoint.Lease{Owner: "b", TakeBack: true}, "", false},
+		{checkpoint.Lease{Owner: "b", Runner: "r", TakeBack: "a"}, "a", "r", true},
+		{checkpoint.Lease{Owner: "b", Runner: "r"}, "a", "r", false},
+		{checkpoint.Lease{Owner: "b", Runner: "r", TakeBack: "c"}, "a", "r", false},
+		{checkpoint.Lease{Owner: "b", Runner: "r", TakeBack: "a", Held: true}, "a", "r", false},
+		{checkpoint.Lease{Owner: "b", Runner: "r", TakeBack: "a"}, "a", "q", false},
+		{checkpoint.Lease{Owner: "b", TakeBack: "a"}, "a", "", false},
 	} {
-		if got := tc.l.TakesBack(tc.holder); got != tc.want {
-			t.Errorf("%+v.TakesBack(%q) = %v, want %v", tc.l, tc.holder, got, tc.want)
+		if got := tc.l.TakesBack(tc.owner, tc.runner); got != tc.want {
+			t.Errorf("%+v.TakesBack(%q, %q) = %v, want %v", tc.l, tc.owner, tc.runner, got, tc.want)
 		}
 	}
 }

@@ -96,7 +96,7 @@ func (s *MemorySaver) checkLease(lt *memThread, thread, ns string, l Lease, now 
 	if l.Owner == "" {
 		return fmt.Errorf("%w: empty lease owner", ErrInvalid)
 	}
-	if lt != nil && lt.leaseOwner != "" && lt.leaseOwner != l.Owner && now.Before(lt.leaseUntil) && !l.TakesBack(lt.leaseRunner) {
+	if lt != nil && lt.leaseOwner != "" && lt.leaseOwner != l.Owner && now.Before(lt.leaseUntil) && !l.TakesBack(lt.leaseOwner, lt.leaseRunner) {
 		return lt.busy(thread, ns, l)
 	}
 	return nil

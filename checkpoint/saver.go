@@ -19,7 +19,8 @@ import (
 //     same way. Either failure is a *ConflictError and writes nothing.
 //   - Put, PutWrites and Claim acquire the thread's lease for the request's
 //     owner (until now + TTL) when it is free or expired, or when the
-//     request takes back a lease of its own runner (Lease.TakesBack), and
+//     request takes back the lease of the one ended run of its own runner
+//     that it names (Lease.TakeBack, Lease.TakesBack), and
 //     fail with a *BusyError (writing nothing) when another owner holds
 //     it. When the owner already holds a live lease, Claim renews it and
 //     Put and PutWrites keep it as it is, so that a save need not write

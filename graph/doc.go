@@ -119,7 +119,12 @@
 // ([WithRunner]). A runner takes back at once a lease of one of its own
 // runs that ended without releasing it (a release that failed on a full
 // disk); a lease of another runner, or of a run of its own that still
-// runs, is waited out. Every claim that passes the lease to a new run
+// runs, is waited out: two runs of one Runnable on a thread are kept apart
+// exactly as two runners are, whichever asked first. The take-back names
+// the one run the saver named as the holder, once that run is known to
+// have ended, and the saver takes the lease over only from that run; a
+// run that held the thread and lost it takes nothing back, and an ended
+// run writes nothing more. Every claim that passes the lease to a new run
 // grows the thread's lease epoch: the run that holds the lease is the
 // successor of every earlier run of the thread, and resolves what they
 // left unfinished at once ([TaskInfo.Leased]; package nodes treats a

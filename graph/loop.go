@@ -148,6 +148,15 @@ type run[S any] struct {
 	head   string
 	hb     *time.Timer
 
+	// ended is set when finish begins: the run sends no request to the
+	// saver any more (see request), whatever a goroutine it left behind
+	// asks for.
+	ended atomic.Bool
+	// acquired is set once a request of the run succeeded: the run has
+	// held the thread's lease, and takes no lease back any more (see
+	// request).
+	acquired atomic.Bool
+
 	// held is the run's input checkpoint, encoded but not saved yet. It is
 	// saved in one transaction with the checkpoint of the __start__ step,
 	// which runs no node (so D3 holds: both are committed before the first
@@ -191,7 +200,7 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 	if err != nil {
 		return zero, err
 	}
-	lease, leave := r.lease(thread, r.cfg.runIDs())
+	lease, leave := r.lease(r.cfg.runIDs())
 	defer leave() // after finish: the lease is released (or its release failed)
 	ru := &run[S]{
 		r: r, thread: thread, opts: ro, saver: r.cfg.saver, emit: emit,
@@ -316,6 +325,7 @@ func (r *Runnable[S]) branchedBelow(ctx context.Context, thread, input string) (
 // finish releases the lease if the run still holds it and stops the
 // heartbeat.
 func (ru *run[S]) finish() {
+	ru.ended.Store(true)
 	ru.mu.Lock()
 	ru.done = true
 	if ru.hb != nil {
@@ -353,7 +363,8 @@ func (ru *run[S]) beat() {
 	}
 	if ru.leased {
 		ctx, cancel := context.WithTimeout(context.Background(), ru.lease.TTL/3)
-		err := ru.saver.Claim(ctx, checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: ru.head}, ru.request())
+		ref := checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: ru.head}
+		err := ru.request(func(l checkpoint.Lease) error { return ru.saver.Claim(ctx, ref, l) })
 		cancel()
 		if err != nil {
 			ru.logAttrs(ctx, slog.LevelWarn, "lease renewal failed", slog.String("error", err.Error()))
@@ -870,7 +881,8 @@ func detached(ctx context.Context) context.Context {
 
 // claim takes the thread's lease without writing.
 func (ru *run[S]) claim(ctx context.Context, head string) error {
-	if err := ru.saver.Claim(ctx, checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: head}, ru.request()); err != nil {
+	ref := checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: head}
+	if err := ru.request(func(l checkpoint.Lease) error { return ru.saver.Claim(ctx, ref, l) }); err != nil {
 		return fmt.Errorf("graph: thread %q: claim: %w", ru.thread, err)
 	}
 	ru.setLeased(head, true)
@@ -912,9 +924,11 @@ func (ru *run[S]) writePending(ctx context.Context, head string, tasks []checkpo
 	if err := ru.r.SaveTopology(detached(ctx)); err != nil {
 		return fmt.Errorf("graph: thread %q: %w", ru.thread, err)
 	}
-	err := ru.saver.PutWrites(ctx, checkpoint.WritesRequest{
-		Ref:   checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: head},
-		Tasks: tasks, Lease: ru.request(), Release: release,
+	err := ru.request(func(l checkpoint.Lease) error {
+		return ru.saver.PutWrites(ctx, checkpoint.WritesRequest{
+			Ref:   checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: head},
+			Tasks: tasks, Lease: l, Release: release,
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("graph: thread %q checkpoint %s: save pending writes: %w", ru.thread, head, err)
@@ -1013,7 +1027,7 @@ func (ru *run[S]) prepareSave(ctx context.Context, f *frame[S], source checkpoin
 	return checkpoint.PutRequest{
 		Thread: ru.thread, NS: ru.ns, Checkpoint: cp,
 		ParentWrites: parentWrites, Writes: writes,
-		Fork: len(fork) > 0 && fork[0], Lease: ru.request(), Release: release,
+		Fork: len(fork) > 0 && fork[0], Lease: ru.lease, Release: release,
 	}, nil
 }
 
@@ -1029,7 +1043,13 @@ func (ru *run[S]) put(ctx context.Context, reqs []checkpoint.PutRequest) error {
 		return fmt.Errorf("graph: thread %q step %d: %w", ru.thread, step, err)
 	}
 	ru.hit(testhook.GraphBeforeSave)
-	if err := checkpoint.PutChain(detached(ctx), ru.saver, reqs...); err != nil && !ru.committedAnyway(err, id) {
+	err := ru.request(func(l checkpoint.Lease) error {
+		for i := range reqs {
+			reqs[i].Lease = l
+		}
+		return checkpoint.PutChain(detached(ctx), ru.saver, reqs...)
+	})
+	if err != nil && !ru.committedAnyway(err, id) {
 		return fmt.Errorf("graph: thread %q step %d: save checkpoint %s: %w", ru.thread, step, id, err)
 	}
 	ru.hit(testhook.GraphAfterSave)
@@ -1472,6 +1492,9 @@ func (ru *run[S]) confirmOwner(ctx context.Context, head string) error {
 		// Saving the held answers on head under the run's lease was the
 		// confirming write.
 		return nil
+	}
+	if ru.ended.Load() {
+		return ru.endedError()
 	}
 	ru.mu.Lock()
 	defer ru.mu.Unlock()

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -14,12 +15,12 @@ const maxRunnerBytes = 256
 // under which a Runnable's runs hold thread leases (checkpoint.Lease.Runner):
 // each run is its own lease owner (its run ID), and its lease also names
 // the runner. A runner takes back a lease that one of its own runs still
-// holds once nothing of it runs on the thread any more: a run whose
-// release failed (a full disk, an I/O error) does not keep the same
-// Runnable's next Resume or Continue of the thread out until its lease
-// ends. A lease held by a run of another runner is waited out (its
-// *checkpoint.BusyError says whose it is and until when), and so is a
-// lease of a run of this Runnable that is still running.
+// holds once that run has ended: a run whose release failed (a full
+// disk, an I/O error) does not keep the same Runnable's next Resume or
+// Continue of the thread out until its lease ends. A lease held by a run
+// of another runner is waited out (its *checkpoint.BusyError says whose
+// it is and until when), and so is a lease of a run of this Runnable that
+// is still running, whichever of the two runs asked first.
 //
 // The default is a random name per Runnable (from the OS, not from
 // WithRandom's source): only the Runnable itself takes its leases back. Give a name that stays the same across restarts
@@ -42,56 +43,96 @@ func WithRunner(name string) Option {
 // the one its runs' leases name, and a *checkpoint.BusyError reports.
 func (r *Runnable[S]) Runner() string { return r.cfg.runner }
 
-// liveRuns counts a Runnable's runs per thread, so that a run knows
-// whether it is the only one of its runner on the thread: then a lease
-// that names the runner belongs to a run that has ended, and is taken back.
+// liveRuns is the set of a Runnable's runs that have not ended, by run
+// ID (the lease owner). A run is in it from before its first request to a
+// saver until after it released its lease (or failed to), and never again:
+// run IDs are unique. So a lease of this runner whose owner is not in it
+// is held by a run that has ended (or by a killed process of the same
+// runner name), for good, and may be taken back; one whose owner is in it
+// is a live run's and is waited out like another runner's.
 type liveRuns struct {
 	mu sync.Mutex
 	n  map[string]int
 }
 
-// enter registers a run on thread.
-func (l *liveRuns) enter(thread string) {
+// enter registers the run owner.
+func (l *liveRuns) enter(owner string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.n == nil {
 		l.n = map[string]int{}
 	}
-	l.n[thread]++
+	l.n[owner]++
 }
 
-// alone reports whether one run at most is registered on thread.
-func (l *liveRuns) alone(thread string) bool {
+// has reports whether the run owner is registered.
+func (l *liveRuns) has(owner string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.n[thread] <= 1
+	return l.n[owner] > 0
 }
 
-// leave ends a run registered with enter.
-func (l *liveRuns) leave(thread string) {
+// leave ends a registration of enter.
+func (l *liveRuns) leave(owner string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.n[thread]--; l.n[thread] <= 0 {
-		delete(l.n, thread)
+	if l.n[owner]--; l.n[owner] <= 0 {
+		delete(l.n, owner)
 	}
 }
 
 // lease registers a new run of thread, owned by owner, and returns its
 // lease and the function that ends the registration (call it once the run
-// released its lease, or failed to).
-func (r *Runnable[S]) lease(thread, owner string) (checkpoint.Lease, func()) {
-	r.live.enter(thread)
-	return checkpoint.Lease{Owner: owner, Runner: r.cfg.runner, TTL: r.cfg.leaseTTL}, func() { r.live.leave(thread) }
+// released its lease, or failed to, and will send no request any more).
+func (r *Runnable[S]) lease(owner string) (checkpoint.Lease, func()) {
+	r.live.enter(owner)
+	return checkpoint.Lease{Owner: owner, Runner: r.cfg.runner, TTL: r.cfg.leaseTTL}, func() { r.live.leave(owner) }
 }
 
-// request returns the lease a write or claim of the run carries: the
-// run's, taking back a lease of this runner when no other run of this
-// Runnable is on the thread (so the holder is a run that has ended). It
-// is decided at each request, so that a run that was paused past its
-// lease never takes the thread back from a newer run of the same
-// Runnable.
-func (ru *run[S]) request() checkpoint.Lease {
+// request sends a request of the run to the saver: do, with the run's
+// lease. When the saver refuses the run's first acquisition of the thread
+// because a run of this runner holds it (a *checkpoint.BusyError with
+// SameRunner) and that run is not a live run of this Runnable, so it has
+// ended for good without releasing its lease (a release that failed on a
+// full disk, or a killed process of the same runner name), do runs once
+// more taking back that one run's lease (checkpoint.Lease.TakeBack).
+// Whether the holder has ended is decided only once the saver has named
+// it, and the saver takes the lease over only while that same run still
+// holds it: a live run of this Runnable is never taken over, even one
+// that claimed the thread while this request was on its way, and two runs
+// of one Runnable are kept apart by the lease exactly as two runners are.
+//
+// Only a run that never held the thread takes a lease back: one refused
+// after it held the thread has lost it to a newer run (its lease lapsed),
+// and whatever it read is stale even when that run has ended since. A run
+// that has ended (its finish began) sends nothing: a goroutine it left
+// behind cannot write under a lease another run of the runner may take
+// back.
+func (ru *run[S]) request(do func(checkpoint.Lease) error) error {
+	if ru.ended.Load() {
+		return ru.endedError()
+	}
 	l := ru.lease
-	l.TakeBack = ru.r.live.alone(ru.thread)
-	return l
+	err := do(l)
+	var be *checkpoint.BusyError
+	switch {
+	case err == nil:
+		ru.acquired.Store(true)
+		return nil
+	case ru.acquired.Load() || !errors.As(err, &be) || !be.SameRunner || be.Owner == "" || be.Owner == l.Owner || ru.r.live.has(be.Owner):
+		return err
+	}
+	l.TakeBack = be.Owner
+	if err := do(l); err != nil {
+		return err
+	}
+	ru.acquired.Store(true)
+	return nil
+}
+
+// endedError is the error of a request of a run that has ended (see
+// request): it matches checkpoint.ErrThreadBusy, as the error of a run
+// that lost the thread does.
+func (ru *run[S]) endedError() error {
+	return fmt.Errorf("graph: thread %q: run %s has ended and holds the thread no more (a goroutine it left behind asked to write); nothing was written: %w", ru.thread, ru.lease.Owner, checkpoint.ErrThreadBusy)
 }

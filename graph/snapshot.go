@@ -314,7 +314,7 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 	if err := checkThread(thread); err != nil {
 		return zero, err
 	}
-	lease, leave := r.lease(thread, r.cfg.runIDs())
+	lease, leave := r.lease(r.cfg.runIDs())
 	defer leave() // after finish
 	ru := &run[S]{r: r, thread: thread, saver: r.cfg.saver, lease: lease, log: r.cfg.logger, hook: testhook.From(ctx)}
 	defer ru.finish()

@@ -68,9 +68,11 @@
 //     naming a checkpoint that is not the head.
 //   - Leases: busy, renew, release, expiry and takeover, and LangGraph's
 //     write-ownership clauses (a superseded runner is told it lost and
-//     writes nothing); a runner takes back its own runs' live lease
-//     (Lease.TakeBack) through Claim, Put and PutWrites, and no one else
-//     does.
+//     writes nothing); a runner takes back the live lease of the one run
+//     of its own it names (Lease.TakeBack) through Claim, Put and
+//     PutWrites, and no one else does: not another runner, not a request
+//     naming another run of the runner, not one naming a run whose lease
+//     passed to another run since.
 //   - Concurrency: racing Puts on one parent leave exactly one child;
 //     concurrent pending writes and readers stay consistent.
 //   - List: order, metadata filters (Metadata.RunKey and Metadata.Topology

@@ -24,19 +24,42 @@ func of(owner, runner string) checkpoint.Lease {
 	return checkpoint.Lease{Owner: owner, Runner: runner, TTL: ttl}
 }
 
-// back is a lease of owner for runner that takes back runner's own lease.
-func back(owner, runner string) checkpoint.Lease {
+// back is a lease of owner for runner that takes back the lease of run
+// from, which it states has ended.
+func back(owner, runner, from string) checkpoint.Lease {
 	l := of(owner, runner)
-	l.TakeBack = true
+	l.TakeBack = from
 	return l
 }
 
-// testTakeBack: while run a of runner R holds a live lease, a Claim with
-// TakeBack by another run of R takes it over at once; without TakeBack it
-// is refused with a *BusyError that says the holder is the requester's own
-// runner's (SameRunner); a TakeBack by another runner, by a lease with no
-// runner, or with Held is refused (SameRunner false), and writes nothing.
-// The run that lost the lease is refused in turn, naming the new holder.
+// refusedEverywhere checks that Put, PutWrites and Claim with lease ls
+// each fail with want and write nothing.
+func refusedEverywhere(t *testing.T, f *fixture, l *line, what string, ls checkpoint.Lease, want checkpoint.BusyError) {
+	t.Helper()
+	before := f.dump(t, l.thread)
+	req := l.request(t, l.head, set("x", `"intruder"`))
+	req.Lease = ls
+	wantBusy(t, what+": Put", f.s.Put(t.Context(), req), want)
+	err := f.s.PutWrites(t.Context(), checkpoint.WritesRequest{Ref: l.ref(l.head), Lease: ls, Tasks: []checkpoint.TaskWrites{
+		task("task-intruder", wr(checkpoint.ChannelResume, `{"i":"intruder"}`)),
+	}})
+	wantBusy(t, what+": PutWrites", err, want)
+	wantBusy(t, what+": Claim", f.s.Claim(t.Context(), l.ref(l.head), ls), want)
+	f.unchanged(t, what, l.thread, before)
+}
+
+// testTakeBack: while run a of runner R holds a live lease, a request by
+// another run of R that names run a in TakeBack takes it over at once.
+// Every other request is refused with a *BusyError, through Put,
+// PutWrites and Claim alike, and writes nothing: another run of R without
+// TakeBack (the error says the holder is the requester's own runner's:
+// SameRunner), one that names another run of R than the holder (a run
+// that ended, say, while the holder is a live run that claimed the thread
+// since: two live runs of one runner are kept apart as two runners are),
+// a TakeBack by another runner, by a lease with no runner, or with Held.
+// The run that lost the lease is refused in turn, naming the new holder,
+// and so is a later request that names run a again: its lease has passed
+// to run b.
 func testTakeBack(t *testing.T, f *fixture) {
 	l := f.line("thread-1", "")
 	l.lease = of("run-a", "runner-r")
@@ -45,19 +68,21 @@ func testTakeBack(t *testing.T, f *fixture) {
 	holder := checkpoint.BusyError{Thread: "thread-1", Owner: "run-a", Runner: "runner-r", Until: start.Add(ttl)}
 	mine := holder
 	mine.SameRunner = true
-	before := f.dump(t, l.thread)
-	wantBusy(t, "Claim by another run of the runner without TakeBack", f.s.Claim(t.Context(), l.ref(l.head), of("run-b", "runner-r")), mine)
-	wantBusy(t, "TakeBack by another runner", f.s.Claim(t.Context(), l.ref(l.head), back("run-q", "runner-q")), holder)
-	wantBusy(t, "TakeBack with no runner", f.s.Claim(t.Context(), l.ref(l.head), back("run-n", "")), holder)
-	held := back("run-b", "runner-r")
+	refusedEverywhere(t, f, l, "another run of the runner without TakeBack", of("run-b", "runner-r"), mine)
+	refusedEverywhere(t, f, l, "TakeBack naming another run of the runner than the holder", back("run-b", "runner-r", "run-z"), mine)
+	refusedEverywhere(t, f, l, "TakeBack by another runner", back("run-q", "runner-q", "run-a"), holder)
+	refusedEverywhere(t, f, l, "TakeBack with no runner", back("run-n", "", "run-a"), holder)
+	held := back("run-b", "runner-r", "run-a")
 	held.Held = true
 	wantBusy(t, "Held TakeBack", f.s.Claim(t.Context(), l.ref(l.head), held), mine)
-	f.unchanged(t, "refused take-backs", l.thread, before)
 
 	at := f.clock.Advance(time.Second)
-	f.claim(t, l.ref(l.head), back("run-b", "runner-r"))
+	f.claim(t, l.ref(l.head), back("run-b", "runner-r", "run-a"))
 	now := checkpoint.BusyError{Thread: "thread-1", Owner: "run-b", Runner: "runner-r", Until: at.Add(ttl)}
 	busyAttempts(t, f, l, "run-a", now) // the run that lost it (no runner named: not SameRunner)
+	mineNow := now
+	mineNow.SameRunner = true
+	refusedEverywhere(t, f, l, "TakeBack naming the run that lost the lease", back("run-c", "runner-r", "run-a"), mineNow)
 	l.lease = of("run-b", "runner-r")
 	l.step(t, set("x", `2`))
 	l.checkGet(t, "")
@@ -68,9 +93,9 @@ func testTakeBackPaths(t *testing.T, f *fixture) {
 	l := f.line("thread-1", "")
 	l.lease = of("run-a", "runner-r")
 	l.step(t, set("x", `1`))
-	l.lease = back("run-b", "runner-r")
+	l.lease = back("run-b", "runner-r", "run-a")
 	l.step(t, set("x", `2`)) // Put takes it back
-	f.putWrites(t, l.ref(l.head), back("run-c", "runner-r"), task("task-1", wr("y", `1`)))
+	f.putWrites(t, l.ref(l.head), back("run-c", "runner-r", "run-b"), task("task-1", wr("y", `1`)))
 	at := f.clock.Now()
 	busyAttempts(t, f, l, "run-b", checkpoint.BusyError{Thread: "thread-1", Owner: "run-c", Runner: "runner-r", Until: at.Add(ttl)})
 	f.wantPending(t, l.ref(l.head), []writeView{{TaskID: "task-1", Channel: "y", Value: 1.0}})
@@ -134,7 +159,7 @@ func testEpochs(t *testing.T, f *fixture) {
 	l.step(t, set("x", `3`))
 	f.wantLease(t, "the same owner after its release (Put)", info("run-b", "runner-q", 3, at.Add(ttl)))
 	at = f.clock.Advance(time.Second)
-	l.lease = back("run-c", "runner-q")
+	l.lease = back("run-c", "runner-q", "run-b")
 	l.step(t, set("x", `4`))
 	f.wantLease(t, "taken back (Put)", info("run-c", "runner-q", 4, at.Add(ttl)))
 	at = f.clock.Advance(ttl + time.Second)

@@ -27,8 +27,8 @@
 //     and nothing is written. A steady-state Put is a single INSERT that
 //     checks both; only when it is refused does the same transaction read
 //     the thread to decide which rule applies, and take a free or expired
-//     lease (or one its runner takes back, checkpoint.Lease.TakeBack),
-//     growing the thread's lease epoch. Saves keep a live lease as it is;
+//     lease (or the lease of the ended run its runner names,
+//     checkpoint.Lease.TakeBack), growing the thread's lease epoch. Saves keep a live lease as it is;
 //     Claim renews it (the graph runtime's heartbeat). Lease
 //     (checkpoint.LeaseInspector) reads a thread's lease: owner, runner,
 //     epoch and end.

@@ -59,7 +59,7 @@ func TestMigrateSchema2Leases(t *testing.T) {
 	if err != nil || !cmp.Equal(got, want) {
 		t.Fatalf("Lease after the migration = %+v, %v; want %+v", got, err, want)
 	}
-	err = s.Claim(ctx, checkpoint.Ref{Thread: "t"}, checkpoint.Lease{Owner: "new-run", Runner: "r", TTL: time.Minute, TakeBack: true})
+	err = s.Claim(ctx, checkpoint.Ref{Thread: "t"}, checkpoint.Lease{Owner: "new-run", Runner: "r", TTL: time.Minute, TakeBack: "old-run"})
 	var be *checkpoint.BusyError
 	if !errors.As(err, &be) || be.Owner != "old-run" || be.Epoch != 0 || be.SameRunner {
 		t.Fatalf("Claim under the migrated lease: %v, want a *BusyError naming old-run, epoch 0", err)

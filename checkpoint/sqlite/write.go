@@ -49,7 +49,7 @@ func (t *wtx) thread(thread string) (threadRow, error) {
 // another owner holds the row's live lease (and l does not take it back),
 // nil otherwise: the lease rule of package checkpoint.
 func (r threadRow) busy(thread, ns string, l checkpoint.Lease, now time.Time) error {
-	if r.owner != "" && r.owner != l.Owner && now.UnixNano() < r.until && !l.TakesBack(r.runner) {
+	if r.owner != "" && r.owner != l.Owner && now.UnixNano() < r.until && !l.TakesBack(r.owner, r.runner) {
 		return r.busyError(thread, ns, l)
 	}
 	return nil
@@ -761,13 +761,22 @@ func (s *Saver) PutWrites(ctx context.Context, req checkpoint.WritesRequest) err
 
 // claimFast takes or renews the thread's lease for owner ?3 and runner
 // ?7 when ?6 is the head of namespace ?2 (NULL: it has no checkpoint) and
-// no other owner holds a live lease, or ?8 takes back a lease of runner
-// ?7 (see checkpoint.Lease.TakesBack); the epoch grows when the owner
-// changes.
+// no other owner holds a live lease, or the holder is the run ?8 of
+// runner ?7 that the request takes back (NULL: none; see
+// checkpoint.Lease.TakesBack); the epoch grows when the owner changes.
 const claimFast = `UPDATE threads SET lease_owner = ?3, lease_until = ?4, lease_runner = ?7,
 	lease_epoch = CASE WHEN lease_owner IS ?3 THEN lease_epoch ELSE lease_epoch + 1 END
-WHERE thread_id = ?1 AND checkpoint_ns = '' AND (lease_owner IS NULL OR lease_owner = ?3 OR lease_until <= ?5 OR (?8 AND lease_runner = ?7))
+WHERE thread_id = ?1 AND checkpoint_ns = '' AND (lease_owner IS NULL OR lease_owner = ?3 OR lease_until <= ?5 OR (lease_owner = ?8 AND lease_runner = ?7))
 	AND ` + headOf + ` IS ?6`
+
+// takeBack is the run l takes back, "" when l takes nothing back (see
+// checkpoint.Lease.TakesBack).
+func takeBack(l checkpoint.Lease) string {
+	if l.TakesBack(l.TakeBack, l.Runner) {
+		return l.TakeBack
+	}
+	return ""
+}
 
 // renewHeld renews the thread's lease of owner ?3 when ?6 is the head of
 // namespace ?2 and the lease is still ?3's, live or expired (Lease.Held).
@@ -796,7 +805,7 @@ func (s *Saver) Claim(ctx context.Context, ref checkpoint.Ref, l checkpoint.Leas
 			}
 			args := []any{ref.Thread, ref.NS, l.Owner, now.Add(l.TTL).UnixNano(), now.UnixNano(), nullable(ref.ID)}
 			if !l.Held {
-				args = append(args, nullable(l.Runner), l.TakesBack(l.Runner))
+				args = append(args, nullable(l.Runner), nullable(takeBack(l)))
 			}
 			n, err := t.exec(q, args...)
 			if err != nil || n == 1 {
