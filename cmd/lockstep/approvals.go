@@ -15,7 +15,10 @@ import (
 // approvalsJSON is the output of approvals --json.
 type approvalsJSON struct {
 	Approvals []approvalJSON `json:"approvals"`
-	// NextCursor continues the listing (--cursor); "" after the last page.
+	// More says that more approvals may follow than --limit showed;
+	// NextCursor (--cursor, with the same filters) continues the listing
+	// ("" after the last page).
+	More       bool   `json:"more"`
 	NextCursor string `json:"next_cursor"`
 	// Expired counts the expired, undecided requests the listing read:
 	// they are not listed, and their expiry (a rejection by
@@ -94,11 +97,11 @@ func approvalsCommand(fs *flag.FlagSet) runner {
 	fs.StringVar(&f.Thread, "thread", "", "only requests of `THREAD`")
 	fs.Var(&older, "older-than", "only requests created at least `DURATION` ago (0: no filter)")
 	fs.Var(&expiring, "expiring-within", "only requests that expire within `DURATION` (0: no filter)")
-	fs.IntVar(&f.Limit, "limit", approval.DefaultPageSize, fmt.Sprintf("show at most `N` approvals (1 to %d)", approval.MaxPageSize))
+	fs.IntVar(&f.Limit, "limit", approval.DefaultPageSize, "show at most `N` approvals (0: all)")
 	fs.StringVar(&f.Cursor, "cursor", "", "continue after the page that printed `CURSOR` (same filters)")
 	return func(ctx context.Context, e *env, _ []string) error {
-		if f.Limit < 1 || f.Limit > approval.MaxPageSize {
-			return usageError(fmt.Sprintf("approvals: --limit %d: want 1 to %d", f.Limit, approval.MaxPageSize), "")
+		if f.Limit < 0 {
+			return usageError("approvals: --limit must be 0 (all) or more", "")
 		}
 		f.MinAge, f.ExpiringWithin = time.Duration(older), time.Duration(expiring)
 		s, err := e.openSaver(false)
@@ -110,12 +113,12 @@ func approvalsCommand(fs *flag.FlagSet) runner {
 		if err != nil {
 			return err
 		}
-		page, err := approval.NewInbox(s, store).List(ctx, f)
+		page, err := listApprovals(ctx, approval.NewInbox(s, store), f)
 		if err != nil {
 			return err // a bad cursor is an approval.ErrInvalidFilter: a usage error
 		}
 		now := e.now()
-		out := approvalsJSON{Approvals: []approvalJSON{}, NextCursor: page.Next, Expired: page.Expired, ExpiryRecorded: durable && page.Expired > 0}
+		out := approvalsJSON{Approvals: []approvalJSON{}, More: page.Next != "", NextCursor: page.Next, Expired: page.Expired, ExpiryRecorded: durable && page.Expired > 0}
 		for _, it := range page.Items {
 			r := it.Request
 			kind := r.Kind
@@ -199,6 +202,31 @@ func (e *env) printApprovals(out approvalsJSON, f approval.Filter) error {
 		return err
 	}
 	return nil
+}
+
+// listApprovals lists f.Limit approvals (0: all) from f.Cursor on, in as
+// many of the inbox's pages (at most approval.MaxPageSize each) as that
+// takes: a page may be short while more follow. It returns them as one
+// page, with the cursor after the last one and the count of expired
+// requests all the pages read.
+func listApprovals(ctx context.Context, in *approval.Inbox, f approval.Filter) (approval.Page, error) {
+	var all approval.Page
+	want := f.Limit
+	for {
+		f.Limit = approval.MaxPageSize
+		if want > 0 {
+			f.Limit = min(want-len(all.Items), approval.MaxPageSize)
+		}
+		p, err := in.List(ctx, f)
+		if err != nil {
+			return approval.Page{}, err
+		}
+		all.Items, all.Next, all.Expired = append(all.Items, p.Items...), p.Next, all.Expired+p.Expired
+		if p.Next == "" || want > 0 && len(all.Items) >= want {
+			return all, nil
+		}
+		f.Cursor = p.Next
+	}
 }
 
 // filterArgs writes the flags that select f's approvals (not the cursor),

@@ -291,7 +291,7 @@ func TestRefusals(t *testing.T) {
 		{"unknown-graph", now, nil, []string{"graph", "hotel"}, exitNotFound},
 		{"graph-no-thread", now, nil, []string{"graph"}, exitUsage},
 		{"graph-unknown-checkpoint", now, nil, []string{"graph", threadRefund, "--checkpoint", "nope"}, exitNotFound},
-		{"approvals-bad-limit", now, nil, []string{"approvals", "--limit", "0"}, exitUsage},
+		{"approvals-bad-limit", now, nil, []string{"approvals", "--limit", "-1"}, exitUsage},
 		{"approvals-bad-duration", now, nil, []string{"approvals", "--older-than", "soon"}, exitUsage},
 		{"approvals-bad-cursor", now, nil, []string{"approvals", "--cursor", "nonsense"}, exitUsage},
 		{"unknown-approval", now, nil, []string{"approve", "0123456789abcdef0123456789abcdef", "--reviewer", "alice"}, exitNotFound},

@@ -21,11 +21,11 @@
 //
 // # Commands
 //
-//	lockstep threads [--limit N]
+//	lockstep threads [--limit N] [--cursor C]
 //
-// Lists threads, most recently updated first (50 by default, --limit 0 for
-// all): thread, status (done, waiting, failed or pending), step, next
-// tasks, head checkpoint and the age of the last update.
+// Lists threads, most recently updated first: thread, status (done,
+// waiting, failed or pending), step, next tasks, head checkpoint and the
+// age of the last update. It pages as every listing does (see Listings).
 //
 //	THREAD    STATUS   STEP  NEXT     HEAD                                  UPDATED
 //	deploy-1  waiting  1     deploy   019cadf4-6140-7e32-8b80-3fc3cd0be08e  3m12s ago
@@ -82,12 +82,13 @@
 //	  edges added          deploy --> verify; verify --> __end__
 //	  edges removed        deploy --> __end__
 //
-//	lockstep history THREAD [--limit N] [--before ID] [--values]
+//	lockstep history THREAD [--limit N] [--before ID | --cursor C] [--values]
 //
-// Lists a thread's checkpoints, newest first (50 by default): ID, step,
-// source, the tasks of the step that followed, and creation time; with
-// --values, the state at each. --before ID (one of the thread's checkpoints)
-// continues with older ones.
+// Lists a thread's checkpoints, newest first: ID, step, source, the tasks
+// of the step that followed, and creation time; with --values, the state
+// at each. It pages as every listing does (see Listings); its cursor is a
+// checkpoint ID, so --before ID (one of the thread's checkpoints) is the
+// same as --cursor ID and continues with older ones.
 //
 //	lockstep approvals [--tool T] [--owner O] [--thread T] [--older-than D] [--expiring-within D] [--limit N] [--cursor C]
 //
@@ -102,8 +103,8 @@
 // when the database has approval tables and is writable to the user (the
 // line below the table counts them; expired and expiry_recorded in JSON).
 // Durations are Go durations or days (90s,
-// 30m, 2h, 1d). A page holds 50 by default (at most 500); the next page's
-// --cursor is printed below the table (next_cursor in JSON).
+// 30m, 2h, 1d). It pages as every listing does (see Listings); a cursor is
+// only meaningful with the filters that printed it.
 //
 //	lockstep approve ID --reviewer NAME [--note TEXT] [--args JSON]
 //	lockstep reject ID --reviewer NAME [--note TEXT]
@@ -173,6 +174,20 @@
 //	lockstep help [COMMAND]
 //
 // Prints the usage, or a command's flags.
+//
+// # Listings
+//
+// threads, history and approvals page alike. --limit N shows at most N
+// entries (50 by default) and --limit 0 shows all of them; a negative
+// limit is a usage error. A listing cut short says so below its table,
+// with the command that shows the next page, and in JSON has "more": true
+// and "next_cursor", which --cursor takes back (with the same filters and
+// arguments) to continue after the last entry shown; "more" is false and
+// "next_cursor" empty on the last page. A cursor continues after the
+// entry it names, as it stood when its page was listed: what changed
+// since (a thread updated since moves to the top of a new listing) is not
+// listed twice, and nothing that stayed is skipped. A cursor no listing
+// printed is a usage error.
 //
 // # Exit codes
 //

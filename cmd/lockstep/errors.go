@@ -107,7 +107,7 @@ func explain(err error) *failure {
 		return notFound(fmt.Sprintf("no pending approval %s", quote(id)),
 			"run `lockstep approvals` to list the pending approvals and pass the full ID", err)
 	case errors.Is(err, approval.ErrInvalidFilter):
-		f := usageError("approvals: invalid filter: "+reason, "pass --limit between 1 and 500, and the --cursor printed by the previous page with the same filters")
+		f := usageError("approvals: invalid filter: "+reason, "pass the --cursor printed by the previous page, with the same filters")
 		f.err = err
 		return f
 	case errors.Is(err, checkpoint.ErrInvalid):

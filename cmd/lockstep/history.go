@@ -34,11 +34,19 @@ type checkpointJSON struct {
 func historyCommand(fs *flag.FlagSet) runner {
 	limit := fs.Int("limit", 50, "show at most `N` checkpoints (0: all)")
 	before := fs.String("before", "", "show checkpoints older than checkpoint `ID` (the next page)")
+	cursor := fs.String("cursor", "", "the same as --before: continue after the page that printed `CURSOR` (a checkpoint ID)")
 	values := fs.Bool("values", false, "include each checkpoint's values")
 	return func(ctx context.Context, e *env, args []string) error {
 		thread := args[0]
 		if *limit < 0 {
 			return usageError("history: --limit must be 0 (all) or more", "")
+		}
+		switch {
+		case *cursor == "":
+		case *before != "" && *before != *cursor:
+			return usageError("history: --before and --cursor name different checkpoints", "pass one of them")
+		default:
+			*before = *cursor
 		}
 		s, err := e.openSaver(false)
 		if err != nil {
@@ -155,10 +163,11 @@ func (h *history) each(cs []checkpointJSON, fn func(c checkpointJSON) error) err
 // writeHistoryJSON prints history --json as one indented JSON document,
 // one checkpoint at a time:
 //
-//	{"thread": "…", "checkpoints": [checkpointJSON, …], "more": bool, "next_before": "…"}
+//	{"thread": "…", "checkpoints": [checkpointJSON, …], "more": bool, "next_before": "…", "next_cursor": "…"}
 //
 // more says that older checkpoints exist than --limit showed; the next
-// page is --before next_before ("" when more is false).
+// page is --before next_before, or --cursor next_cursor, the same
+// checkpoint ID ("" when more is false).
 func (e *env) writeHistoryJSON(h *history) error {
 	cs, err := h.entries()
 	if err != nil {
@@ -200,6 +209,10 @@ func (e *env) writeHistoryJSON(h *history) error {
 		next = cs[len(cs)-1].Checkpoint
 	}
 	fmt.Fprintf(w, "],\n  \"more\": %t,\n  \"next_before\": ", h.more)
+	if err := encode("", next); err != nil {
+		return err
+	}
+	io.WriteString(w, ",\n  \"next_cursor\": ")
 	if err := encode("", next); err != nil {
 		return err
 	}

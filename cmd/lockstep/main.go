@@ -74,18 +74,18 @@ type command struct {
 // commands returns the subcommands, in the order lockstep help lists them.
 func commands() []command {
 	return []command{
-		{name: "threads", synopsis: "[--limit N]", minArgs: 0, maxArgs: 0, setup: threadsCommand,
+		{name: "threads", synopsis: "[--limit N] [--cursor C]", minArgs: 0, maxArgs: 0, setup: threadsCommand,
 			summary: "list threads with their status, newest first",
-			about:   "Lists every thread with its status (done, waiting, failed or pending), head checkpoint,\nstep, next tasks and the age of its last update, most recently updated first."},
+			about:   "Lists every thread with its status (done, waiting, failed or pending), head checkpoint,\nstep, next tasks and the age of its last update, most recently updated first, 50 to a page\n(--limit 0 for all; the next page's --cursor is printed below the table)."},
 		{name: "state", synopsis: "THREAD [--checkpoint ID]", minArgs: 1, maxArgs: 1, setup: stateCommand,
 			summary: "show a thread's status, next tasks, interrupts, errors and values",
 			about:   "Shows the status of a thread at its head (or at --checkpoint), the next tasks with their\ninterrupts or errors, the breakpoint if any, the graph it was saved under (with a warning\nand what changed when the newest version of that graph stored differs), the state values\nas JSON, and what to do next."},
-		{name: "history", synopsis: "THREAD [--limit N] [--before ID] [--values]", minArgs: 1, maxArgs: 1, setup: historyCommand,
+		{name: "history", synopsis: "THREAD [--limit N] [--before ID | --cursor C] [--values]", minArgs: 1, maxArgs: 1, setup: historyCommand,
 			summary: "list a thread's checkpoints, newest first",
-			about:   "Lists the checkpoints of a thread, newest first: ID, step, source, next tasks and creation time."},
+			about:   "Lists the checkpoints of a thread, newest first: ID, step, source, next tasks and creation time,\n50 to a page (--limit 0 for all; --before or --cursor, the last checkpoint ID shown, continues)."},
 		{name: "approvals", synopsis: "[--tool T] [--owner O] [--thread T] [--older-than D] [--expiring-within D] [--limit N] [--cursor C]", minArgs: 0, maxArgs: 0, setup: approvalsCommand,
 			summary: "list pending approvals across threads, oldest first",
-			about:   "Lists the approval requests that wait for a decision in paused threads, oldest first: ID,\ntool, thread, arguments, rationale, risk, owner, age and time to expiry. Expired requests\nare not listed: an expired request is rejected, and seeing it expired records the rejection\n(when the database is writable to you). Durations are Go durations or days: 90s, 30m, 2h, 1d."},
+			about:   "Lists the approval requests that wait for a decision in paused threads, oldest first: ID,\ntool, thread, arguments, rationale, risk, owner, age and time to expiry. Expired requests\nare not listed: an expired request is rejected, and seeing it expired records the rejection\n(when the database is writable to you). Durations are Go durations or days: 90s, 30m, 2h, 1d.\n50 to a page (--limit 0 for all; the next page's --cursor is printed below the table)."},
 		{name: "approve", synopsis: "ID --reviewer NAME [--note TEXT] [--args JSON]", minArgs: 1, maxArgs: 1, setup: approveCommand,
 			summary: "approve a pending approval (or approve edited arguments with --args)",
 			about:   "Records an approval by the reviewer. With --args the call runs with these arguments instead,\nchecked against the tool's schema stored in the request. The first decision wins; a later one\nis refused and names the winner. The thread is not resumed here: a process running\napproval.Worker with the graph resumes it."},
