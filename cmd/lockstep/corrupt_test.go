@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -54,7 +56,40 @@ func TestCorruptRowsKind(t *testing.T) {
 		db := f.copyDB(t)
 		execDB(t, db, `UPDATE checkpoints SET channels = json_set(channels, '$.Source.value', 'tampered')
 			WHERE thread_id = '`+threadFailed+`' AND json_extract(channels, '$.Source') IS NOT NULL`)
-		for _, args := range [][]string{{"state", threadFailed, "--json"}, {"history", threadFailed, "--json"}} {
+		for _, args := range [][]string{{"state", threadFailed, "--json"}, {"history", threadFailed, "--json"}, {"graph", threadFailed, "--json"}} {
+			got := cli(db, cliNow(), args...)
+			if kind := kindOf(t, got); got.code != exitInternal || kind != kindCorrupt {
+				t.Errorf("%v: exit %d kind %q, want %d %q (%s)", args, got.code, kind, exitInternal, kindCorrupt, got.stderr)
+			}
+		}
+		// threads lists the others, and the thread as unreadable with the
+		// kind of its error.
+		got := cli(db, cliNow(), "threads", "--json")
+		var out threadsJSON
+		if err := json.Unmarshal([]byte(got.stdout), &out); err != nil {
+			t.Fatalf("threads --json: %v\n%s", err, got.stdout)
+		}
+		var kinds []string
+		for _, r := range out.Threads {
+			if r.Status == statusUnreadable {
+				kinds = append(kinds, r.Thread+" "+r.ErrorKind)
+			}
+		}
+		if want := []string{threadFailed + " " + kindCorrupt}; got.code != exitInternal || !slices.Equal(kinds, want) || !strings.Contains(got.stderr, "does not verify") {
+			t.Errorf("threads: exit %d, unreadable %q, want %d and %q (%s)", got.code, kinds, exitInternal, want, got.stderr)
+		}
+		got = cli(db, cliNow(), "threads")
+		if got.code != exitInternal || !strings.Contains(got.stderr, "does not verify") {
+			t.Errorf("threads: exit %d (%s)", got.code, got.stderr)
+		}
+	})
+
+	// A stored topology that is not what its fingerprint names: graph
+	// (which draws it) and state (which names it) say corrupt.
+	t.Run("topology", func(t *testing.T) {
+		db := f.copyDB(t)
+		execDB(t, db, `UPDATE topologies SET topology = replace(topology, '"execute"', '"exfiltrate"')`)
+		for _, args := range [][]string{{"graph", threadRefund, "--json"}, {"state", threadRefund, "--json"}} {
 			got := cli(db, cliNow(), args...)
 			if kind := kindOf(t, got); got.code != exitInternal || kind != kindCorrupt {
 				t.Errorf("%v: exit %d kind %q, want %d %q (%s)", args, got.code, kind, exitInternal, kindCorrupt, got.stderr)

@@ -23,41 +23,51 @@ type threadJSON struct {
 	HeadCreatedAt     time.Time `json:"head_created_at"`
 	UpdatedAt         time.Time `json:"updated_at"`
 	Error             string    `json:"error,omitempty"`
+	// ErrorKind classifies Error as a failing command's kind does:
+	// corrupt for stored data that does not verify, else internal.
+	ErrorKind string `json:"error_kind,omitempty"`
 }
 
 // threadsJSON is the output of threads --json.
 type threadsJSON struct {
 	Threads []threadJSON `json:"threads"`
-	// More says that more threads exist than --limit showed.
-	More bool `json:"more"`
+	// More says that more threads exist than --limit showed; NextCursor
+	// (--cursor) continues after the last one ("" when More is false).
+	More       bool   `json:"more"`
+	NextCursor string `json:"next_cursor"`
 }
 
 const statusUnreadable = "unreadable"
 
 func threadsCommand(fs *flag.FlagSet) runner {
 	limit := fs.Int("limit", 50, "show at most `N` threads (0: all)")
+	cursor := fs.String("cursor", "", "continue after the page that printed `CURSOR`")
 	return func(ctx context.Context, e *env, _ []string) error {
 		if *limit < 0 {
 			return usageError("threads: --limit must be 0 (all) or more", "")
+		}
+		var after *threadCursor
+		if *cursor != "" {
+			c, err := parseThreadCursor(*cursor)
+			if err != nil {
+				f := usageError(fmt.Sprintf("threads: --cursor %s: %v", quote(*cursor), err), "pass the next_cursor a threads listing printed (the line below its table)")
+				f.err = err
+				return f
+			}
+			after = &c
 		}
 		s, err := e.openSaver(false)
 		if err != nil {
 			return err
 		}
 		defer s.Close()
-		ask := 0
-		if *limit > 0 {
-			ask = *limit + 1
-		}
-		infos, err := s.Threads(ctx, 0, ask)
+		page, err := listThreads(ctx, s, after, *limit)
 		if err != nil {
 			return fmt.Errorf("list threads: %w", err)
 		}
-		out := threadsJSON{Threads: []threadJSON{}}
-		if *limit > 0 && len(infos) > *limit {
-			infos, out.More = infos[:*limit], true
-		}
-		unreadable := 0
+		out := threadsJSON{Threads: []threadJSON{}, More: page.next != "", NextCursor: page.next}
+		infos := page.threads
+		unreadable, corrupt := 0, 0
 		for _, ti := range infos {
 			row, err := inspectThread(ctx, s, ti)
 			if errors.Is(err, checkpoint.ErrNotFound) {
@@ -66,17 +76,26 @@ func threadsCommand(fs *flag.FlagSet) runner {
 			if err != nil {
 				unreadable++
 			}
+			if row.ErrorKind == kindCorrupt {
+				corrupt++
+			}
 			out.Threads = append(out.Threads, row)
 		}
 		if e.opts.json {
 			err = e.writeJSON(out)
 		} else {
-			err = e.printThreads(out)
+			err = e.printThreads(out, after != nil)
 		}
 		if err != nil {
 			return err
 		}
-		if unreadable > 0 {
+		switch {
+		case corrupt > 0:
+			// A row that does not verify is the kind scripts act on
+			// (restore, inspect), whatever else failed.
+			return &failure{code: exitInternal, kind: kindCorrupt, msg: fmt.Sprintf("%d thread(s) could not be read (status %s), %d of them because stored data does not verify", unreadable, statusUnreadable, corrupt),
+				hint: "run `lockstep state THREAD` on them for the error; inspect the rows with the sqlite3 shell or restore the file from a backup", written: e.opts.json}
+		case unreadable > 0:
 			return &failure{code: exitInternal, kind: kindInternal, msg: fmt.Sprintf("%d thread(s) could not be read (status %s)", unreadable, statusUnreadable),
 				hint: "run `lockstep state THREAD` on them for the error", written: e.opts.json}
 		}
@@ -99,13 +118,17 @@ func inspectThread(ctx context.Context, s checkpoint.Saver, ti checkpoint.Thread
 			return row, nil
 		}
 	}
-	row.Status, row.Error = statusUnreadable, err.Error()
+	row.Status, row.Error, row.ErrorKind = statusUnreadable, err.Error(), explain(err).kind
 	return row, err
 }
 
-func (e *env) printThreads(out threadsJSON) error {
+func (e *env) printThreads(out threadsJSON, continued bool) error {
 	if len(out.Threads) == 0 {
-		_, err := fmt.Fprintf(e.stdout, "no threads in %s\n", e.opts.db)
+		msg := "no threads in %s\n"
+		if continued {
+			msg = "no more threads in %s\n"
+		}
+		_, err := fmt.Fprintf(e.stdout, msg, e.opts.db)
 		return err
 	}
 	t := newTable(e.stdout)
@@ -118,8 +141,18 @@ func (e *env) printThreads(out threadsJSON) error {
 		return err
 	}
 	if out.More {
-		_, err := fmt.Fprintf(e.stdout, "showing the %d most recently updated threads: pass --limit 0 for all\n", len(out.Threads))
+		_, err := fmt.Fprintf(e.stdout, "showing the %d most recently updated threads: next page: lockstep threads%s --cursor %s (or --limit 0 for all)\n",
+			len(out.Threads), limitArg(len(out.Threads), 50), out.NextCursor)
 		return err
 	}
 	return nil
+}
+
+// limitArg is the --limit flag that repeats a page of n entries, "" when n
+// is the default def.
+func limitArg(n, def int) string {
+	if n == def {
+		return ""
+	}
+	return " --limit " + strconv.Itoa(n)
 }
