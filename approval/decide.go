@@ -211,6 +211,29 @@ func expiryNote(r Request) string {
 		r.ExpiresAt.UTC().Format(time.RFC3339), owner)
 }
 
+// schemaError is the refusal of edited arguments with the schema
+// problems vs (in path order): every one in Problems, the first few in the
+// reason.
+func schemaError(id string, vs []*jsonschema.ValidationError) *Error {
+	vs = vs[:min(len(vs), MaxArgsProblems)]
+	e := &Error{ID: id, Kind: ErrInvalidArgs, Problems: make([]ArgsProblem, len(vs))}
+	var b strings.Builder
+	for i, v := range vs {
+		e.Problems[i] = ArgsProblem{Path: v.Path, Reason: v.Reason}
+		switch {
+		case i < reasonProblems:
+			if i > 0 {
+				b.WriteString("; ")
+			}
+			b.WriteString(v.Error())
+		case i == reasonProblems:
+			fmt.Fprintf(&b, "; and %d more", len(vs)-reasonProblems)
+		}
+	}
+	e.Reason = b.String()
+	return e
+}
+
 // checkEdit validates edited arguments and returns their canonical form.
 func checkEdit(id string, req Request, v Verdict) (json.RawMessage, error) {
 	switch {
@@ -227,8 +250,8 @@ func checkEdit(id string, req Request, v Verdict) (json.RawMessage, error) {
 	if err := json.Unmarshal(req.Schema, &s); err != nil {
 		return nil, newError(id, ErrInvalidArgs, "the request's schema does not decode")
 	}
-	if err := jsonschema.Validate(&s, v.Args); err != nil {
-		return nil, newError(id, ErrInvalidArgs, "%v", err)
+	if vs := jsonschema.ValidateAll(&s, v.Args); len(vs) > 0 {
+		return nil, schemaError(id, vs)
 	}
 	c, err := canon.JSON(v.Args)
 	if err != nil {

@@ -48,7 +48,9 @@
 //     fails with [ErrExpired], and records the expiry (see Expiry).
 //  5. An edit keeps the tool and its arguments match the JSON Schema stored
 //     in the request; the decision's ArgsHash covers the edited arguments.
-//     The tool node evaluates the gate again for the edited call.
+//     The tool node evaluates the gate again for the edited call. Edited
+//     arguments that fail the schema are refused with every problem at
+//     its JSON path ([Error].Problems), not only the first.
 //  6. First wins: exactly one decision per approval ID is ever recorded.
 //     Every other attempt fails with an [*AlreadyDecidedError] that names
 //     the winner and what was decided, and changes nothing. Decisions

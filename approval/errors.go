@@ -77,7 +77,25 @@ type Error struct {
 	Kind   error  // the sentinel it matches
 	Reason string // what is wrong
 	Err    error  // the cause, if any (a *retry.PolicyError for WorkerOptions.Retry)
+	// Problems lists, for edited arguments that fail the tool's schema
+	// (ErrInvalidArgs), every problem at its path, in path order (at most
+	// MaxArgsProblems); Reason names the first few.
+	Problems []ArgsProblem
 }
+
+// ArgsProblem is one way edited arguments fail the tool's schema: where,
+// as a JSON path ("$.amount", "$.items[2].sku"), and what is wrong there.
+type ArgsProblem struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// MaxArgsProblems caps Error.Problems: a hostile edit (a million unknown
+// fields) cannot make an unbounded report.
+const MaxArgsProblems = 100
+
+// reasonProblems is how many problems an Error's Reason names.
+const reasonProblems = 3
 
 // Error says what was refused and why, naming the approval.
 func (e *Error) Error() string {

@@ -408,3 +408,47 @@ func TestOpenSQLStoreWaitsForNoWriter(t *testing.T) {
 		t.Fatalf("open while a writer holds the lock: %v (after %v)", err, time.Since(start))
 	}
 }
+
+// TestEditReportsEveryProblem (issue 17): an edit that fails the tool's
+// schema in several places is refused with every problem at its path, in
+// path order (Error.Problems), the first few named in the message, and
+// nothing is recorded. Before, only the first problem was reported.
+func TestEditReportsEveryProblem(t *testing.T) {
+	schema := refundSchema(t)
+	args := json.RawMessage(`{"amount":"forty","note":1,"to":"x","zz":2}`) // order missing
+	want := []approval.ArgsProblem{
+		{Path: "$.amount", Reason: "want an integer, got a string"},
+		{Path: "$.note", Reason: "unknown field"},
+		{Path: "$.order", Reason: "required field is missing"},
+		{Path: "$.to", Reason: "unknown field"},
+		{Path: "$.zz", Reason: "unknown field"},
+	}
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := newClock()
+			s, dump := k.open(t, clock.Now)
+			it := newItem(t, schema, clock.Now(), "p1")
+			before := dump("p1")
+			_, err := s.Decide(ctx, it, approval.Verdict{Outcome: approval.Edited, Reviewer: "alice", Args: args})
+			var ae *approval.Error
+			if !errors.Is(err, approval.ErrInvalidArgs) || !errors.As(err, &ae) {
+				t.Fatalf("Decide: %v, want an *approval.Error matching ErrInvalidArgs", err)
+			}
+			if d := cmp.Diff(want, ae.Problems); d != "" {
+				t.Errorf("Problems (-want +got):\n%s", d)
+			}
+			for _, p := range want[:3] {
+				if !strings.Contains(err.Error(), p.Path+": "+p.Reason) {
+					t.Errorf("the message does not name %s: %v", p.Path, err)
+				}
+			}
+			if !strings.Contains(err.Error(), "and 2 more") {
+				t.Errorf("the message does not count the others: %v", err)
+			}
+			if d := cmp.Diff(before, dump("p1")); d != "" {
+				t.Errorf("state changed (-before +after):\n%s", d)
+			}
+		})
+	}
+}

@@ -308,6 +308,8 @@ func TestRefusals(t *testing.T) {
 		{"malformed-args-json", now, nil, []string{"approve", f.refundID, "--reviewer", "alice", "--args", `{"order"`, "--json"}, exitUsage},
 		{"args-over-maximum", now, nil, []string{"approve", f.refundID, "--reviewer", "alice", "--args", `{"order":"A-7","amount":500}`}, exitRefused},
 		{"args-extra-field", now, nil, []string{"approve", f.refundID, "--reviewer", "alice", "--args", `{"order":"A-7","amount":30,"to":"me"}`}, exitRefused},
+		{"args-every-problem", now, nil, []string{"approve", f.refundID, "--reviewer", "alice", "--args", `{"amount":"30","to":"me"}`}, exitRefused},
+		{"args-every-problem-json", now, nil, []string{"approve", f.refundID, "--reviewer", "alice", "--json", "--args", `{"amount":"30","to":"me"}`}, exitRefused},
 		{"args-wrong-type", now, nil, []string{"approve", f.refundID, "--reviewer", "alice", "--args", `{"order":"A-7","amount":"30"}`}, exitRefused},
 		{"args-json", now, nil, []string{"approve", f.refundID, "--reviewer", "alice", "--args", `{"order":"A-7"}`, "--json"}, exitRefused},
 		{"missing-reviewer", now, nil, []string{"approve", f.refundID}, exitUsage},

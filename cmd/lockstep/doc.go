@@ -199,10 +199,13 @@
 //
 // A failure prints one line on stderr, "lockstep: what went wrong: what to
 // do". With --json it also prints a JSON document on stdout:
-// {"error": {"exit_code", "kind", "message", "hint", "winner"}}, where kind
-// is usage, no_database, read_only, not_found, already_decided, expired,
-// invalid_decision, invalid_args, invalid_request, corrupt or internal,
-// and winner is the decision that won when kind is already_decided. corrupt
+// {"error": {"exit_code", "kind", "message", "hint", "winner", "problems"}},
+// where kind is usage, no_database, read_only, not_found, already_decided,
+// expired, invalid_decision, invalid_args, invalid_request, corrupt or
+// internal; winner is the decision that won when kind is already_decided,
+// and problems, when kind is invalid_args because edited arguments fail the
+// tool's schema, lists every problem as {"path", "reason"} (the message
+// names them all too). corrupt
 // (exit code 1) says that a stored row (a checkpoint, an approval decision,
 // a ledger record) does not verify: its checksum does not match its key and
 // contents, or it holds what lockstep never writes; the message names the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lockstepgo/lockstep/approval"
@@ -43,7 +44,9 @@ type failure struct {
 	msg    string
 	hint   string
 	winner *approval.Decision // an already decided approval's decision
-	err    error
+	// problems are every problem of edited arguments, at its path.
+	problems []approval.ArgsProblem
+	err      error
 	// written says the command already printed its JSON document, so
 	// that a failure found afterwards does not print a second one.
 	written bool
@@ -95,8 +98,24 @@ func explain(err error) *failure {
 		return refused(kindExpired, "cannot decide",
 			"your decision was not recorded: a process running approval.Worker gives the agent the rejection (expired, by "+approval.ExpiryReviewer+"), and the agent is told to escalate")
 	case errors.Is(err, approval.ErrInvalidArgs):
-		return refused(kindInvalidArgs, "--args refused for",
+		if aerr != nil && len(aerr.Problems) > 0 {
+			// Every problem, each at its path, not only the first.
+			var b strings.Builder
+			fmt.Fprintf(&b, "%d problem(s) with the tool's schema: ", len(aerr.Problems))
+			for i, p := range aerr.Problems {
+				if i > 0 {
+					b.WriteString("; ")
+				}
+				fmt.Fprintf(&b, "%s: %s", p.Path, p.Reason)
+			}
+			reason = b.String()
+		}
+		f := refused(kindInvalidArgs, "--args refused for",
 			"nothing was recorded; pass --args a JSON object that matches the tool's schema (shown by `lockstep approvals --json`)")
+		if aerr != nil {
+			f.problems = aerr.Problems
+		}
+		return f
 	case errors.Is(err, approval.ErrInvalidDecision):
 		return refused(kindInvalidDecision, "decision refused for",
 			"nothing was recorded; name a human reviewer with --reviewer (names starting with \"system:\" are reserved) and keep --note under 4 KiB")
@@ -145,6 +164,9 @@ type jsonErrorBody struct {
 	Message  string             `json:"message"`
 	Hint     string             `json:"hint"`
 	Winner   *approval.Decision `json:"winner,omitempty"`
+	// Problems are, for kind invalid_args, every problem of the edited
+	// arguments at its path.
+	Problems []approval.ArgsProblem `json:"problems,omitempty"`
 }
 
 // fail reports err on stderr (and as a JSON document on stdout with
@@ -153,7 +175,7 @@ func (e *env) fail(err error) int {
 	f := explain(err)
 	fmt.Fprintf(e.stderr, "lockstep: %s\n", clean(f.Error()))
 	if e.opts.json && !f.written {
-		e.writeJSON(jsonError{Error: jsonErrorBody{ExitCode: f.code, Kind: f.kind, Message: f.msg, Hint: f.hint, Winner: f.winner}})
+		e.writeJSON(jsonError{Error: jsonErrorBody{ExitCode: f.code, Kind: f.kind, Message: f.msg, Hint: f.hint, Winner: f.winner, Problems: f.problems}})
 	}
 	return f.code
 }

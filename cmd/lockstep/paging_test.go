@@ -40,7 +40,7 @@ var listingCommands = []struct {
 // decodes its output.
 func runListing(t *testing.T, db string, now time.Time, args []string, field, key string) listing {
 	t.Helper()
-	got := cli(db, now, append(append([]string{"--json"}, args...))...)
+	got := cli(db, now, append([]string{"--json"}, args...)...)
 	if got.code != exitOK {
 		t.Fatalf("%v: exit %d: %s%s", args, got.code, got.stdout, got.stderr)
 	}
