@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
 )
@@ -42,6 +43,14 @@ func WithRunner(name string) Option {
 // Runner returns the name of the runner this Runnable is (see WithRunner):
 // the one its runs' leases name, and a *checkpoint.BusyError reports.
 func (r *Runnable[S]) Runner() string { return r.cfg.runner }
+
+// LeaseTTL returns how long a run's claim on its thread lasts without
+// renewal (see WithLeaseTTL).
+func (r *Runnable[S]) LeaseTTL() time.Duration { return r.cfg.leaseTTL }
+
+// Saver returns the saver the Runnable's runs write to (WithSaver), nil
+// without one.
+func (r *Runnable[S]) Saver() checkpoint.Saver { return r.cfg.saver }
 
 // liveRuns is the set of a Runnable's runs that have not ended, by run
 // ID (the lease owner). A run is in it from before its first request to a

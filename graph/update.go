@@ -76,6 +76,9 @@ func (u Update[S]) Fields() []string {
 	return out
 }
 
+// Overwrites returns the names of the fields written with Overwrite.
+func (u Update[S]) Overwrites() []string { return slices.Clone(u.overwrite) }
+
 // Gotos returns the nodes the update sends the run to.
 func (u Update[S]) Gotos() []string { return slices.Clone(u.gotos) }
 
