@@ -94,6 +94,16 @@
 // waiting thread was saved under another version of its graph than the
 // newest one stored ([TopologyStore.LatestTopology]).
 //
+// # Work for a pool of workers
+//
+// A saver may also record which threads have work due ([DueWork]: a
+// runner died mid-run, a run was handed back or cut short, a retry is
+// scheduled, input is queued) and keep input queued per thread
+// ([InputQueue]), so that any number of workers sharing its database
+// claim due threads with no coordinator (package workers). A claim is the
+// thread's lease; a thread stays marked due until the claim is settled,
+// so a worker that dies leaves its threads due once their leases lapse.
+//
 // # Errors
 //
 // Savers return errors matching [ErrNotFound], [ErrConflict],

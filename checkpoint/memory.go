@@ -19,8 +19,9 @@ import (
 )
 
 // MemorySaver keeps checkpoints in memory. It implements Saver,
-// ThreadLister, InterruptLister, Pruner, ChainPutter, LeaseInspector and
-// TopologyStore with the same rules as the SQLite saver (delta blobs, head compare-and-swap, leases), so tests and
+// ThreadLister, InterruptLister, Pruner, ChainPutter, LeaseInspector,
+// TopologyStore, DueWork and InputQueue with the same rules as the SQLite
+// saver (delta blobs, head compare-and-swap, leases), so tests and
 // short-lived programs behave exactly as they would on disk. Everything is
 // lost when the process exits. It is safe for concurrent use.
 type MemorySaver struct {
@@ -31,6 +32,10 @@ type MemorySaver struct {
 
 	topologies map[string]Topology // by fingerprint
 	latest     map[string]string   // graph name → fingerprint stored last
+	// queue holds the inputs queued per thread (InputQueue), oldest
+	// first; inputs numbers them.
+	queue  map[string][]QueuedInput
+	inputs int64
 }
 
 var (
@@ -41,6 +46,8 @@ var (
 	_ ChainPutter     = (*MemorySaver)(nil)
 	_ LeaseInspector  = (*MemorySaver)(nil)
 	_ TopologyStore   = (*MemorySaver)(nil)
+	_ DueWork         = (*MemorySaver)(nil)
+	_ InputQueue      = (*MemorySaver)(nil)
 )
 
 type threadKey struct{ thread, ns string }
@@ -60,6 +67,15 @@ type memThread struct {
 	leaseEpoch  uint64
 	leaseUntil  time.Time
 	updated     time.Time
+	// The thread's due work (DueWork): when it is marked due (zero:
+	// not), by whose claim, the failed attempts recorded, and, when its
+	// queued input is parked, the head it is parked behind ("": no
+	// checkpoint).
+	dueAt       time.Time
+	dueOwner    string
+	dueAttempts int
+	parked      string
+	isParked    bool
 }
 
 type memCheckpoint struct {
@@ -80,7 +96,8 @@ func NewMemorySaver(now Clock) *MemorySaver {
 	if now == nil {
 		now = time.Now
 	}
-	return &MemorySaver{now: now, threads: make(map[threadKey]*memThread), topologies: map[string]Topology{}, latest: map[string]string{}}
+	return &MemorySaver{now: now, threads: make(map[threadKey]*memThread), topologies: map[string]Topology{}, latest: map[string]string{},
+		queue: make(map[string][]QueuedInput)}
 }
 
 func validThread(thread string) error {
@@ -817,14 +834,7 @@ func (s *MemorySaver) Release(ctx context.Context, thread, ns, owner string) err
 		return nil
 	}
 	lt.leaseOwner, lt.leaseRunner, lt.leaseUntil = "", "", time.Time{}
-	if len(lt.ids) == 0 && !s.hasCheckpoints(thread) {
-		// A thread that was only claimed goes with its lease.
-		for k := range s.threads {
-			if k.thread == thread {
-				delete(s.threads, k)
-			}
-		}
-	}
+	s.dropIfEmpty(threadKey{thread, ""}, lt)
 	return nil
 }
 
@@ -865,6 +875,7 @@ func (s *MemorySaver) DeleteThread(ctx context.Context, thread string) error {
 			delete(s.threads, k)
 		}
 	}
+	delete(s.queue, thread)
 	return nil
 }
 

@@ -103,6 +103,17 @@
 //     write nothing; topologies outlive DeleteThread and a reopen), when
 //     the saver implements them (found by type assertion; skipped
 //     otherwise).
+//   - DueWork, for a saver implementing checkpoint.DueWork and
+//     checkpoint.InputQueue: queued input oldest first and keyed once per
+//     thread; a claim holds the thread under its lease and leaves it due
+//     until settled, so a dead worker's claim is due again when its lease
+//     lapses; Settle drops the applied input, runs the rest of the queue,
+//     waits (DueLater), parks behind a head until it moves, hands back at
+//     once (DueKeep), and is refused (ErrClaimLost) for a claim another
+//     replaced; a runner's expired, unreleased lease is due, a live or
+//     released one is not; claims race without sharing a thread; Next
+//     is the wait until the next lease end or retry; all of it survives
+//     a reopen.
 //
 // # Choices left to savers, and what is pinned
 //

@@ -97,6 +97,7 @@ func groups() []group {
 		{name: "LeaseInspector", needs: "LeaseInspector", has: func(s checkpoint.Saver) bool { _, ok := s.(checkpoint.LeaseInspector); return ok }, cases: leaseInspectorCases()},
 		{name: "Vacuumer", needs: "Vacuumer", has: func(s checkpoint.Saver) bool { _, ok := s.(checkpoint.Vacuumer); return ok }, cases: vacuumerCases()},
 		{name: "TopologyStore", needs: "TopologyStore", has: func(s checkpoint.Saver) bool { _, ok := s.(checkpoint.TopologyStore); return ok }, cases: topologyCases()},
+		{name: "DueWork", needs: "DueWork and checkpoint.InputQueue", has: hasWork, cases: workCases()},
 	}
 }
 
