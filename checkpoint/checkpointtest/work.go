@@ -372,7 +372,8 @@ func testExpiredLeaseDue(t *testing.T, f *fixture) {
 }
 
 // testLiveLeaseNotDue: neither a live lease nor a released one makes a
-// thread due, nor does a namespace's expired lease.
+// thread due. A write in a subgraph's namespace takes the thread's one
+// lease, so when that lapses unreleased the thread is due.
 func testLiveLeaseNotDue(t *testing.T, f *fixture) {
 	live := f.line("thread-live", "")
 	live.lease = checkpoint.Lease{Owner: "run-live", TTL: time.Hour}
@@ -386,7 +387,7 @@ func testLiveLeaseNotDue(t *testing.T, f *fixture) {
 	child.lease = checkpoint.Lease{Owner: "run-child", TTL: ttl}
 	child.step(t, set("x", `1`))
 	f.clock.Advance(ttl)
-	f.wantDue(t, "live, released and namespaced leases")
+	f.wantDue(t, "live, released and subgraph leases", "thread-child")
 }
 
 // testStaleSettle: a Settle by a claim that another claim replaced writes

@@ -240,9 +240,16 @@
 // that accepted rows summed without their key would accept copies for
 // ever, and a lockstep that knows only schema 3 refuses a schema-4 file
 // (ErrSchemaTooNew) rather than reading its rows as corrupt. Schema 5
-// (this one) adds the topologies table (checkpoint.TopologyStore);
-// checkpoints written before it name no topology. JSON columns are TEXT,
-// so the stock sqlite3 shell shows them.
+// adds the topologies table (checkpoint.TopologyStore); checkpoints
+// written before it name no topology. Schema 6 (this one) adds the work
+// of a pool of workers (due_at and the other due columns of threads,
+// queued_inputs, and the partial indexes claims walk), in place: a thread
+// whose lease expired unreleased is due at once after the migration.
+// OpenExisting reads a schema-4 or schema-5 file as it is: it stores no
+// topologies (schema 4) and no due work or queued input, so that the
+// DueWork and InputQueue methods fail with a *SchemaError
+// (ErrSchemaTooOld) on it. JSON columns are TEXT, so the stock sqlite3
+// shell shows them.
 //
 // Open adds these tables to a database another program made when its
 // user_version is 0, so that an application can keep its checkpoints
@@ -279,8 +286,8 @@
 //	                               by a NUL byte (step as decimal text, pruned as 0 or 1, a NULL
 //	                               parent or task_writes as empty)
 //
-//	threads      one row per thread that has a checkpoint or a lease: the thread's lease,
-//	             which all its namespaces share
+//	threads      one row per thread that has a checkpoint, a lease, due work or queued
+//	             input: the thread's lease, which all its namespaces share, and its due work
 //	  thread_id, checkpoint_ns   the key; checkpoint_ns is "" (a row of another namespace,
 //	                               from before leases were per thread, is ignored)
 //	  lease_owner, lease_until   the run that owns the thread, and until when (unix
@@ -292,6 +299,22 @@
 //	  updated_at                 the last PutWrites, or Put that took or dropped the lease, in
 //	                               any namespace (RFC 3339, UTC); a thread's update time is the
 //	                               later of this and its head's created_at
+//	  due_at                     when the thread has work due for a pool of workers (unix
+//	                               nanoseconds on the saver's clock; checkpoint.DueWork):
+//	                               set by a claim until it is settled, by queued input, by a
+//	                               retry; NULL: none marked (a lease that expired unreleased
+//	                               is due all the same)
+//	  due_owner                  the lease owner of the thread's current claim (its token)
+//	  due_attempts               failed attempts the last settle recorded
+//	  due_parked                 the head the thread's queued input waits behind ('' for no
+//	                               checkpoint); NULL when not parked
+//
+//	queued_inputs  input queued for a thread (checkpoint.InputQueue), applied oldest first
+//	  input_id                   orders all inputs; never reused
+//	  thread_id, run_key         the thread and the input's run key (unique per thread)
+//	  input                      JSON object: {"fields": {<field>: <json>}, "overwrite": [...]}
+//	  created_at                 RFC 3339, UTC
+//	  crc                        CRC-32C of thread_id, run_key, input and created_at
 //
 //	writes       pending writes saved with PutWrites (in-flight tasks, interrupts, errors,
 //	             resume answers, durable steps) and a Put's own Writes
@@ -329,6 +352,13 @@
 //	FROM thread_heads
 //	WHERE checkpoint_ns = ''
 //	ORDER BY updated_at DESC;
+//
+// The threads with work due or queued, and how much:
+//
+//	SELECT t.thread_id, t.due_at, t.lease_owner, t.due_attempts, t.due_parked,
+//		(SELECT count(*) FROM queued_inputs q WHERE q.thread_id = t.thread_id) AS queued
+//	FROM threads t
+//	WHERE t.checkpoint_ns = '' AND (t.due_at IS NOT NULL OR t.due_parked IS NOT NULL);
 //
 // The channel versions a thread stored, one per row:
 //

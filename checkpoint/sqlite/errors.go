@@ -262,8 +262,15 @@ type opInfo struct {
 
 // changesHeads reports whether the operation can change what Get reads
 // of op.thread (every operation on a thread but taking and dropping a
-// lease can; storing a topology is on none).
-func (o opInfo) changesHeads() bool { return o.thread != "" && o.op != "claim" && o.op != "release" }
+// lease, and the work a pool of workers records, can; storing a topology
+// is on none).
+func (o opInfo) changesHeads() bool {
+	switch o.op {
+	case "claim", "release", "claim due", "hold", "settle", "enqueue":
+		return false
+	}
+	return o.thread != ""
+}
 
 // storeErr wraps a driver error. Context errors and errors that are
 // already typed pass through unchanged (wrapped with the operation).

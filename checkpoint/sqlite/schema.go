@@ -170,6 +170,35 @@ var migrations = []migration{
 		) WITHOUT ROWID`,
 		`CREATE INDEX topologies_newest ON topologies (name, stored_seq)`,
 	}},
+	// Version 6: the work of a pool of workers (checkpoint.DueWork and
+	// checkpoint.InputQueue). The threads row says when the thread is
+	// due (due_at, unix nanoseconds on the saver's clock; NULL: not
+	// marked), whose claim marked it (due_owner), the failed attempts
+	// recorded, and the head its queued input is parked behind
+	// (due_parked); queued_inputs holds the input queued per thread, in
+	// input_id order. The partial indexes are what ClaimDue walks. The
+	// migration only adds (columns no older reader reads, a table,
+	// indexes), so that OpenExisting reads a schema-4 or schema-5 file as
+	// it is (with no due work and no queued input).
+	{version: 6, stmts: []string{
+		`ALTER TABLE threads ADD COLUMN due_at INTEGER`,
+		`ALTER TABLE threads ADD COLUMN due_owner TEXT`,
+		`ALTER TABLE threads ADD COLUMN due_attempts INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE threads ADD COLUMN due_parked TEXT`,
+		`CREATE INDEX threads_due ON threads (due_at) WHERE due_at IS NOT NULL`,
+		`CREATE INDEX threads_leased ON threads (lease_until) WHERE lease_owner IS NOT NULL`,
+		`CREATE INDEX threads_parked ON threads (thread_id) WHERE due_parked IS NOT NULL`,
+		`CREATE TABLE queued_inputs (
+			input_id   INTEGER PRIMARY KEY AUTOINCREMENT,
+			thread_id  TEXT NOT NULL,
+			run_key    TEXT NOT NULL,
+			input      TEXT NOT NULL,
+			created_at TEXT NOT NULL,
+			crc        INTEGER NOT NULL,
+			UNIQUE (thread_id, run_key)
+		)`,
+		`CREATE INDEX queued_inputs_thread ON queued_inputs (thread_id, input_id)`,
+	}},
 }
 
 // schemaVersion is the newest schema this code knows.
@@ -178,17 +207,23 @@ var schemaVersion = migrations[len(migrations)-1].version
 // schemaNames are the tables, indexes and views lockstep's migrations
 // create, by their sqlite_master names.
 var schemaNames = []string{"threads", "checkpoints", "blobs", "writes", "writes_interrupts", "thread_heads", "checkpoints_v2", "threads_v2",
-	"topologies", "topologies_newest"}
+	"topologies", "topologies_newest",
+	"threads_due", "threads_leased", "threads_parked", "queued_inputs", "queued_inputs_thread"}
 
 // oldestReadable is the oldest schema OpenExisting opens without
-// migrating. Every migration after it only adds tables, and the saver
-// treats a table the file does not have yet as empty (see
-// topologySchema); a migration that changes what a reader of a table
-// reads moves it up to its own version.
+// migrating. Every migration after it only adds tables, columns and
+// indexes no reader of the older ones reads, and the saver treats a table
+// or column the file does not have yet as empty (see topologySchema and
+// dueSchema); a migration that changes what a reader of a table reads
+// moves it up to its own version.
 const oldestReadable = 4
 
 // topologySchema is the first schema with the topologies table.
 const topologySchema = 5
+
+// dueSchema is the first schema with due work and queued input (the due
+// columns of threads and the queued_inputs table).
+const dueSchema = 6
 
 // fileTable is the table that holds the file's identity a second time
 // (see assignFileID): one row, written once.

@@ -85,7 +85,7 @@ func testTopology(name, body string) checkpoint.Topology {
 }
 
 // TestMigrateToTopologies: a file of every older schema opens with Open
-// at the current one (schema 5: the topologies table), keeps what it
+// at the current one (with the topologies table), keeps what it
 // held, stores and reads topologies, and opens again without another
 // migration.
 func TestMigrateToTopologies(t *testing.T) {

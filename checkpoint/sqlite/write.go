@@ -837,6 +837,18 @@ func (s *Saver) Claim(ctx context.Context, ref checkpoint.Ref, l checkpoint.Leas
 	})
 }
 
+// dropEmptyThread deletes the threads row of thread ?1 when it holds
+// nothing: no checkpoint in any namespace, no lease, no due work and no
+// queued input (a row a Claim, a Hold or an Enqueue created).
+const dropEmptyThread = `DELETE FROM threads WHERE thread_id = ?1 AND checkpoint_ns = '' AND lease_owner IS NULL AND due_at IS NULL
+AND NOT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = ?1)
+AND NOT EXISTS (SELECT 1 FROM queued_inputs WHERE thread_id = ?1)`
+
+// dropEmptyThreadV5 is dropEmptyThread on a file OpenExisting opened
+// before schema 6, which has no due work and no queued input.
+const dropEmptyThreadV5 = `DELETE FROM threads WHERE thread_id = ?1 AND checkpoint_ns = '' AND lease_owner IS NULL
+AND NOT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = ?1)`
+
 // Release implements checkpoint.Saver: it drops owner's lease on the
 // thread (the one lease of all its namespaces, whatever ns names) if
 // owner holds it; a thread row created by Claim alone goes with it. It is
@@ -850,8 +862,11 @@ func (s *Saver) Release(ctx context.Context, thread, ns, owner string) error {
 		if err != nil || n == 0 {
 			return err
 		}
-		_, err = t.exec(`DELETE FROM threads WHERE thread_id = ?1 AND checkpoint_ns = ''
-AND NOT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = ?1)`, thread)
+		if s.version < dueSchema {
+			_, err = t.exec(dropEmptyThreadV5, thread)
+		} else {
+			_, err = t.exec(dropEmptyThread, thread)
+		}
 		return err
 	})
 }
@@ -867,7 +882,11 @@ func (s *Saver) DeleteThread(ctx context.Context, thread string) error {
 	}
 	op := opInfo{op: "delete thread", thread: thread}
 	return s.write(ctx, op, "", func(t *wtx) error {
-		for _, table := range []string{"writes", "checkpoints", "threads"} {
+		tables := []string{"writes", "checkpoints", "threads", "queued_inputs"}
+		if s.version < dueSchema {
+			tables = tables[:3]
+		}
+		for _, table := range tables {
 			if _, err := t.exec("DELETE FROM "+table+" WHERE thread_id = ?", thread); err != nil {
 				return err
 			}
