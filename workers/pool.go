@@ -1,0 +1,440 @@
+package workers
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockstepgo/lockstep/approval"
+	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/safe"
+)
+
+// Store is what a pool needs of its saver: the saver its Runnable writes
+// to, keeping due work and queued input. The memory and SQLite savers
+// implement it (and the Postgres saver).
+type Store interface {
+	checkpoint.Saver
+	checkpoint.DueWork
+	checkpoint.InputQueue
+}
+
+// Options configure a Pool. A zero field means its default; a negative
+// one is refused by New (a *ConfigError), never replaced.
+type Options struct {
+	// Concurrency caps the threads the pool works on at once: claimed
+	// threads, Submit's runs and approval resumes together (default 16).
+	Concurrency int
+	// Poll is how often an idle pool looks for due work (default 1s). It
+	// also wakes when a lease it knows of ends, when a slot frees, and
+	// when this process queues input, so Poll only bounds how late it
+	// sees input another process queued.
+	Poll time.Duration
+	// Drain is how long Run lets the runs in flight finish once its
+	// context ends, before it cancels them (default 0: at once). A
+	// cancelled run stops at its next step boundary (a node gets the
+	// cancellation through its context) and its thread is handed back:
+	// another worker takes it over at once.
+	Drain time.Duration
+	// MaxAttempts bounds the attempts at a thread whose run fails without
+	// finishing (a store error, a lost database, a failure to apply
+	// queued input) before the pool stops retrying it (default 10): the
+	// thread then stays as it is, pending, until someone continues it,
+	// and its queued input waits behind it.
+	MaxAttempts int
+	// Backoff is the wait before attempt n+1 after n failed attempts
+	// (default 1s doubling to at most a minute), on the saver's clock. A
+	// negative wait counts as none.
+	Backoff func(attempts int) time.Duration
+	// Approvals, if set, makes the pool resume the threads of decided
+	// approvals too (an approval.Worker on this store, whose resumes run
+	// on the pool's slots), with the options in Approval (its
+	// Concurrency defaults to the pool's, its Logger to the pool's).
+	Approvals approval.Store
+	Approval  approval.WorkerOptions
+	// Store is the saver's due work and queue; the default is the
+	// Runnable's saver, which must implement Store. Set it when the
+	// Runnable's saver wraps the store (a test's acknowledging wrapper).
+	Store Store
+	// Logger receives claims and outcomes at Debug and failures at Warn
+	// and Error (default: discarded).
+	Logger *slog.Logger
+	// IDs makes the owners of claims and the keys of queued input that
+	// were given none; they must be unique across every process sharing
+	// the database (default: 128 random bits from crypto/rand).
+	IDs func() string
+}
+
+// Pool runs the due work of a graph's threads, claimed from the saver's
+// database, with bounded concurrency (see the package documentation). A
+// Pool is safe for concurrent use; Run runs once at a time.
+type Pool[S any] struct {
+	r      *graph.Runnable[S]
+	store  Store
+	o      Options
+	ttl    time.Duration
+	runner string
+	aw     *approval.Worker
+
+	slots  chan struct{}
+	wake   chan struct{}
+	active atomic.Bool
+
+	mu      sync.Mutex
+	threads map[string]int            // threads this pool works on now
+	waiters map[int64][]chan struct{} // Wait's, by queued input ID
+}
+
+// New returns a pool that runs r's due threads. It returns a *ConfigError
+// (ErrInvalidConfig) for a nil Runnable or a negative option, an error
+// matching ErrUnsupported when r's saver (or Options.Store) does not keep
+// due work, and approval.NewWorker's error for bad Approval options.
+func New[S any](r *graph.Runnable[S], opts Options) (*Pool[S], error) {
+	if r == nil {
+		return nil, &ConfigError{Field: "Runnable", Reason: "nil: give the compiled graph whose threads the pool runs"}
+	}
+	o := opts
+	switch {
+	case o.Concurrency < 0:
+		return nil, &ConfigError{Field: "Concurrency", Reason: fmt.Sprintf("%d: want 1 or more, or 0 for 16", o.Concurrency)}
+	case o.Poll < 0:
+		return nil, &ConfigError{Field: "Poll", Reason: fmt.Sprintf("%v: want a positive interval, or 0 for 1s", o.Poll)}
+	case o.Drain < 0:
+		return nil, &ConfigError{Field: "Drain", Reason: fmt.Sprintf("%v: want 0 (cancel at once) or more", o.Drain)}
+	case o.MaxAttempts < 0:
+		return nil, &ConfigError{Field: "MaxAttempts", Reason: fmt.Sprintf("%d: want 1 or more, or 0 for 10", o.MaxAttempts)}
+	}
+	if o.Store == nil {
+		st, ok := r.Saver().(Store)
+		if !ok {
+			return nil, fmt.Errorf("%w: %T keeps no due work or queued input (it implements neither checkpoint.DueWork nor checkpoint.InputQueue); use the memory, SQLite or Postgres saver", ErrUnsupported, r.Saver())
+		}
+		o.Store = st
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 16
+	}
+	if o.Poll == 0 {
+		o.Poll = time.Second
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = 10
+	}
+	if o.Backoff == nil {
+		o.Backoff = defaultBackoff
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.IDs == nil {
+		o.IDs = randomID
+	}
+	p := &Pool[S]{
+		r: r, store: o.Store, o: o, ttl: r.LeaseTTL(), runner: r.Runner(),
+		slots: make(chan struct{}, o.Concurrency), wake: make(chan struct{}, 1),
+		threads: map[string]int{}, waiters: map[int64][]chan struct{}{},
+	}
+	if o.Approvals != nil {
+		wo := o.Approval
+		if wo.Concurrency == 0 {
+			wo.Concurrency = o.Concurrency
+		}
+		if wo.Logger == nil {
+			wo.Logger = o.Logger
+		}
+		aw, err := approval.NewWorker(o.Approvals, p.resumeApproval, wo)
+		if err != nil {
+			return nil, err
+		}
+		p.aw = aw
+	}
+	return p, nil
+}
+
+func defaultBackoff(attempts int) time.Duration {
+	d := time.Second
+	for i := 1; i < attempts && d < time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, time.Minute)
+}
+
+func randomID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("workers: crypto/rand failed: " + err.Error()) // it never does (see crypto/rand.Read)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// newID asks Options.IDs for an ID; one that panics or returns "" gets a
+// random one.
+func (p *Pool[S]) newID() (id string) {
+	if p := safe.Call(func() { id = p.o.IDs() }); p != nil || id == "" {
+		return randomID()
+	}
+	return id
+}
+
+// backoff asks Options.Backoff for the wait after attempts failed
+// attempts; one that panics gets the default.
+func (p *Pool[S]) backoff(attempts int) (d time.Duration) {
+	if pn := safe.Call(func() { d = p.o.Backoff(attempts) }); pn != nil {
+		p.o.Logger.Warn("Options.Backoff panicked; using the default backoff", slog.String("panic", pn.String()))
+		return defaultBackoff(attempts)
+	}
+	return max(d, 0)
+}
+
+// acquire takes a slot, waiting for one until ctx ends.
+func (p *Pool[S]) acquire(ctx context.Context) error {
+	select {
+	case p.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// tryAcquire takes up to n free slots without waiting and returns how many.
+func (p *Pool[S]) tryAcquire(n int) int {
+	got := 0
+	for got < n {
+		select {
+		case p.slots <- struct{}{}:
+			got++
+		default:
+			return got
+		}
+	}
+	return got
+}
+
+// release frees a slot and wakes the claim loop.
+func (p *Pool[S]) release() {
+	<-p.slots
+	p.signal()
+}
+
+// signal wakes the claim loop.
+func (p *Pool[S]) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// enter registers work on thread; leave ends it.
+func (p *Pool[S]) enter(thread string) {
+	p.mu.Lock()
+	p.threads[thread]++
+	p.mu.Unlock()
+}
+
+func (p *Pool[S]) leave(thread string) {
+	p.mu.Lock()
+	if p.threads[thread]--; p.threads[thread] <= 0 {
+		delete(p.threads, thread)
+	}
+	p.mu.Unlock()
+}
+
+func (p *Pool[S]) busyHere(thread string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.threads[thread] > 0
+}
+
+// Report says what RunOnce did.
+type Report struct {
+	// Claimed counts the threads claimed.
+	Claimed int
+	// Continued counts runs that went on with a thread a run had left
+	// unfinished (a dead worker's, a handed-back one).
+	Continued int
+	// Applied counts queued inputs applied (their run may wait or fail).
+	Applied int
+	// Parked counts threads whose queued input waits behind an
+	// interrupt.
+	Parked int
+	// Deferred counts failed attempts that will be retried.
+	Deferred int
+	// HandedBack counts claims given back unfinished (the pool stopped,
+	// or another runner held the thread).
+	HandedBack int
+	// Resumed counts approvals resumed (see approval.WorkerReport).
+	Resumed int
+}
+
+func (r *Report) add(o outcome) {
+	r.Claimed++
+	switch o {
+	case outContinued:
+		r.Continued++
+	case outApplied:
+		r.Applied++
+	case outParked:
+		r.Parked++
+	case outDeferred:
+		r.Deferred++
+	case outHandedBack:
+		r.HandedBack++
+	}
+}
+
+// RunOnce claims the threads due now (as many at a time as the pool has
+// free slots), runs them, and returns once every one is settled; a thread
+// that is due again at once (more input queued) is claimed again in the
+// same call. With Options.Approvals it then resumes the decided approvals
+// (approval.Worker.RunOnce). It returns the first error of the store or
+// of ctx; a run's own failure is recorded on its thread, not returned.
+func (p *Pool[S]) RunOnce(ctx context.Context) (Report, error) {
+	var (
+		rep Report
+		mu  sync.Mutex
+	)
+	for {
+		var wg sync.WaitGroup
+		n, err := p.claim(ctx, &wg, func(o outcome) {
+			mu.Lock()
+			rep.add(o)
+			mu.Unlock()
+		})
+		wg.Wait()
+		if err != nil {
+			return rep, err
+		}
+		if n == 0 {
+			break
+		}
+	}
+	if p.aw != nil {
+		ar, err := p.aw.RunOnce(ctx)
+		rep.Resumed += ar.Resumed
+		if err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// claim takes the free slots, claims that many due threads and starts
+// working on each (wg counts them; done is told each outcome). It returns
+// how many it claimed and the saver's wait until the next due thread.
+func (p *Pool[S]) claim(ctx context.Context, wg *sync.WaitGroup, done func(outcome)) (int, error) {
+	n, _, err := p.claimNext(ctx, ctx, wg, done)
+	return n, err
+}
+
+func (p *Pool[S]) claimNext(ctx, runCtx context.Context, wg *sync.WaitGroup, done func(outcome)) (int, time.Duration, error) {
+	free := p.tryAcquire(cap(p.slots))
+	if free == 0 {
+		return 0, 0, nil
+	}
+	q := checkpoint.DueQuery{Runner: p.runner, TTL: p.ttl, Owners: make([]string, free)}
+	for i := range q.Owners {
+		q.Owners[i] = p.newID()
+	}
+	b, err := p.store.ClaimDue(ctx, q)
+	for range free - len(b.Threads) {
+		<-p.slots
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, d := range b.Threads {
+		wg.Go(func() {
+			defer p.release()
+			o := p.process(runCtx, d)
+			if done != nil {
+				done(o)
+			}
+		})
+	}
+	return len(b.Threads), b.Next, nil
+}
+
+// Run works on due threads until ctx ends, then stops claiming, lets the
+// runs in flight finish for up to Options.Drain, cancels the rest (their
+// threads are handed back, due at once for another worker) and returns
+// ctx's error once every run has returned. With Options.Approvals it also
+// resumes decided approvals (approval.Worker.Run; those in flight are
+// handed back at once). A failing store is logged and retried at the next
+// poll. It returns ErrRunning, doing nothing, while another Run of the
+// pool runs.
+//
+// Run waits for the runs it cancelled: a node that ignores its context's
+// cancellation keeps Run from returning until it does (see package
+// graph, Application code).
+func (p *Pool[S]) Run(ctx context.Context) error {
+	if !p.active.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer p.active.Store(false)
+	runCtx, cancelRuns := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRuns()
+	var wg sync.WaitGroup
+	if p.aw != nil {
+		wg.Go(func() {
+			if err := p.aw.Run(ctx, p.o.Poll); err != nil && ctx.Err() == nil {
+				p.o.Logger.Error("the approval worker stopped", slog.String("error", err.Error()))
+			}
+		})
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for ctx.Err() == nil {
+		wait := p.o.Poll
+		n, next, err := p.claimNext(ctx, runCtx, &wg, nil)
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				p.o.Logger.Warn("claiming due threads failed; trying again at the next poll", slog.String("error", err.Error()), slog.Duration("poll", p.o.Poll))
+			}
+		case n > 0:
+			wait = 0 // more may be due: claim again while slots are free
+		case next > 0 && next < wait:
+			wait = next + time.Millisecond
+		}
+		if wait == 0 {
+			if len(p.slots) < cap(p.slots) {
+				continue
+			}
+			wait = p.o.Poll // every slot is taken: a release wakes the loop
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+		case <-p.wake:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+	finished := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(finished)
+	}()
+	if p.o.Drain > 0 {
+		drain := time.NewTimer(p.o.Drain)
+		select {
+		case <-finished:
+		case <-drain.C:
+		}
+		drain.Stop()
+	}
+	cancelRuns()
+	<-finished
+	return ctx.Err()
+}
