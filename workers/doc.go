@@ -21,8 +21,8 @@
 //   - input is queued for it (Submit with QueueIfBusy): the oldest is
 //     applied (graph.Runnable.Invoke with the input's run key), one run
 //     at a time, in order;
-//   - a failed attempt is scheduled to be retried: after Options.Backoff,
-//     up to Options.MaxAttempts;
+//   - a failed attempt is scheduled to be retried, as Options.Retry
+//     spaces and bounds them;
 //   - an approval of its was decided (with Options.Approvals): its thread
 //     is resumed with the decision, by an approval.Worker on the same
 //     store whose resumes run on the pool's slots.
@@ -66,11 +66,12 @@
 // graph.Runnable.Invoke does: the pool does not retry it (the node's own
 // retry policy ran), and the thread's queued input goes on after it. A run
 // that makes no progress (a store error, a lost database: the thread is
-// pending, or queued input was not applied) is retried after the backoff;
-// after MaxAttempts the thread stays as it is until someone continues it.
-// Everything a pool calls of the application's (Options.IDs and Backoff,
-// the JSON methods of queued state values) is contained: a panic there is
-// logged and replaced by the default, or refuses the input.
+// pending, or queued input was not applied) is retried as Options.Retry
+// says; after its last attempt the thread stays as it is until someone
+// continues it. Everything a pool calls of the application's (Options.IDs,
+// the Rand of Options.Retry, the JSON methods of queued state values) is
+// contained: a panic there is logged and replaced by the default, or
+// refuses the input.
 //
 // # Errors
 //

@@ -84,11 +84,16 @@ func (e *RefusedError) Is(target error) bool { return target == ErrRefused }
 // Unwrap returns the cause, if any.
 func (e *RefusedError) Unwrap() error { return e.Err }
 
-// ConfigError reports an option New refuses. It matches ErrInvalidConfig.
+// ConfigError reports an option New refuses. It matches ErrInvalidConfig
+// and wraps Err (a *retry.PolicyError for a bad Options.Retry).
 type ConfigError struct {
 	Field  string
 	Reason string
+	Err    error
 }
+
+// Unwrap returns the cause, if any.
+func (e *ConfigError) Unwrap() error { return e.Err }
 
 // Error names the option and what it accepts.
 func (e *ConfigError) Error() string {

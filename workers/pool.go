@@ -14,6 +14,7 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/internal/safe"
+	"github.com/lockstepgo/lockstep/retry"
 )
 
 // Store is what a pool needs of its saver: the saver its Runnable writes
@@ -42,16 +43,14 @@ type Options struct {
 	// cancellation through its context) and its thread is handed back:
 	// another worker takes it over at once.
 	Drain time.Duration
-	// MaxAttempts bounds the attempts at a thread whose run fails without
-	// finishing (a store error, a lost database, a failure to apply
-	// queued input) before the pool stops retrying it (default 10): the
-	// thread then stays as it is, pending, until someone continues it,
-	// and its queued input waits behind it.
-	MaxAttempts int
-	// Backoff is the wait before attempt n+1 after n failed attempts
-	// (default 1s doubling to at most a minute), on the saver's clock. A
-	// negative wait counts as none.
-	Backoff func(attempts int) time.Duration
+	// Retry spaces and bounds the attempts at a thread whose run fails
+	// without finishing (a store error, a lost database, a failure to
+	// apply queued input): after n failed attempts the next is due
+	// Retry.Wait(n) later, on the saver's clock, and after
+	// Retry.Attempts() the pool stops retrying (the thread then stays as
+	// it is, pending, until someone continues it, and its queued input
+	// waits behind it). nil means DefaultRetry().
+	Retry *retry.Policy
 	// Approvals, if set, makes the pool resume the threads of decided
 	// approvals too (an approval.Worker on this store, whose resumes run
 	// on the pool's slots), with the options in Approval (its
@@ -107,8 +106,16 @@ func New[S any](r *graph.Runnable[S], opts Options) (*Pool[S], error) {
 		return nil, &ConfigError{Field: "Poll", Reason: fmt.Sprintf("%v: want a positive interval, or 0 for 1s", o.Poll)}
 	case o.Drain < 0:
 		return nil, &ConfigError{Field: "Drain", Reason: fmt.Sprintf("%v: want 0 (cancel at once) or more", o.Drain)}
-	case o.MaxAttempts < 0:
-		return nil, &ConfigError{Field: "MaxAttempts", Reason: fmt.Sprintf("%d: want 1 or more, or 0 for 10", o.MaxAttempts)}
+	}
+	if o.Retry == nil {
+		rp := DefaultRetry()
+		o.Retry = &rp
+	} else {
+		rp := *o.Retry // the pool's own copy
+		if err := rp.Validate(); err != nil {
+			return nil, &ConfigError{Field: "Retry", Reason: err.Error(), Err: err}
+		}
+		o.Retry = &rp
 	}
 	if o.Store == nil {
 		st, ok := r.Saver().(Store)
@@ -122,12 +129,6 @@ func New[S any](r *graph.Runnable[S], opts Options) (*Pool[S], error) {
 	}
 	if o.Poll == 0 {
 		o.Poll = time.Second
-	}
-	if o.MaxAttempts == 0 {
-		o.MaxAttempts = 10
-	}
-	if o.Backoff == nil {
-		o.Backoff = defaultBackoff
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -157,12 +158,10 @@ func New[S any](r *graph.Runnable[S], opts Options) (*Pool[S], error) {
 	return p, nil
 }
 
-func defaultBackoff(attempts int) time.Duration {
-	d := time.Second
-	for i := 1; i < attempts && d < time.Minute; i++ {
-		d *= 2
-	}
-	return min(d, time.Minute)
+// DefaultRetry is the retry policy of a pool whose Options.Retry is nil:
+// 10 attempts, 1s doubling to a minute, no jitter.
+func DefaultRetry() retry.Policy {
+	return retry.Policy{MaxAttempts: 10, Initial: time.Second, Multiplier: 2, Max: time.Minute}
 }
 
 func randomID() string {
@@ -182,14 +181,25 @@ func (p *Pool[S]) newID() (id string) {
 	return id
 }
 
-// backoff asks Options.Backoff for the wait after attempts failed
-// attempts; one that panics gets the default.
-func (p *Pool[S]) backoff(attempts int) (d time.Duration) {
-	if pn := safe.Call(func() { d = p.o.Backoff(attempts) }); pn != nil {
-		p.o.Logger.Warn("Options.Backoff panicked; using the default backoff", slog.String("panic", pn.String()))
-		return defaultBackoff(attempts)
+// backoff is the retry policy's wait after attempts failed attempts. A
+// policy with a Rand reads the application's reader, under ctx: one that
+// panics, or is still reading when ctx ends, leaves the wait unspread
+// (logged).
+func (p *Pool[S]) backoff(ctx context.Context, attempts int) time.Duration {
+	rp := *p.o.Retry
+	if rp.Rand == nil {
+		return rp.Wait(attempts)
 	}
-	return max(d, 0)
+	d, pn, err := safe.Bound(ctx, nil, "the Rand of Options.Retry", func() time.Duration { return rp.Wait(attempts) })
+	switch {
+	case pn != nil:
+		p.o.Logger.LogAttrs(ctx, slog.LevelWarn, "the Rand of Options.Retry panicked; the wait is not spread", slog.String("panic", pn.String()))
+	case err != nil:
+		p.o.Logger.LogAttrs(ctx, slog.LevelWarn, "the Rand of Options.Retry did not return; the wait is not spread", slog.String("error", err.Error()))
+	default:
+		return d
+	}
+	return rp.Delay(attempts, 0.5)
 }
 
 // acquire takes a slot, waiting for one until ctx ends.

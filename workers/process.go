@@ -175,7 +175,8 @@ func (p *Pool[S]) after(ctx context.Context, st checkpoint.Settlement, head stri
 // waits for a human, and the queue goes on), waiting (parked) or done.
 // An attempt that made no progress (the thread pending, or the input not
 // applied: a store error, a lost database) is retried after the backoff,
-// up to MaxAttempts; then the thread stays as it is and its queue waits.
+// up to the retry policy's attempts; then the thread stays as it is and
+// its queue waits.
 func (p *Pool[S]) failed(ctx context.Context, st checkpoint.Settlement, head string, in *checkpoint.QueuedInput, err error, log *slog.Logger) (checkpoint.Settlement, outcome) {
 	if ctx.Err() != nil {
 		return st, outHandedBack
@@ -205,12 +206,12 @@ func (p *Pool[S]) failed(ctx context.Context, st checkpoint.Settlement, head str
 		}
 	}
 	attempts := st.Attempts + 1
-	if attempts >= p.o.MaxAttempts {
+	if attempts >= p.o.Retry.Attempts() {
 		log.LogAttrs(ctx, slog.LevelError, "giving up on the thread: it stays as it is, with its queued input, until someone continues it",
 			slog.Int("attempts", attempts), slog.String("error", err.Error()))
 		return park(st, head), outDeferred
 	}
-	delay := p.backoff(attempts)
+	delay := p.backoff(ctx, attempts)
 	log.LogAttrs(ctx, slog.LevelWarn, "the attempt failed; retrying later", slog.Int("attempts", attempts), slog.Duration("after", delay), slog.String("error", err.Error()))
 	st.Next, st.After, st.Attempts = checkpoint.DueLater, delay, attempts
 	return st, outDeferred

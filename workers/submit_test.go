@@ -14,6 +14,7 @@ import (
 	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/retry"
 	"github.com/lockstepgo/lockstep/workers"
 )
 
@@ -277,14 +278,14 @@ func TestRetryLater(t *testing.T) {
 			fl := &flaky{Saver: base, fail: 2}
 			f.first = fl
 			r, _ := f.worker()
-			p, err := workers.New(r, workers.Options{Store: base, MaxAttempts: 5, Backoff: func(n int) time.Duration { return time.Duration(n) * time.Second }})
+			p, err := workers.New(r, workers.Options{Store: base, Retry: &retry.Policy{MaxAttempts: 5, Initial: time.Second, Multiplier: 2, Max: time.Minute}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if _, err := p.Enqueue(ctx, "t1", in("i1")); err != nil {
 				t.Fatal(err)
 			}
-			for i, wait := range []time.Duration{0, time.Second, 2 * time.Second} {
+			for i, wait := range []time.Duration{0, time.Second, 2 * time.Second} { // 1s, then doubled
 				f.clock.Advance(wait - time.Nanosecond)
 				if wait > 0 {
 					if rep, err := p.RunOnce(ctx); err != nil || rep.Claimed != 0 {
@@ -324,7 +325,7 @@ func TestRetryLater(t *testing.T) {
 				claims += rep.Claimed
 			}
 			if claims != 5 {
-				t.Errorf("a thread that always fails was claimed %d times, want MaxAttempts = 5", claims)
+				t.Errorf("a thread that always fails was claimed %d times, want the policy's 5 attempts", claims)
 			}
 			if q, err := base.Queued(ctx, "t2", 0); err != nil || len(q) != 1 {
 				t.Errorf("its input after the pool gave up: %v, %v; want still queued", q, err)
@@ -364,11 +365,15 @@ func TestNewRefuses(t *testing.T) {
 	if _, err := workers.New[doc](nil, workers.Options{}); !errors.Is(err, workers.ErrInvalidConfig) {
 		t.Errorf("nil Runnable: %v", err)
 	}
-	for _, o := range []workers.Options{{Concurrency: -1}, {Poll: -1}, {Drain: -1}, {MaxAttempts: -1}} {
+	for _, o := range []workers.Options{{Concurrency: -1}, {Poll: -1}, {Drain: -1}, {Retry: &retry.Policy{Initial: -time.Second}}} {
 		var ce *workers.ConfigError
 		if _, err := workers.New(r, o); !errors.As(err, &ce) || !errors.Is(err, workers.ErrInvalidConfig) {
 			t.Errorf("New(%+v): %v, want a *ConfigError", o, err)
 		}
+	}
+	var pe *retry.PolicyError
+	if _, err := workers.New(r, workers.Options{Retry: &retry.Policy{Jitter: 2}}); !errors.As(err, &pe) {
+		t.Errorf("a bad retry policy: %v, want it to wrap the *retry.PolicyError", err)
 	}
 	f.first = &flaky{Saver: checkpoint.NewMemorySaver(nil)}
 	plain, _ := f.worker()
