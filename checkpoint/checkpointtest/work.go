@@ -229,10 +229,10 @@ func testSettleKeep(t *testing.T, f *fixture) {
 	f.settle(t, checkpoint.Settlement{Thread: "thread-1", Owner: d.Owner, Next: checkpoint.DueKeep})
 	b := f.claimDue(t, "x", 1)
 	if len(b.Threads) != 1 || b.Threads[0].Reason != checkpoint.DueMarked {
-		t.Errorf("after a hand-back: claimed %+v, want thread-1 (marked)", b.Threads)
+		t.Fatalf("after a hand-back: claimed %+v, want thread-1 (marked)", b.Threads)
 	}
 	// The run of a claim takes the lease over (same runner, TakeBack).
-	if err := f.s.Claim(t.Context(), l.ref(l.head), checkpoint.Lease{Owner: "run-2", Runner: "pool-x", TTL: ttl, TakeBack: true}); err != nil {
+	if err := f.s.Claim(t.Context(), l.ref(l.head), checkpoint.Lease{Owner: "run-2", Runner: "pool-x", TTL: ttl, TakeBack: b.Threads[0].Owner}); err != nil {
 		t.Errorf("the claim's runner taking its lease over: %v", err)
 	}
 }
@@ -432,7 +432,7 @@ func testHold(t *testing.T, f *fixture) {
 		checkpoint.BusyError{Thread: "thread-new", Owner: "h-1", Runner: "pool-h", Until: epoch.Add(workTTL)})
 	_, err = ws.Hold(t.Context(), "thread-new", checkpoint.Lease{Owner: "h-2", Runner: "pool-other", TTL: workTTL})
 	wantBusy(t, "Hold of a held thread", err, checkpoint.BusyError{Thread: "thread-new", Owner: "h-1", Runner: "pool-h", Until: epoch.Add(workTTL)})
-	d2, err := ws.Hold(t.Context(), "thread-new", checkpoint.Lease{Owner: "h-3", Runner: "pool-h", TTL: workTTL, TakeBack: true})
+	d2, err := ws.Hold(t.Context(), "thread-new", checkpoint.Lease{Owner: "h-3", Runner: "pool-h", TTL: workTTL, TakeBack: "h-1"})
 	if err != nil {
 		t.Fatalf("Hold taking back its runner's lease: %v", err)
 	}
