@@ -78,6 +78,7 @@ type nodeSpec[S any] struct {
 	name string
 	fn   NodeFunc[S]
 	opts nodeOptions
+	sub  subgraphHost // the compiled graph the node runs (AddSubgraph); nil for others
 }
 
 type joinSpec struct {

@@ -18,7 +18,7 @@ type frameCache[S any] struct {
 }
 
 type cacheEntry[S any] struct {
-	thread string
+	thread string // the key (cacheKey)
 	f      *frame[S]
 }
 
@@ -26,9 +26,18 @@ func newFrameCache[S any](n int) *frameCache[S] {
 	return &frameCache[S]{max: n, ll: list.New(), items: map[string]*list.Element{}}
 }
 
-// put stores a copy of f without its spare capacity, which stays with the
-// run that owns it.
-func (c *frameCache[S]) put(thread string, f *frame[S]) {
+// cacheKey is the key of a namespace's frame: the thread's own for the
+// root namespace.
+func cacheKey(thread, ns string) string {
+	if ns == "" {
+		return thread
+	}
+	return thread + "\x00" + ns // thread IDs hold no control character
+}
+
+// put stores a copy of f, the head of namespace ns of thread, without its
+// spare capacity, which stays with the run that owns it.
+func (c *frameCache[S]) put(thread, ns string, f *frame[S]) {
 	if c.max <= 0 {
 		return
 	}
@@ -37,14 +46,15 @@ func (c *frameCache[S]) put(thread string, f *frame[S]) {
 	}
 	cp := *f
 	cp.spare, cp.dirty = nil, nil
+	key := cacheKey(thread, ns)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.items[thread]; ok {
+	if e, ok := c.items[key]; ok {
 		e.Value.(*cacheEntry[S]).f = &cp
 		c.ll.MoveToFront(e)
 		return
 	}
-	c.items[thread] = c.ll.PushFront(&cacheEntry[S]{thread: thread, f: &cp})
+	c.items[key] = c.ll.PushFront(&cacheEntry[S]{thread: key, f: &cp})
 	for c.ll.Len() > c.max {
 		old := c.ll.Back()
 		c.ll.Remove(old)
@@ -52,13 +62,14 @@ func (c *frameCache[S]) put(thread string, f *frame[S]) {
 	}
 }
 
-func (c *frameCache[S]) get(thread string) *frame[S] {
+// get returns the cached head of namespace ns of thread, or nil.
+func (c *frameCache[S]) get(thread, ns string) *frame[S] {
 	if c.max <= 0 {
 		return nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.items[thread]; ok {
+	if e, ok := c.items[cacheKey(thread, ns)]; ok {
 		c.ll.MoveToFront(e)
 		return e.Value.(*cacheEntry[S]).f
 	}

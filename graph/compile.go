@@ -343,6 +343,11 @@ func (r *Runnable[S]) buildTopology() error {
 			t.Branches = append(t.Branches, Branch{From: from, Send: rt.send != nil, Destinations: slices.Clone(rt.dests)})
 		}
 	}
+	for _, n := range r.nodeNames {
+		if spec := r.nodes[n]; spec != nil && spec.sub != nil {
+			t.Subgraphs = append(t.Subgraphs, SubgraphTopology{Node: n, Topology: spec.sub.topology()})
+		}
+	}
 	for n := range r.before {
 		t.InterruptBefore = append(t.InterruptBefore, n)
 	}
@@ -378,7 +383,9 @@ func (r *Runnable[S]) Topology() Topology { return r.topo.clone() }
 func (r *Runnable[S]) Name() string { return r.topo.Name }
 
 // SaveTopology stores the graph's topology on its saver, when the saver
-// keeps topologies (checkpoint.TopologyStore), once per Runnable: the
+// keeps topologies (checkpoint.TopologyStore), and before it those of the
+// graphs its subgraph nodes run (whose checkpoints name them), at every
+// depth, once per Runnable: the
 // first checkpoint or pending write a run or UpdateState saves is
 // preceded by it (a run refused before it writes stores nothing), and
 // later calls return at once. Call it when a process
@@ -403,14 +410,25 @@ func (r *Runnable[S]) SaveTopology(ctx context.Context) error {
 	if r.topoDone.Load() {
 		return nil
 	}
-	if err := ts.PutTopology(ctx, checkpoint.Topology{Fingerprint: r.topoFP, Name: r.topo.Name, Data: r.topoData}); err != nil {
-		// A store that failed may have committed all the same (a COMMIT
-		// whose reply was lost): what is stored decides.
-		if st, gerr := ts.Topology(ctx, r.topoFP); gerr != nil || st.Name != r.topo.Name || !bytes.Equal(st.Data, r.topoData) {
-			return fmt.Errorf("graph %q: store its topology %s on the saver: %w", r.topo.Name, r.topoFP, err)
+	// The subgraphs' own topologies first: their checkpoints name them.
+	for _, st := range r.storedTopologies() {
+		if err := putTopology(ctx, ts, st); err != nil {
+			return err
 		}
 	}
 	r.topoDone.Store(true)
+	return nil
+}
+
+// putTopology stores st on ts.
+func putTopology(ctx context.Context, ts checkpoint.TopologyStore, st checkpoint.Topology) error {
+	if err := ts.PutTopology(ctx, st); err != nil {
+		// A store that failed may have committed all the same (a COMMIT
+		// whose reply was lost): what is stored decides.
+		if got, gerr := ts.Topology(ctx, st.Fingerprint); gerr != nil || got.Name != st.Name || !bytes.Equal(got.Data, st.Data) {
+			return fmt.Errorf("graph %q: store its topology %s on the saver: %w", st.Name, st.Fingerprint, err)
+		}
+	}
 	return nil
 }
 

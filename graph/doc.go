@@ -68,6 +68,33 @@
 // is applied once, and the retry returns that run's result
 // ([Result].Repeated), continuing the run if it stopped.
 //
+// # Subgraphs
+//
+// A compiled graph can be a node of another ([Graph.AddSubgraph]): over
+// the same state type ([Subgraph]: the parent's state is its input, and
+// what it changed is written back), or over another with a pair of
+// mapping functions ([SubgraphMap]), nested to any depth. A subgraph runs
+// in its parent's thread, under the parent run's lease and on its saver,
+// and saves its checkpoints in the namespace of the task that runs it
+// (checkpoint.TaskNS: "<node>:<task ID>", nested with "|", LangGraph's
+// checkpoint_ns); they are listed, pruned and deleted with the thread.
+// An Ask or a NodeInterrupt inside a subgraph, at any depth, pauses the
+// whole thread with the same interrupt ID, saved as the interrupt of the
+// waiting task at every level; [Runnable.Resume] answers it by ID from the
+// root, and the task's subgraph goes on from its latest checkpoint, so
+// that only the interrupted subgraph node runs again: never the
+// subgraph's finished steps, never the parent's finished siblings.
+// [TaskInfo].NS names the namespace a node runs in; package nodes keys a
+// thread-scoped write by it, so that idempotency keys are unique per
+// subgraph task, and [Durable] steps are saved with the task in its own
+// namespace. [Task].NS names a subgraph task's namespace in a snapshot;
+// [Subgraphs] ([HistoryOptions].Subgraphs) adds the subgraph's own
+// snapshot ([Task].State, [SubgraphStateOf]); [GetSubgraphState],
+// [SubgraphHistory] and [UpdateSubgraphState] read and change one
+// subgraph's state; [StreamSubgraphs] streams its events, each naming
+// its namespace ([Event].NS); [ToParent] lets a subgraph's node route in
+// its parent. A graph's [Topology] holds its subgraphs' topologies.
+//
 // # Inspecting
 //
 // [Runnable.GetState] and [Runnable.History] return [Snapshot] values:

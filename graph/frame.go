@@ -20,6 +20,7 @@ import (
 // capacity of append fields moves from a frame to the frame derived from it.
 type frame[S any] struct {
 	thread    string
+	ns        string // the namespace of the checkpoint ("" for the root graph)
 	id        string
 	parentID  string
 	createdAt time.Time
@@ -82,6 +83,7 @@ func newFrame[S any]() *frame[S] {
 func (f *frame[S]) derive(own bool) *frame[S] {
 	n := &frame[S]{
 		thread:        f.thread,
+		ns:            f.ns,
 		id:            f.id,
 		parentID:      f.parentID,
 		createdAt:     f.createdAt,
@@ -279,7 +281,7 @@ func (d *decoder[S]) frame(ctx context.Context, tp *checkpoint.Tuple, base *fram
 		return nil, err
 	}
 	f := newFrame[S]()
-	f.thread = d.thread
+	f.thread, f.ns = d.thread, tp.NS
 	f.id, f.parentID, f.createdAt, f.meta, f.mark = cp.ID, cp.ParentID, cp.CreatedAt, cp.Metadata, cp.Mark
 	f.versions = maps.Clone(cp.Versions)
 	if f.versions == nil {

@@ -136,8 +136,20 @@ type run[S any] struct {
 	step    int
 	stop    int
 	emit    func(Event[S]) bool
-	floor   string // a fork's ID must sort after this too: the thread's head
-	stopped bool   // the stream's consumer stopped reading
+	floor   string      // a fork's ID must sort after this too: the thread's head
+	stopped atomic.Bool // the stream's consumer stopped reading
+
+	// nest links a subgraph's run to the run of the task that runs it
+	// (subgraph.go); nil for a thread's root run. emitNested streams the
+	// events of the subgraphs the run's tasks run (nil: they are not
+	// streamed), and stoppedAt is the breakpoint the run stopped at.
+	nest       *nestLink
+	emitNested func(nestedEvent) bool
+	stoppedAt  *checkpoint.Breakpoint
+	// live counts the runs of the thread's runner, for take-backs
+	// (request): the Runnable's own, or the root's for a subgraph's
+	// state update.
+	live *liveRuns
 
 	logOnce sync.Once
 	log     *slog.Logger // the configured logger with the thread and run; see logAttrs
@@ -202,9 +214,20 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 	}
 	lease, leave := r.lease(r.cfg.runIDs())
 	defer leave() // after finish: the lease is released (or its release failed)
+	if emit != nil && ro.subgraphs {
+		// Events of subgraphs come from the tasks that run them, on
+		// their goroutines: the consumer gets them one at a time.
+		emit = serialized(emit)
+	}
 	ru := &run[S]{
 		r: r, thread: thread, opts: ro, saver: r.cfg.saver, emit: emit,
-		lease: lease, hook: testhook.From(ctx),
+		lease: lease, hook: testhook.From(ctx), live: &r.live,
+	}
+	if emit != nil && ro.subgraphs {
+		ru.emitNested = func(ne nestedEvent) bool {
+			ru.send(eventOf[S](ne))
+			return !ru.stopped.Load()
+		}
 	}
 	defer ru.finish()
 	if ru.saver == nil && in.kind != inputStart {
@@ -249,12 +272,28 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 		res, err = zero, errors.Join(ferr, err)
 	}
 	if ru.saver != nil && ru.fr != nil && len(ru.fr.dirty) == 0 && !ru.heldLost {
-		r.cache.put(thread, ru.fr) // the last saved frame: the thread's head
+		r.cache.put(thread, "", ru.fr) // the last saved frame: the thread's head
 	}
 	if err == nil {
 		res.Repeated = ru.repeated
 	}
 	return res, err
+}
+
+// serialized returns emit guarded by a mutex, with a stop it reports
+// once for every later event.
+func serialized[S any](emit func(Event[S]) bool) func(Event[S]) bool {
+	var mu sync.Mutex
+	stopped := false
+	return func(e Event[S]) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return false
+		}
+		stopped = !emit(e)
+		return !stopped
+	}
 }
 
 // sameRun reports whether key is the RunKey of the thread's latest input
@@ -328,6 +367,13 @@ func (ru *run[S]) finish() {
 	ru.ended.Store(true)
 	ru.mu.Lock()
 	ru.done = true
+	if ru.nest != nil {
+		// A subgraph's run writes under the lease of the run that runs
+		// it, which renews and releases it.
+		ru.leased = false
+		ru.mu.Unlock()
+		return
+	}
 	if ru.hb != nil {
 		ru.hb.Stop()
 	}
@@ -350,7 +396,7 @@ func (ru *run[S]) setLeased(head string, leased bool) {
 	ru.mu.Lock()
 	defer ru.mu.Unlock()
 	ru.head, ru.leased = head, leased
-	if leased && ru.hb == nil && !ru.done {
+	if leased && ru.hb == nil && !ru.done && ru.nest == nil {
 		ru.hb = time.AfterFunc(ru.lease.TTL/3, ru.beat)
 	}
 }
@@ -373,32 +419,38 @@ func (ru *run[S]) beat() {
 	ru.hb.Reset(ru.lease.TTL / 3)
 }
 
-// load reads a checkpoint (the head when id is "") and decodes it, reusing
-// the cached latest frame of the thread where the versions match. It
-// returns ErrThreadNotFound (wrapping checkpoint.ErrNotFound) when the
-// thread has no checkpoint.
+// load reads a checkpoint of the thread's root namespace with the
+// configured saver (see loadAt).
 func (r *Runnable[S]) load(ctx context.Context, thread, id string) (*frame[S], *checkpoint.Tuple, error) {
-	base := r.cache.get(thread)
+	return r.loadAt(ctx, r.cfg.saver, thread, "", id)
+}
+
+// loadAt reads a checkpoint of namespace ns of the thread from saver (the
+// head when id is "") and decodes it, reusing the cached latest frame of
+// the namespace where the versions match. It returns ErrThreadNotFound
+// (wrapping checkpoint.ErrNotFound) when the namespace has no checkpoint.
+func (r *Runnable[S]) loadAt(ctx context.Context, saver checkpoint.Saver, thread, ns, id string) (*frame[S], *checkpoint.Tuple, error) {
+	base := r.cache.get(thread, ns)
 	var opts checkpoint.GetOptions
 	if base != nil {
 		opts.Have = base.versions
 	}
-	tp, err := r.cfg.saver.Get(ctx, checkpoint.Ref{Thread: thread, ID: id}, opts)
+	tp, err := saver.Get(ctx, checkpoint.Ref{Thread: thread, NS: ns, ID: id}, opts)
 	if errors.Is(err, checkpoint.ErrNotFound) {
 		if id != "" {
-			return nil, nil, fmt.Errorf("graph: thread %q checkpoint %s: %w", thread, id, err)
+			return nil, nil, fmt.Errorf("graph: %s checkpoint %s: %w", placeName(thread, ns), id, err)
 		}
-		return nil, nil, fmt.Errorf("%w: %q: %w", ErrThreadNotFound, thread, err)
+		return nil, nil, fmt.Errorf("%w: %s: %w", ErrThreadNotFound, placeNameQ(thread, ns), err)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("graph: thread %q: load checkpoint: %w", thread, err)
+		return nil, nil, fmt.Errorf("graph: %s: load checkpoint: %w", placeName(thread, ns), err)
 	}
 	f, err := r.newDecoder(thread).frame(ctx, tp, base, true)
 	if err != nil {
 		return nil, nil, err
 	}
 	if id == "" {
-		r.cache.put(thread, f)
+		r.cache.put(thread, ns, f)
 	}
 	return f, tp, nil
 }
@@ -416,7 +468,11 @@ func (r *Runnable[S]) load(ctx context.Context, thread, id string) (*frame[S], *
 // head is read once, under the lease; a claim refused because the head has
 // moved on falls back to reading first.
 func (ru *run[S]) claimHead(ctx context.Context) (*frame[S], *checkpoint.Tuple, error) {
-	if known := ru.r.cache.get(ru.thread); known != nil && ru.ns == "" {
+	if ru.nest != nil {
+		// The run of the task that runs this subgraph holds the thread.
+		return ru.r.loadAt(ctx, ru.saver, ru.thread, ru.ns, "")
+	}
+	if known := ru.r.cache.get(ru.thread, ru.ns); known != nil {
 		err := ru.claim(ctx, known.id)
 		switch {
 		case err == nil:
@@ -425,7 +481,7 @@ func (ru *run[S]) claimHead(ctx context.Context) (*frame[S], *checkpoint.Tuple, 
 			return nil, nil, err
 		}
 	}
-	f, _, err := ru.r.load(ctx, ru.thread, "")
+	f, _, err := ru.r.loadAt(ctx, ru.saver, ru.thread, ru.ns, "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -437,7 +493,7 @@ func (ru *run[S]) claimHead(ctx context.Context) (*frame[S], *checkpoint.Tuple, 
 
 // readClaimed reads the head of a thread claimed on head.
 func (ru *run[S]) readClaimed(ctx context.Context, head string) (*frame[S], *checkpoint.Tuple, error) {
-	f2, tp, err := ru.r.load(ctx, ru.thread, "")
+	f2, tp, err := ru.r.loadAt(ctx, ru.saver, ru.thread, ru.ns, "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -497,7 +553,7 @@ func (ru *run[S]) startInput(ctx context.Context, input Update[S]) error {
 	var f *frame[S]
 	if head == nil {
 		f = newFrame[S]()
-		f.thread = ru.thread
+		f.thread, f.ns = ru.thread, ru.ns
 	} else {
 		f = head.derive(true)
 		r.consume(f, r.plan(head, ru.ns, prevStep+1))
@@ -509,8 +565,8 @@ func (ru *run[S]) startInput(ctx context.Context, input Update[S]) error {
 	ru.step = prevStep + 1
 	ru.stop = ru.step + ru.opts.limit + 1
 	if ru.saver == nil {
-		f.id = r.cfg.ids("")
-		f.meta = checkpoint.Metadata{Source: checkpoint.SourceInput, Step: ru.step, Parents: map[string]string{}}
+		f.id = ru.nextID("")
+		f.meta = checkpoint.Metadata{Source: checkpoint.SourceInput, Step: ru.step, Parents: ru.parents()}
 		f.dirty = nil
 		ru.fr = f
 		ru.step++
@@ -537,7 +593,7 @@ func (ru *run[S]) repeat(ctx context.Context, f *frame[S], tp *checkpoint.Tuple)
 	if err := ru.r.checkNext(ru.thread, f); err != nil {
 		return err
 	}
-	snap, err := ru.r.snapshot(ctx, ru.thread, f, tp, true, true)
+	snap, err := ru.r.snapshot(ctx, place{saver: ru.saver, thread: ru.thread, ns: ru.ns}, f, tp, true, true, false)
 	if err != nil {
 		return err
 	}
@@ -605,11 +661,19 @@ func pendingInterrupts[S any](tasks []*task[S]) []interrupt.Interrupt {
 // saves it and the answers at once; answers alone are held (run.answers)
 // and saved with the run's first write.
 func (ru *run[S]) startResume(ctx context.Context, cmd Command[S]) error {
-	r := ru.r
 	f, tp, err := ru.claimHead(ctx)
 	if err != nil {
 		return err
 	}
+	return ru.resumeAt(ctx, f, tp, cmd)
+}
+
+// resumeAt validates a resume command against the pending interrupts of
+// f, the claimed head, and sets the run up to go on from it (see
+// startResume).
+func (ru *run[S]) resumeAt(ctx context.Context, f *frame[S], tp *checkpoint.Tuple, cmd Command[S]) error {
+	r := ru.r
+	var err error
 	if err := r.checkNext(ru.thread, f); err != nil {
 		return err
 	}
@@ -670,7 +734,18 @@ func (ru *run[S]) startResume(ctx context.Context, cmd Command[S]) error {
 		}
 	}
 	for id := range answers {
-		if t := owner[id]; t != nil && id == interrupt.ID(t.id, -1) {
+		t := owner[id]
+		if t == nil {
+			continue
+		}
+		ok := id != interrupt.ID(t.id, -1)
+		if spec := r.nodes[t.name]; ok && spec != nil && spec.sub != nil && ru.saver != nil {
+			// An interrupt of a subgraph: the subgraph knows what raised it.
+			if ok, err = spec.sub.answerable(ctx, ru.saver, ru.thread, checkpoint.TaskNS(ru.ns, t.name, t.id), id); err != nil {
+				return err
+			}
+		}
+		if !ok {
 			// A NodeInterrupt is raised again by the node until the state
 			// changes; an answer would hide it and leave the thread stuck.
 			return &ResumeError{Thread: ru.thread, Kind: ErrNotAnswerable, InterruptID: id}
@@ -921,9 +996,13 @@ func (ru *run[S]) putWrites(ctx context.Context, head string, tasks []checkpoint
 
 // writePending saves pending writes on the head (see putWrites).
 func (ru *run[S]) writePending(ctx context.Context, head string, tasks []checkpoint.TaskWrites, release bool) error {
-	if err := ru.r.SaveTopology(detached(ctx)); err != nil {
+	if err := ru.beforeWrite(ctx); err != nil {
+		return err
+	}
+	if err := ru.saveTopology(ctx); err != nil {
 		return fmt.Errorf("graph: thread %q: %w", ru.thread, err)
 	}
+	release = release && ru.nest == nil // a subgraph's run never lets the thread go
 	err := ru.request(func(l checkpoint.Lease) error {
 		return ru.saver.PutWrites(ctx, checkpoint.WritesRequest{
 			Ref:   checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: head},
@@ -1006,12 +1085,12 @@ func (ru *run[S]) prepareSave(ctx context.Context, f *frame[S], source checkpoin
 	// A new checkpoint sorts after its parent and, when it forks from an
 	// older checkpoint, after the thread's head, so that it becomes the
 	// head in every process whatever its clock says.
-	id := r.cfg.ids(max(f.parentID, ru.floor))
-	f.meta = checkpoint.Metadata{Source: source, Step: step, Parents: map[string]string{}, RunID: ru.lease.Owner, Topology: r.topoFP, Extra: ru.opts.metadata}
+	id := ru.nextID(max(f.parentID, ru.floor))
+	f.meta = checkpoint.Metadata{Source: source, Step: step, Parents: ru.parents(), RunID: ru.lease.Owner, Topology: r.topoFP, Extra: ru.opts.metadata}
 	if source == checkpoint.SourceInput {
 		f.meta.RunKey = ru.opts.runKey
 	}
-	f.createdAt = r.cfg.now()
+	f.createdAt = ru.now()
 	cp, err := r.encodeFrame(ctx, f, id)
 	if err != nil {
 		return checkpoint.PutRequest{}, fmt.Errorf("graph: thread %q step %d: %w", ru.thread, step, err)
@@ -1027,7 +1106,7 @@ func (ru *run[S]) prepareSave(ctx context.Context, f *frame[S], source checkpoin
 	return checkpoint.PutRequest{
 		Thread: ru.thread, NS: ru.ns, Checkpoint: cp,
 		ParentWrites: parentWrites, Writes: writes,
-		Fork: len(fork) > 0 && fork[0], Lease: ru.lease, Release: release,
+		Fork: len(fork) > 0 && fork[0], Lease: ru.lease, Release: release && ru.nest == nil,
 	}, nil
 }
 
@@ -1037,9 +1116,12 @@ func (ru *run[S]) prepareSave(ctx context.Context, f *frame[S], source checkpoin
 func (ru *run[S]) put(ctx context.Context, reqs []checkpoint.PutRequest) error {
 	last := &reqs[len(reqs)-1]
 	id, step := last.Checkpoint.ID, last.Checkpoint.Metadata.Step
+	if err := ru.beforeWrite(ctx); err != nil {
+		return err
+	}
 	// The graph's topology is stored before the first checkpoint that
 	// names it (once per Runnable: then this is one atomic load).
-	if err := ru.r.SaveTopology(detached(ctx)); err != nil {
+	if err := ru.saveTopology(ctx); err != nil {
 		return fmt.Errorf("graph: thread %q step %d: %w", ru.thread, step, err)
 	}
 	ru.hit(testhook.GraphBeforeSave)
@@ -1132,7 +1214,7 @@ func (ru *run[S]) loop(ctx context.Context) (Result[S], error) {
 		if err := ctx.Err(); err != nil {
 			return zero, fmt.Errorf("graph: thread %q: stopped before step %d: %w", ru.thread, ru.step, context.Cause(ctx))
 		}
-		if ru.stopped {
+		if ru.stopped.Load() {
 			return zero, errStopped
 		}
 		tasks := r.plan(ru.fr, ru.ns, ru.step)
@@ -1161,12 +1243,29 @@ func (ru *run[S]) loop(ctx context.Context) (Result[S], error) {
 		if err := ru.runTasks(ctx, tasks); err != nil {
 			return zero, err
 		}
-		if ctx.Err() != nil && slices.ContainsFunc(tasks, func(t *task[S]) bool { return t.abandoned }) {
+		abandoned := slices.ContainsFunc(tasks, func(t *task[S]) bool { return t.abandoned })
+		if ctx.Err() != nil && abandoned {
 			// Cancelled mid-step: keep what finished, leave the rest pending.
 			if err := ru.saveUnsaved(ctx, tasks); err != nil {
 				return zero, err
 			}
 			return zero, fmt.Errorf("graph: thread %q: stopped in step %d: %w", ru.thread, ru.step, context.Cause(ctx))
+		}
+		if ru.stopped.Load() && abandoned {
+			// A subgraph stopped because the stream's consumer did: as
+			// at a step boundary, what finished stays pending.
+			if err := ru.saveUnsaved(ctx, tasks); err != nil {
+				return zero, err
+			}
+			return zero, errStopped
+		}
+		if i := slices.IndexFunc(tasks, func(t *task[S]) bool { return t.toParent != nil }); i >= 0 {
+			// A node sent an update to the graph that runs this one: this
+			// run ends there, and what finished stays pending.
+			if err := ru.saveUnsaved(ctx, tasks); err != nil {
+				return zero, err
+			}
+			return zero, &toParentError{cmd: tasks[i].toParent, node: tasks[i].name}
 		}
 		var failed *task[S]
 		paused := false
@@ -1174,7 +1273,7 @@ func (ru *run[S]) loop(ctx context.Context) (Result[S], error) {
 			if t.err != nil && failed == nil {
 				failed = t
 			}
-			if len(t.interrupts) > 0 && !t.done {
+			if len(t.interrupts) > 0 && !t.done || t.breakpoint != nil {
 				paused = true
 			}
 		}
@@ -1215,8 +1314,8 @@ func (ru *run[S]) loop(ctx context.Context) (Result[S], error) {
 				return zero, err
 			}
 		} else {
-			next.id = r.cfg.ids(ru.fr.id)
-			next.meta = checkpoint.Metadata{Source: checkpoint.SourceLoop, Step: ru.step, Parents: map[string]string{}}
+			next.id = ru.nextID(ru.fr.id)
+			next.meta = checkpoint.Metadata{Source: checkpoint.SourceLoop, Step: ru.step, Parents: ru.parents()}
 			next.dirty = nil
 		}
 		ru.fr = next
@@ -1224,6 +1323,7 @@ func (ru *run[S]) loop(ctx context.Context) (Result[S], error) {
 		ru.send(Event[S]{Kind: EventValues, Step: ru.step, Values: r.view(next.state), Config: ru.config()})
 		ru.step++
 		if len(marker) > 0 {
+			ru.stoppedAt = &checkpoint.Breakpoint{When: "after", Nodes: after}
 			return ru.waitResult(nil, r.plan(ru.fr, ru.ns, ru.step), ru.fr.state)
 		}
 	}
@@ -1254,8 +1354,8 @@ func (ru *run[S]) config() Config {
 // send streams an event. A consumer that stops reading is honoured at the
 // next step boundary, so the step in progress is still saved.
 func (ru *run[S]) send(e Event[S]) {
-	if ru.emit != nil && !ru.stopped && !ru.emit(e) {
-		ru.stopped = true
+	if ru.emit != nil && !ru.stopped.Load() && !ru.emit(e) {
+		ru.stopped.Store(true)
 	}
 }
 
@@ -1274,6 +1374,7 @@ func (ru *run[S]) stopAtBreakpoint(ctx context.Context, when string, names []str
 			return zero, err
 		}
 	}
+	ru.stoppedAt = &checkpoint.Breakpoint{When: when, Nodes: names}
 	return ru.waitResult(nil, tasks, ru.fr.state)
 }
 
@@ -1297,7 +1398,16 @@ func (ru *run[S]) stopStep(ctx context.Context, tasks []*task[S], failed *task[S
 	var zero Result[S]
 	var writes []checkpoint.TaskWrites
 	var interrupts []interrupt.Interrupt
+	var bp *checkpoint.Breakpoint // subgraphs that stopped at a breakpoint
 	for _, t := range tasks {
+		if t.breakpoint != nil && t.err == nil {
+			if bp == nil {
+				bp = &checkpoint.Breakpoint{When: t.breakpoint.When}
+			}
+			if !slices.Contains(bp.Nodes, t.name) {
+				bp.Nodes = append(bp.Nodes, t.name)
+			}
+		}
 		tw := checkpoint.TaskWrites{TaskID: t.id, Node: t.name, Path: t.path()}
 		switch {
 		case t.done && !t.saved:
@@ -1328,6 +1438,13 @@ func (ru *run[S]) stopStep(ctx context.Context, tasks []*task[S], failed *task[S
 		if len(tw.Writes) > 0 {
 			writes = append(writes, tw)
 		}
+	}
+	if bp != nil && failed == nil {
+		// Saved as a breakpoint of this graph, on the task's node: the
+		// thread waits, and Continue runs the subgraph on past it.
+		b, _ := json.Marshal(bp)
+		writes = append(writes, checkpoint.TaskWrites{TaskID: checkpoint.NullTaskID, Writes: []checkpoint.Write{{Channel: checkpoint.ChannelBreakpoint, Value: b}}})
+		ru.stoppedAt = bp
 	}
 	if ru.saver != nil && len(writes) > 0 {
 		if err := ru.putWrites(ctx, ru.fr.id, writes, true); err != nil {
@@ -1404,6 +1521,7 @@ func (ru *run[S]) runTasks(ctx context.Context, tasks []*task[S]) error {
 	if len(todo) == 1 {
 		t := todo[0]
 		r.safeExecute(ctx, t, ru.fr, ru.scratchFor(t), len(tasks) == 1)
+		abandonStopped(t)
 		ru.hit(testhook.GraphAfterTask)
 		abandonCancelled(ctx, todo)
 		ru.reportTasks(todo)
@@ -1423,6 +1541,7 @@ func (ru *run[S]) runTasks(ctx context.Context, tasks []*task[S]) error {
 			defer wg.Done()
 			defer func() { <-sem }()
 			r.safeExecute(stepCtx, t, ru.fr, ru.scratchFor(t), false)
+			abandonStopped(t)
 			ru.hit(testhook.GraphAfterTask)
 			remaining := left.Add(-1)
 			if t.err != nil {
@@ -1513,10 +1632,13 @@ func (ru *run[S]) confirmOwner(ctx context.Context, head string) error {
 // durable step results on the head.
 func (ru *run[S]) scratchFor(t *task[S]) *scratch {
 	sp := &scratch{
-		info: TaskInfo{Thread: ru.thread, CheckpointID: ru.fr.id, Step: ru.step, Node: t.name, TaskID: t.id,
+		info: TaskInfo{Thread: ru.thread, NS: ru.ns, CheckpointID: ru.fr.id, Step: ru.step, Node: t.name, TaskID: t.id,
 			Run: ru.lease.Owner, Leased: ru.saver != nil},
 		answers: t.answers, steps: maps.Clone(t.steps), slots: t.stepSlots, maxBytes: ru.r.cfg.maxValueBytes,
 		aband: ru.r.abandoned,
+	}
+	if spec := ru.r.nodes[t.name]; spec != nil && spec.sub != nil {
+		sp.outer = ru.outer()
 	}
 	if ru.saver != nil {
 		head := ru.fr.id
@@ -1655,6 +1777,14 @@ func (r *Runnable[S]) due(f *frame[S]) bool {
 }
 
 func reflectValue[S any](p *S) reflect.Value { return reflect.ValueOf(p).Elem() }
+
+// abandonStopped marks a task whose subgraph stopped because the stream's
+// consumer stopped reading as not run: that is no failure of the node.
+func abandonStopped[S any](t *task[S]) {
+	if t.err != nil && !t.done && errors.Is(t.err, errStopped) {
+		t.err, t.abandoned = nil, true
+	}
+}
 
 // abandonCancelled marks tasks that stopped because the run's context ended
 // as not run: their context error is not a failure of the node.

@@ -111,6 +111,9 @@ func (r *Runnable[S]) lease(owner string) (checkpoint.Lease, func()) {
 // that claimed the thread while this request was on its way, and two runs
 // of one Runnable are kept apart by the lease exactly as two runners are.
 //
+// A subgraph's run sends its requests through the run of the task that
+// runs it, with that run's lease.
+//
 // Only a run that never held the thread takes a lease back: one refused
 // after it held the thread has lost it to a newer run (its lease lapsed),
 // and whatever it read is stale even when that run has ended since. A run
@@ -121,6 +124,13 @@ func (ru *run[S]) request(do func(checkpoint.Lease) error) error {
 	if ru.ended.Load() {
 		return ru.endedError()
 	}
+	if ru.nest != nil {
+		return ru.nest.request(do)
+	}
+	live := ru.live // the runner's runs: the root's for a subgraph's state update
+	if live == nil {
+		live = &ru.r.live
+	}
 	l := ru.lease
 	err := do(l)
 	var be *checkpoint.BusyError
@@ -128,7 +138,7 @@ func (ru *run[S]) request(do func(checkpoint.Lease) error) error {
 	case err == nil:
 		ru.acquired.Store(true)
 		return nil
-	case ru.acquired.Load() || !errors.As(err, &be) || !be.SameRunner || be.Owner == "" || be.Owner == l.Owner || ru.r.live.has(be.Owner):
+	case ru.acquired.Load() || !errors.As(err, &be) || !be.SameRunner || be.Owner == "" || be.Owner == l.Owner || live.has(be.Owner):
 		return err
 	}
 	l.TakeBack = be.Owner

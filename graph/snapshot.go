@@ -29,7 +29,7 @@ func (r *Runnable[S]) inspect(ctx context.Context, thread string, f *frame[S], p
 	if err != nil {
 		return nil, err
 	}
-	in := &inspection[S]{frame: cf, tasks: r.plan(cf, "", f.meta.Step+1), results: map[string]map[string]json.RawMessage{}}
+	in := &inspection[S]{frame: cf, tasks: r.plan(cf, f.ns, f.meta.Step+1), results: map[string]map[string]json.RawMessage{}}
 	if err := r.attach(ctx, thread, f.id, in.tasks, pending); err != nil {
 		return nil, err
 	}
@@ -93,28 +93,62 @@ func (r *Runnable[S]) inspect(ctx context.Context, thread string, f *frame[S], p
 // when the saved writes of the step conflict, a *UnknownNodeError when the
 // next tasks name a node the graph no longer has (see Invoke), and a
 // *checkpoint.CorruptError when stored data cannot be decoded.
-func (r *Runnable[S]) GetState(ctx context.Context, thread string) (Snapshot[S], error) {
+//
+// With Subgraphs, the snapshot's subgraph tasks carry the subgraphs' own
+// snapshots (Task.State), at every depth.
+func (r *Runnable[S]) GetState(ctx context.Context, thread string, opts ...StateOption) (Snapshot[S], error) {
 	if r.cfg.saver == nil {
 		return Snapshot[S]{}, noSaver(thread)
 	}
 	if err := checkThread(thread); err != nil {
 		return Snapshot[S]{}, err
 	}
-	f, tp, err := r.load(ctx, thread, "")
+	return r.stateOf(ctx, place{saver: r.cfg.saver, thread: thread}, stateOptionsOf(opts))
+}
+
+// place is a namespace of a thread on a saver: where a graph's
+// checkpoints are, the root graph's or a subgraph's.
+type place struct {
+	saver      checkpoint.Saver
+	thread, ns string
+}
+
+// StateOption configures GetState and GetStateAt.
+type StateOption func(*stateOptions)
+
+type stateOptions struct{ subgraphs bool }
+
+func stateOptionsOf(opts []StateOption) stateOptions {
+	var so stateOptions
+	for _, o := range opts {
+		o(&so)
+	}
+	return so
+}
+
+// Subgraphs makes a snapshot carry the state of the subgraphs its tasks
+// run, at every depth: each subgraph task's Task.State holds the
+// subgraph's latest snapshot (LangGraph's get_state(subgraphs=True)),
+// read with one more read of the saver per subgraph task.
+func Subgraphs() StateOption { return func(o *stateOptions) { o.subgraphs = true } }
+
+// stateOf is GetState at the head of pl.
+func (r *Runnable[S]) stateOf(ctx context.Context, pl place, so stateOptions) (Snapshot[S], error) {
+	f, tp, err := r.loadAt(ctx, pl.saver, pl.thread, pl.ns, "")
 	if err != nil {
 		return Snapshot[S]{}, err
 	}
-	if err := r.checkNext(thread, f); err != nil {
+	if err := r.checkNext(pl.thread, f); err != nil {
 		return Snapshot[S]{}, err
 	}
-	return r.snapshot(ctx, thread, f, tp, true, true)
+	return r.snapshot(ctx, pl, f, tp, true, true, so.subgraphs)
 }
 
 // GetStateAt returns the state at one checkpoint of the thread, before the
 // writes of the step that followed it (as history shows it). Its status is
 // that of History. It returns an error matching checkpoint.ErrNotFound for
 // an unknown checkpoint.
-func (r *Runnable[S]) GetStateAt(ctx context.Context, thread, checkpointID string) (Snapshot[S], error) {
+func (r *Runnable[S]) GetStateAt(ctx context.Context, thread, checkpointID string, opts ...StateOption) (Snapshot[S], error) {
 	if r.cfg.saver == nil {
 		return Snapshot[S]{}, noSaver(thread)
 	}
@@ -124,24 +158,25 @@ func (r *Runnable[S]) GetStateAt(ctx context.Context, thread, checkpointID strin
 	if checkpointID == "" {
 		return Snapshot[S]{}, fmt.Errorf("%w: empty checkpoint ID", ErrInvalidInput)
 	}
-	f, tp, err := r.load(ctx, thread, checkpointID)
+	pl := place{saver: r.cfg.saver, thread: thread}
+	f, tp, err := r.loadAt(ctx, pl.saver, thread, "", checkpointID)
 	if err != nil {
 		return Snapshot[S]{}, err
 	}
-	head, err := r.headID(ctx, thread)
+	head, err := r.headID(ctx, pl)
 	if err != nil {
 		return Snapshot[S]{}, err
 	}
-	return r.snapshot(ctx, thread, f, tp, false, f.id == head)
+	return r.snapshot(ctx, pl, f, tp, false, f.id == head, stateOptionsOf(opts).subgraphs)
 }
 
-// headID returns the ID of the thread's head checkpoint ("" for a thread
-// with none). The head is the thread's newest checkpoint (savers accept a
+// headID returns the ID of the head checkpoint of pl ("" when it has
+// none). The head is the namespace's newest checkpoint (savers accept a
 // checkpoint only if its ID sorts after the head's).
-func (r *Runnable[S]) headID(ctx context.Context, thread string) (string, error) {
-	tps, err := r.cfg.saver.List(ctx, thread, checkpoint.ListOptions{Limit: 1})
+func (r *Runnable[S]) headID(ctx context.Context, pl place) (string, error) {
+	tps, err := pl.saver.List(ctx, pl.thread, checkpoint.ListOptions{NS: pl.ns, Limit: 1, MetadataOnly: true})
 	if err != nil {
-		return "", fmt.Errorf("graph: thread %q: read the head: %w", thread, err)
+		return "", fmt.Errorf("graph: %s: read the head: %w", placeName(pl.thread, pl.ns), err)
 	}
 	if len(tps) == 0 {
 		return "", nil
@@ -158,6 +193,9 @@ type HistoryOptions struct {
 	Before string
 	// Limit caps the number of snapshots; 0 means all.
 	Limit int
+	// Subgraphs makes each snapshot's subgraph tasks carry the subgraph's
+	// latest snapshot (Task.State), as GetState with Subgraphs does.
+	Subgraphs bool
 }
 
 // History returns the thread's snapshots, newest first. Snapshots show the
@@ -178,15 +216,21 @@ func (r *Runnable[S]) History(ctx context.Context, thread string, opts HistoryOp
 	if err := checkThread(thread); err != nil {
 		return nil, err
 	}
+	return r.history(ctx, place{saver: r.cfg.saver, thread: thread}, opts)
+}
+
+// history is History of pl.
+func (r *Runnable[S]) history(ctx context.Context, pl place, opts HistoryOptions) ([]Snapshot[S], error) {
+	thread := pl.thread
 	if opts.Limit < 0 {
-		return nil, fmt.Errorf("%w: thread %q: history: negative Limit %d", ErrInvalidInput, thread, opts.Limit)
+		return nil, fmt.Errorf("%w: %s: history: negative Limit %d", ErrInvalidInput, placeName(thread, pl.ns), opts.Limit)
 	}
-	tps, err := r.cfg.saver.List(ctx, thread, checkpoint.ListOptions{Filter: opts.Filter, Before: opts.Before, Limit: opts.Limit})
+	tps, err := pl.saver.List(ctx, thread, checkpoint.ListOptions{NS: pl.ns, Filter: opts.Filter, Before: opts.Before, Limit: opts.Limit})
 	if errors.Is(err, checkpoint.ErrInvalid) {
-		return nil, fmt.Errorf("%w: thread %q: history: %w", ErrInvalidInput, thread, err)
+		return nil, fmt.Errorf("%w: %s: history: %w", ErrInvalidInput, placeName(thread, pl.ns), err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("graph: thread %q: history: %w", thread, err)
+		return nil, fmt.Errorf("graph: %s: history: %w", placeName(thread, pl.ns), err)
 	}
 	// The head is the newest checkpoint: the first listed unless Before or
 	// Filter may have left it out.
@@ -194,7 +238,7 @@ func (r *Runnable[S]) History(ctx context.Context, thread string, opts HistoryOp
 	if len(tps) > 0 {
 		head = tps[0].Checkpoint.ID
 		if opts.Before != "" || len(opts.Filter) > 0 {
-			if head, err = r.headID(ctx, thread); err != nil {
+			if head, err = r.headID(ctx, pl); err != nil {
 				return nil, err
 			}
 		}
@@ -207,7 +251,7 @@ func (r *Runnable[S]) History(ctx context.Context, thread string, opts HistoryOp
 		if err != nil {
 			return nil, err
 		}
-		s, err := r.snapshot(ctx, thread, f, tps[i], false, tps[i].Checkpoint.ID == head)
+		s, err := r.snapshot(ctx, pl, f, tps[i], false, tps[i].Checkpoint.ID == head, opts.Subgraphs)
 		if err != nil {
 			return nil, err
 		}
@@ -221,7 +265,11 @@ func (r *Runnable[S]) History(ctx context.Context, thread string, opts HistoryOp
 // tasks and leaves them out of Next (GetState); head says f is the
 // thread's head, which decides the status of a step whose tasks all
 // finished (pending on the head, done on an older checkpoint).
-func (r *Runnable[S]) snapshot(ctx context.Context, thread string, f *frame[S], tp *checkpoint.Tuple, latest, head bool) (Snapshot[S], error) {
+//
+// With subgraphs, each subgraph task's State is the subgraph's snapshot
+// (read from pl's saver).
+func (r *Runnable[S]) snapshot(ctx context.Context, pl place, f *frame[S], tp *checkpoint.Tuple, latest, head, subgraphs bool) (Snapshot[S], error) {
+	thread := pl.thread
 	in, err := r.inspect(ctx, thread, f, tp.Pending, head)
 	if err != nil {
 		return Snapshot[S]{}, err
@@ -260,6 +308,14 @@ func (r *Runnable[S]) snapshot(ctx context.Context, thread string, f *frame[S], 
 		}
 		if t.done {
 			task.Result = in.results[t.id]
+		}
+		if spec := r.nodes[t.name]; spec != nil && spec.sub != nil {
+			task.NS = checkpoint.TaskNS(tp.NS, t.name, t.id)
+			if subgraphs && pl.saver != nil {
+				if task.State, err = spec.sub.snapshotAny(ctx, pl.saver, thread, task.NS); err != nil {
+					return Snapshot[S]{}, err
+				}
+			}
 		}
 		s.Tasks = append(s.Tasks, task)
 		if !t.done || !latest {
@@ -307,16 +363,23 @@ type UpdateOptions struct {
 // the thread, an error matching checkpoint.ErrThreadBusy or
 // checkpoint.ErrConflict.
 func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S], opts UpdateOptions) (Config, error) {
-	var zero Config
 	if r.cfg.saver == nil {
-		return zero, noSaver(thread)
+		return Config{}, noSaver(thread)
 	}
 	if err := checkThread(thread); err != nil {
-		return zero, err
+		return Config{}, err
 	}
 	lease, leave := r.lease(r.cfg.runIDs())
 	defer leave() // after finish
-	ru := &run[S]{r: r, thread: thread, saver: r.cfg.saver, lease: lease, log: r.cfg.logger, hook: testhook.From(ctx)}
+	return r.updateAt(ctx, place{saver: r.cfg.saver, thread: thread}, lease, &r.live, u, opts)
+}
+
+// updateAt is UpdateState on pl, under lease (whose runner's runs live
+// counts).
+func (r *Runnable[S]) updateAt(ctx context.Context, pl place, lease checkpoint.Lease, live *liveRuns, u Update[S], opts UpdateOptions) (Config, error) {
+	var zero Config
+	thread := pl.thread
+	ru := &run[S]{r: r, thread: thread, ns: pl.ns, saver: pl.saver, lease: lease, live: live, log: r.cfg.logger, hook: testhook.From(ctx)}
 	defer ru.finish()
 	var f *frame[S]
 	var tp *checkpoint.Tuple
@@ -324,20 +387,20 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 	if opts.CheckpointID == "" {
 		f, tp, err = ru.claimHead(ctx) // the update judges pending work: read it under the lease
 	} else {
-		f, tp, err = r.load(ctx, thread, opts.CheckpointID)
+		f, tp, err = r.loadAt(ctx, pl.saver, thread, pl.ns, opts.CheckpointID)
 	}
 	fresh := errors.Is(err, ErrThreadNotFound)
 	if err != nil && !fresh {
 		return zero, err
 	}
 	if fresh {
-		f, tp = newFrame[S](), &checkpoint.Tuple{Thread: thread}
-		f.thread = thread
+		f, tp = newFrame[S](), &checkpoint.Tuple{Thread: thread, NS: pl.ns}
+		f.thread, f.ns = thread, pl.ns
 		f.meta.Step = -1
 	}
 	fork := opts.CheckpointID != ""
 	if fork {
-		head, _, herr := r.load(ctx, thread, "")
+		head, _, herr := r.loadAt(ctx, pl.saver, thread, pl.ns, "")
 		if herr == nil && head.id == f.id {
 			fork = false
 		}
@@ -347,7 +410,7 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 	}
 	asNode := opts.AsNode
 	if asNode == "" {
-		asNode, err = r.defaultAsNode(ctx, thread, f, fresh)
+		asNode, err = r.defaultAsNode(ctx, pl, f, fresh)
 		if err != nil {
 			return zero, err
 		}
@@ -383,7 +446,7 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 		if err != nil {
 			return zero, err
 		}
-		r.consume(n, r.plan(f, "", f.meta.Step+1))
+		r.consume(n, r.plan(f, f.ns, f.meta.Step+1))
 		n.start = start
 		n.markInternal(checkpoint.ChannelStart)
 		source = checkpoint.SourceInput
@@ -435,7 +498,7 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 			base = n
 		}
 		t := &task[S]{name: asNode, push: -1}
-		t.id = checkpoint.TaskID(thread, f.id, "", ru.step, "update:"+asNode, "pull", nil)
+		t.id = checkpoint.TaskID(thread, f.id, pl.ns, ru.step, "update:"+asNode, "pull", nil)
 		if t.writes, err = r.resolve(ctx, t, u, base, false); err != nil {
 			return zero, err
 		}
@@ -464,7 +527,7 @@ func (r *Runnable[S]) UpdateState(ctx context.Context, thread string, u Update[S
 // nextTasks plans the step after f with its saved pending writes attached,
 // and returns the tasks and those of them that finished.
 func (r *Runnable[S]) nextTasks(ctx context.Context, thread string, f *frame[S], pending []checkpoint.PendingWrite) (tasks, finished []*task[S], err error) {
-	tasks = r.plan(f, "", f.meta.Step+1)
+	tasks = r.plan(f, f.ns, f.meta.Step+1)
 	if err := r.attach(ctx, thread, f.id, tasks, pending); err != nil {
 		return nil, nil, err
 	}
@@ -492,7 +555,8 @@ func (ru *run[S]) saveUpdate(ctx context.Context, n *frame[S], source checkpoint
 // defaultAsNode resolves an empty AsNode: the only node; START on a fresh
 // thread; otherwise the node whose task produced the checkpoint, found in
 // the pending writes its parent holds.
-func (r *Runnable[S]) defaultAsNode(ctx context.Context, thread string, f *frame[S], fresh bool) (string, error) {
+func (r *Runnable[S]) defaultAsNode(ctx context.Context, pl place, f *frame[S], fresh bool) (string, error) {
+	thread := pl.thread
 	if len(r.nodeNames) == 1 {
 		return r.nodeNames[0], nil
 	}
@@ -502,7 +566,7 @@ func (r *Runnable[S]) defaultAsNode(ctx context.Context, thread string, f *frame
 	if f.parentID == "" {
 		return "", fmt.Errorf("%w (thread %q: checkpoint %s has no parent)", ErrAmbiguousUpdate, thread, f.id)
 	}
-	tp, err := r.cfg.saver.Get(ctx, checkpoint.Ref{Thread: thread, ID: f.parentID}, checkpoint.GetOptions{})
+	tp, err := pl.saver.Get(ctx, checkpoint.Ref{Thread: thread, NS: pl.ns, ID: f.parentID}, checkpoint.GetOptions{})
 	if err != nil {
 		return "", fmt.Errorf("%w (thread %q: cannot read parent checkpoint: %w)", ErrAmbiguousUpdate, thread, err)
 	}

@@ -43,6 +43,8 @@ type task[S any] struct {
 	steps      map[string]checkpoint.StepResult // durable step results by name
 	stepSlots  int                              // next free "__step__:<n>" slot
 	abandoned  bool                             // cancelled because a sibling failed
+	toParent   parentCommand                    // the node sent an update to the parent graph (ToParent)
+	breakpoint *checkpoint.Breakpoint           // the node's subgraph stopped at a breakpoint
 }
 
 func (t *task[S]) path() string {
@@ -224,6 +226,23 @@ type scratch struct {
 	fence    func(ctx context.Context) error // confirms the run still owns the thread
 	maxBytes int                             // the cap on a result (WithMaxValueBytes)
 	aband    *safe.Counter                   // the runnable's abandoned calls (nil outside a run)
+
+	// outer is the run a subgraph node's subgraph runs inside (nil for
+	// other nodes), and breakpoint where that subgraph stopped at one.
+	outer      *outer
+	breakpoint *checkpoint.Breakpoint
+}
+
+// raise records interrupts a subgraph of the task raised: the task pauses
+// with them, as with its own Ask calls.
+func (s *scratch) raise(list []interrupt.Interrupt) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, in := range list {
+		if !slices.ContainsFunc(s.raised, func(r interrupt.Interrupt) bool { return r.ID == in.ID }) {
+			s.raised = append(s.raised, in)
+		}
+	}
 }
 
 // Abandoned implements interrupt.Abandoner: an encoding or decoding of
@@ -269,13 +288,20 @@ func (s *scratch) AnswerKey(key string, q json.RawMessage) (json.RawMessage, str
 
 func (s *scratch) reset() {
 	s.mu.Lock()
-	s.asked, s.raised = 0, nil
+	s.asked, s.raised, s.breakpoint = 0, nil, nil
 	s.mu.Unlock()
 }
 
 // TaskInfo says where a node runs.
 type TaskInfo struct {
-	Thread       string
+	Thread string
+	// NS is the namespace of the graph the node runs in: "" for a thread's
+	// root graph, a subgraph's namespace (checkpoint.TaskNS) inside a
+	// subgraph, where CheckpointID, Step and TaskID are the subgraph's. A
+	// task ID is unique within a thread, whatever its namespace; work
+	// keyed by the thread alone (package nodes' idempotency keys) adds
+	// NS to stay apart from the same work in another subgraph task.
+	NS           string
 	CheckpointID string // the checkpoint the step started from
 	Step         int
 	Node         string
@@ -515,7 +541,7 @@ func (r *Runnable[S]) safeExecute(ctx context.Context, t *task[S], f *frame[S], 
 // update and edges into writes. It sets t.err, t.interrupts or t.writes.
 func (r *Runnable[S]) execute(ctx context.Context, t *task[S], f *frame[S], sp *scratch, borrow bool) {
 	asked := t.interrupts // as saved: the questions of earlier runs
-	t.interrupts, t.encoded = nil, nil
+	t.interrupts, t.encoded, t.toParent, t.breakpoint = nil, nil, nil, nil
 	if t.name == START {
 		t.update, t.writes, t.err = r.startWrites(ctx, t, f)
 		t.done = t.err == nil
@@ -534,7 +560,19 @@ func (r *Runnable[S]) execute(ctx context.Context, t *task[S], f *frame[S], sp *
 		raised := slices.Clone(sp.raised)
 		sp.mu.Unlock()
 		var ni *interrupt.NodeInterrupt
+		var pc parentCommand
 		switch {
+		case sp.breakpoint != nil && len(raised) == 0:
+			// The node's subgraph stopped at one of its breakpoints.
+			t.breakpoint = sp.breakpoint
+			return
+		case err != nil && len(raised) == 0 && errors.As(err, &pc):
+			if sp.info.NS == "" {
+				t.err = fmt.Errorf("%w: node %q returned graph.ToParent, but it runs in the root graph of thread %q (there is no parent graph)", ErrNoParent, t.name, sp.info.Thread)
+				return
+			}
+			t.toParent = pc
+			return
 		case len(raised) > 0:
 			// A node that swallowed the pause is still paused.
 			if err == nil {

@@ -49,6 +49,28 @@ type Topology struct {
 	// (WithInterruptBefore, WithInterruptAfter); "*" stands for every node.
 	InterruptBefore []string `json:"interrupt_before"`
 	InterruptAfter  []string `json:"interrupt_after"`
+	// Subgraphs are the topologies of the graphs its subgraph nodes run
+	// (Graph.AddSubgraph), one per such node, at any depth. A graph
+	// without subgraph nodes encodes as it did before they existed.
+	Subgraphs []SubgraphTopology `json:"subgraphs,omitempty"`
+}
+
+// SubgraphTopology is a subgraph node of a Topology and the topology of
+// the graph it runs.
+type SubgraphTopology struct {
+	Node     string   `json:"node"`
+	Topology Topology `json:"topology"`
+}
+
+// Subgraph returns the topology of the graph node runs, and false when
+// node is no subgraph node of t.
+func (t Topology) Subgraph(node string) (Topology, bool) {
+	for _, s := range t.Subgraphs {
+		if s.Node == node {
+			return s.Topology.clone(), true
+		}
+	}
+	return Topology{}, false
 }
 
 // Edge is a plain edge of a Topology.
@@ -125,6 +147,10 @@ func (t Topology) canonical() Topology {
 	slices.SortFunc(c.Branches, func(a, b Branch) int {
 		return cmp.Or(strings.Compare(a.From, b.From), cmpBool(a.Send, b.Send), slices.Compare(a.Destinations, b.Destinations))
 	})
+	for _, sg := range t.Subgraphs {
+		c.Subgraphs = append(c.Subgraphs, SubgraphTopology{Node: sg.Node, Topology: sg.Topology.canonical()})
+	}
+	slices.SortFunc(c.Subgraphs, func(a, b SubgraphTopology) int { return strings.Compare(a.Node, b.Node) })
 	return c
 }
 
@@ -159,14 +185,7 @@ func (t Topology) Encode() ([]byte, error) {
 	if !c.validUTF8() {
 		return nil, fmt.Errorf("%w: graph %q: a name in the topology is not valid UTF-8", ErrInvalidGraph, strings.ToValidUTF8(c.Name, "\uFFFD"))
 	}
-	out := topologyJSON{Format: topologyFormat, Topology: Topology{Name: c.Name, Nodes: nonNil(c.Nodes), Edges: nonNil(c.Edges),
-		Joins: nonNil(c.Joins), Branches: nonNil(c.Branches), InterruptBefore: nonNil(c.InterruptBefore), InterruptAfter: nonNil(c.InterruptAfter)}}
-	for i := range out.Joins {
-		out.Joins[i].Sources = nonNil(out.Joins[i].Sources)
-	}
-	for i := range out.Branches {
-		out.Branches[i].Destinations = nonNil(out.Branches[i].Destinations)
-	}
+	out := topologyJSON{Format: topologyFormat, Topology: c.encodable()}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -174,6 +193,23 @@ func (t Topology) Encode() ([]byte, error) {
 		return nil, fmt.Errorf("graph: encode the topology of graph %q: %w", c.Name, err)
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// encodable returns canonical c with every list but Subgraphs non-nil, at
+// every depth, as Encode writes it.
+func (c Topology) encodable() Topology {
+	out := Topology{Name: c.Name, Nodes: nonNil(c.Nodes), Edges: nonNil(c.Edges),
+		Joins: nonNil(c.Joins), Branches: nonNil(c.Branches), InterruptBefore: nonNil(c.InterruptBefore), InterruptAfter: nonNil(c.InterruptAfter)}
+	for i := range out.Joins {
+		out.Joins[i].Sources = nonNil(out.Joins[i].Sources)
+	}
+	for i := range out.Branches {
+		out.Branches[i].Destinations = nonNil(out.Branches[i].Destinations)
+	}
+	for _, sg := range c.Subgraphs {
+		out.Subgraphs = append(out.Subgraphs, SubgraphTopology{Node: sg.Node, Topology: sg.Topology.encodable()})
+	}
+	return out
 }
 
 // validUTF8 reports whether every string of t is valid UTF-8 (JSON would
@@ -199,6 +235,10 @@ func (t Topology) validUTF8() bool {
 	for _, b := range t.Branches {
 		each(b.From)
 		each(b.Destinations...)
+	}
+	for _, sg := range t.Subgraphs {
+		each(sg.Node)
+		ok = ok && sg.Topology.validUTF8()
 	}
 	return ok
 }
@@ -317,6 +357,17 @@ func (t Topology) check() error {
 			}
 		}
 	}
+	for i, sg := range t.Subgraphs {
+		if err := node(sg.Node, "a subgraph node", false, false); err != nil {
+			return err
+		}
+		if i > 0 && t.Subgraphs[i-1].Node == sg.Node {
+			return fmt.Errorf("subgraph node %q is listed twice", quoteIfLong(sg.Node))
+		}
+		if err := sg.Topology.check(); err != nil {
+			return fmt.Errorf("subgraph of node %q: %w", quoteIfLong(sg.Node), err)
+		}
+	}
 	return nil
 }
 
@@ -410,6 +461,9 @@ func (t Topology) clone() Topology {
 	}
 	for _, b := range t.Branches {
 		c.Branches = append(c.Branches, Branch{From: b.From, Send: b.Send, Destinations: slices.Clone(b.Destinations)})
+	}
+	for _, sg := range t.Subgraphs {
+		c.Subgraphs = append(c.Subgraphs, SubgraphTopology{Node: sg.Node, Topology: sg.Topology.clone()})
 	}
 	return c
 }

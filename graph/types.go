@@ -79,6 +79,18 @@ type Task struct {
 	// Result holds the task's field writes (JSON, by field name) once it
 	// finished, and is nil until then.
 	Result map[string]json.RawMessage
+	// NS is set when the task's node is a subgraph (Graph.AddSubgraph):
+	// the namespace its checkpoints are saved in (checkpoint.TaskNS), as
+	// Config.NS names it, whether or not it has run yet. Read its state
+	// with GetSubgraphState, or ask GetState and History for it
+	// (Subgraphs, HistoryOptions.Subgraphs).
+	NS string
+	// State is the subgraph's snapshot, a Snapshot of the subgraph's state
+	// type as a value (Snapshot[C]; SubgraphStateOf unpacks it), when the
+	// snapshot was asked for with its subgraphs and the subgraph has saved
+	// a checkpoint; nil otherwise. Its Tasks carry their own subgraphs'
+	// State, at any depth.
+	State any
 }
 
 // Snapshot is the state of a thread at a checkpoint.
@@ -103,6 +115,8 @@ type Snapshot[S any] struct {
 	// Interrupts are the interrupts still waiting for an answer.
 	Interrupts []interrupt.Interrupt
 	// Breakpoint is set when a run stopped at a static breakpoint here.
+	// A breakpoint inside a subgraph names the node that runs the
+	// subgraph; the subgraph's own snapshot says where in it.
 	Breakpoint *checkpoint.Breakpoint
 	Status     Status
 }
@@ -146,6 +160,16 @@ type Event[S any] struct {
 	Interrupts []interrupt.Interrupt
 	Next       []string
 	Config     Config
+	// NS is the namespace of the graph the event comes from: "" for the
+	// graph that was run, a subgraph's namespace (checkpoint.TaskNS) for
+	// the events of its subgraphs, which a stream yields with
+	// StreamSubgraphs. Step, Node, TaskID and Config are then the
+	// subgraph's.
+	NS string
+	// Subgraph is the event as the subgraph emitted it, an Event of its
+	// state type (Event[C]), for an event from a subgraph; nil otherwise.
+	// Values and Update are set only when the subgraph's state type is S.
+	Subgraph any
 }
 
 // RunOption configures one run (Invoke, Resume, Continue, Replay, Stream).
@@ -159,6 +183,7 @@ type runOptions struct {
 	discard       bool
 	runKey        string
 	runKeySet     bool
+	subgraphs     bool
 }
 
 // RunKey makes Invoke idempotent under key: retried after a crash, a
@@ -220,6 +245,14 @@ func Metadata(m map[string]any) RunOption {
 	}
 }
 
+// StreamSubgraphs makes a stream yield the events of the subgraphs its
+// graph runs, at any depth, as well as its own (LangGraph's
+// stream(subgraphs=True)): each names the namespace it comes from
+// (Event.NS). They arrive as the subgraphs run, from the goroutines of
+// the tasks that run them, one at a time. Without it a stream yields the
+// events of its own graph only. It changes nothing else about a run.
+func StreamSubgraphs() RunOption { return func(o *runOptions) { o.subgraphs = true } }
+
 // DiscardPending lets new input replace a thread's pending interrupts or
 // breakpoint. Without it Invoke on a waiting thread fails with
 // ErrPendingInterrupt (LangGraph discards silently; lockstep fails closed).
@@ -229,9 +262,11 @@ func DiscardPending() RunOption { return func(o *runOptions) { o.discard = true 
 type resolvedRun struct {
 	before, after map[string]bool
 	limit         int
+	limitSet      bool // RecursionLimit was given: subgraphs take it too
 	metadata      map[string]any
 	discard       bool
 	runKey        string
+	subgraphs     bool
 }
 
 func (r *Runnable[S]) resolveRun(opts []RunOption) (resolvedRun, error) {
@@ -241,7 +276,7 @@ func (r *Runnable[S]) resolveRun(opts []RunOption) (resolvedRun, error) {
 	}
 	// The compiled breakpoints are shared; a run that adds its own gets
 	// copies.
-	rr := resolvedRun{before: r.before, after: r.after, limit: r.cfg.recursionLimit, metadata: o.metadata, discard: o.discard, runKey: o.runKey}
+	rr := resolvedRun{before: r.before, after: r.after, limit: r.cfg.recursionLimit, metadata: o.metadata, discard: o.discard, runKey: o.runKey, subgraphs: o.subgraphs}
 	if len(o.before) > 0 {
 		rr.before = maps.Clone(r.before)
 		if rr.before == nil {
@@ -261,7 +296,7 @@ func (r *Runnable[S]) resolveRun(opts []RunOption) (resolvedRun, error) {
 		if o.limit < 1 {
 			return rr, fmt.Errorf("%w: recursion limit %d is below 1", ErrInvalidInput, o.limit)
 		}
-		rr.limit = o.limit
+		rr.limit, rr.limitSet = o.limit, true
 	}
 	for _, set := range []struct {
 		m     map[string]bool
