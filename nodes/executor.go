@@ -321,6 +321,9 @@ type Call struct {
 	Args json.RawMessage
 	// Scope is the thread (or user) the call belongs to: part of its
 	// idempotency key. Empty means the thread of the graph run in ctx.
+	// A call scoped by that thread inside a subgraph is keyed by the
+	// subgraph's namespace too (IdempotencyKeyNS): unique per subgraph
+	// task.
 	Scope string
 	// Approval is a human's decision for this exact call, if there is one.
 	Approval *approval.Decision
@@ -641,6 +644,11 @@ func (e *Executor) key(ctx context.Context, p *prepared) (string, error) {
 	}
 	if p.scope == "" {
 		return "", fmt.Errorf("%w: tool %q: set Call.Scope or run inside a graph", ErrNoScope, t.name)
+	}
+	if info, ok := graph.TaskFrom(ctx); ok && info.NS != "" && p.scope == info.Thread {
+		// Scoped by the thread, inside a subgraph: unique per subgraph
+		// task (D20).
+		return IdempotencyKeyNS(p.scope, info.NS, t.name, p.args), nil
 	}
 	return IdempotencyKey(p.scope, t.name, p.args), nil
 }

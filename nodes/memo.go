@@ -88,6 +88,21 @@ func IdempotencyKey(scope, tool string, canonArgs []byte) string {
 	return canon.Hash([]byte("lockstep/idempotency/v1"), []byte(scope), []byte(tool), canonArgs)
 }
 
+// IdempotencyKeyNS is the idempotency key of a write made inside a
+// subgraph (graph.TaskInfo.NS), scoped by the thread it runs in: as
+// IdempotencyKey, over the namespace too, under its own domain tag. The
+// namespace names the task that runs the subgraph, so the same write in
+// two subgraph tasks of a thread (two runs of a subgraph node, or two
+// subgraph nodes) is two operations, and the same task run again after a
+// crash or a pause is the same one. With an empty ns it is
+// IdempotencyKey(scope, tool, canonArgs).
+func IdempotencyKeyNS(scope, ns, tool string, canonArgs []byte) string {
+	if ns == "" {
+		return IdempotencyKey(scope, tool, canonArgs)
+	}
+	return canon.Hash([]byte("lockstep/idempotency/ns/v1"), []byte(scope), []byte(ns), []byte(tool), canonArgs)
+}
+
 // NaturalIdempotencyKey is the idempotency key of a write whose tool names
 // a natural key (NaturalKey): a length-prefixed SHA-256 over a domain tag,
 // the tool's name and the natural key, without the thread, so the same
