@@ -40,6 +40,9 @@ func TestMain(m *testing.M) {
 		if role == branchRole {
 			os.Exit(runBranchChild())
 		}
+		if role == subgraphCrashRole {
+			os.Exit(runSubgraphCrashChild())
+		}
 		os.Exit(runChild(role))
 	}
 	goleak.VerifyTestMain(m)
