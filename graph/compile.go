@@ -16,7 +16,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/internal/hookcall"
 	"github.com/lockstepgo/lockstep/internal/safe"
+	"github.com/lockstepgo/lockstep/observe"
 )
 
 // Defaults of the compile options.
@@ -46,6 +48,7 @@ type config struct {
 	maxValueBytes  int
 	stateCache     int
 	rand           io.Reader
+	observer       observe.Hook
 	errs           []error
 }
 
@@ -186,6 +189,7 @@ type Runnable[S any] struct {
 	branchCh  map[string]string // node → its trigger channel, "branch:to:<node>"
 	live      liveRuns          // this Runnable's runs, per thread
 	abandoned *safe.Counter     // application code given up on (see Abandoned)
+	obs       *hookcall.Caller  // WithObserver's hook; nil without one
 
 	topo     Topology    // canonical
 	topoData []byte      // its encoding
@@ -321,6 +325,7 @@ func (g *Graph[S]) Compile(opts ...Option) (*Runnable[S], error) {
 	if err := r.buildTopology(); err != nil {
 		return nil, err
 	}
+	r.obs = hookcall.New(cfg.observer, r.abandoned, r.cfg.logger)
 	return r, nil
 }
 

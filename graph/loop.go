@@ -15,10 +15,12 @@ import (
 	"time"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/internal/hookcall"
 	"github.com/lockstepgo/lockstep/internal/safe"
 	"github.com/lockstepgo/lockstep/internal/strictjson"
 	"github.com/lockstepgo/lockstep/internal/testhook"
 	"github.com/lockstepgo/lockstep/interrupt"
+	"github.com/lockstepgo/lockstep/observe"
 )
 
 // errStopped ends a streamed run whose consumer stopped reading.
@@ -203,7 +205,7 @@ type run[S any] struct {
 	hook func(point string) // the module's tests' crash points (internal/testhook)
 }
 
-func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opts []RunOption, emit func(Event[S]) bool) (Result[S], error) {
+func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opts []RunOption, emit func(Event[S]) bool) (res Result[S], err error) {
 	var zero Result[S]
 	if err := checkThread(thread); err != nil {
 		return zero, err
@@ -229,7 +231,14 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 			return !ru.stopped.Load()
 		}
 	}
-	defer ru.finish()
+	if r.obs != nil {
+		e := ru.event(observe.KindRun)
+		e.Mode, e.Links = modeOf(in.kind), observe.Links(ctx)
+		sp := r.obs.Start(ctx, e)
+		ctx = sp.Ctx
+		defer func() { r.obs.End(sp, ru.runEnd(e, res, err)) }() // after finish: the release is the run's
+	}
+	defer ru.finish(ctx)
 	if ru.saver == nil && in.kind != inputStart {
 		return zero, fmt.Errorf("%w: cannot resume, continue or replay thread %q", ErrNoSaver, thread)
 	}
@@ -263,7 +272,7 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 		}
 		return *res, nil
 	}
-	res, err := ru.loop(ctx)
+	res, err = ru.loop(ctx)
 	if _, ferr := ru.flushHeld(ctx); ferr != nil {
 		// The run ended before its __start__ step, or its first write
 		// after a resume, was saved (cancelled, stopped, or the step
@@ -363,7 +372,9 @@ func (r *Runnable[S]) branchedBelow(ctx context.Context, thread, input string) (
 
 // finish releases the lease if the run still holds it and stops the
 // heartbeat.
-func (ru *run[S]) finish() {
+// It runs with ctx's values (the run's observer span) and without its
+// cancellation.
+func (ru *run[S]) finish(ctx context.Context) {
 	ru.ended.Store(true)
 	ru.mu.Lock()
 	ru.done = true
@@ -381,9 +392,12 @@ func (ru *run[S]) finish() {
 	ru.leased = false
 	ru.mu.Unlock()
 	if leased && ru.saver != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if err := ru.saver.Release(ctx, ru.thread, ru.ns, ru.lease.Owner); err != nil {
+		sc := ru.startSaver(ctx, observe.OpRelease, nil)
+		err := ru.saver.Release(ctx, ru.thread, ru.ns, ru.lease.Owner)
+		ru.endSaver(sc, 0, err)
+		if err != nil {
 			ru.logAttrs(ctx, slog.LevelWarn, "could not release the thread's lease; it expires on its own", slog.String("error", err.Error()))
 		}
 	}
@@ -435,7 +449,14 @@ func (r *Runnable[S]) loadAt(ctx context.Context, saver checkpoint.Saver, thread
 	if base != nil {
 		opts.Have = base.versions
 	}
+	var sc saverCall
+	if r.obs != nil {
+		sc = saverCall{sp: r.obs.Start(ctx, observe.Event{Kind: observe.KindSaver, NS: ns, Thread: thread, Op: observe.OpGet}), op: observe.OpGet}
+	}
 	tp, err := saver.Get(ctx, checkpoint.Ref{Thread: thread, NS: ns, ID: id}, opts)
+	if sc.sp.Open() {
+		r.endSaverCall(sc, observe.Event{Kind: observe.KindSaver, NS: ns, Thread: thread}, tupleBytes(tp), err)
+	}
 	if errors.Is(err, checkpoint.ErrNotFound) {
 		if id != "" {
 			return nil, nil, fmt.Errorf("graph: %s checkpoint %s: %w", placeName(thread, ns), id, err)
@@ -957,7 +978,10 @@ func detached(ctx context.Context) context.Context {
 // claim takes the thread's lease without writing.
 func (ru *run[S]) claim(ctx context.Context, head string) error {
 	ref := checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: head}
-	if err := ru.request(func(l checkpoint.Lease) error { return ru.saver.Claim(ctx, ref, l) }); err != nil {
+	sc := ru.startSaver(ctx, observe.OpClaim, nil)
+	err := ru.request(func(l checkpoint.Lease) error { return ru.saver.Claim(ctx, ref, l) })
+	ru.endSaver(sc, 0, err)
+	if err != nil {
 		return fmt.Errorf("graph: thread %q: claim: %w", ru.thread, err)
 	}
 	ru.setLeased(head, true)
@@ -1003,12 +1027,17 @@ func (ru *run[S]) writePending(ctx context.Context, head string, tasks []checkpo
 		return fmt.Errorf("graph: thread %q: %w", ru.thread, err)
 	}
 	release = release && ru.nest == nil // a subgraph's run never lets the thread go
+	var sc saverCall
+	if ru.r.obs != nil {
+		sc = ru.startSaver(ctx, observe.OpPutWrites, func() int { return writesBytes(tasks) })
+	}
 	err := ru.request(func(l checkpoint.Lease) error {
 		return ru.saver.PutWrites(ctx, checkpoint.WritesRequest{
 			Ref:   checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: head},
 			Tasks: tasks, Lease: l, Release: release,
 		})
 	})
+	ru.endSaver(sc, 0, err)
 	if err != nil {
 		return fmt.Errorf("graph: thread %q checkpoint %s: save pending writes: %w", ru.thread, head, err)
 	}
@@ -1125,13 +1154,21 @@ func (ru *run[S]) put(ctx context.Context, reqs []checkpoint.PutRequest) error {
 		return fmt.Errorf("graph: thread %q step %d: %w", ru.thread, step, err)
 	}
 	ru.hit(testhook.GraphBeforeSave)
+	var sc saverCall
+	if ru.r.obs != nil {
+		sc = ru.startSaver(ctx, observe.OpPut, func() int { return putBytes(reqs) })
+	}
 	err := ru.request(func(l checkpoint.Lease) error {
 		for i := range reqs {
 			reqs[i].Lease = l
 		}
 		return checkpoint.PutChain(detached(ctx), ru.saver, reqs...)
 	})
-	if err != nil && !ru.committedAnyway(err, id) {
+	if err != nil && ru.committedAnyway(err, id) {
+		err = nil
+	}
+	ru.endSaver(sc, 0, err)
+	if err != nil {
 		return fmt.Errorf("graph: thread %q step %d: save checkpoint %s: %w", ru.thread, step, id, err)
 	}
 	ru.hit(testhook.GraphAfterSave)
@@ -1205,10 +1242,17 @@ func (ru *run[S]) committedAnyway(err error, id string) bool {
 }
 
 // loop runs supersteps until the thread is done, waits, or fails.
-func (ru *run[S]) loop(ctx context.Context) (Result[S], error) {
+func (ru *run[S]) loop(ctx context.Context) (res Result[S], err error) {
 	r := ru.r
 	var zero Result[S]
 	first := true
+	var step hookcall.Span // the observer's span of the step in progress
+	stepTasks := 0
+	defer func() {
+		if step.Open() {
+			ru.endStep(step, stepTasks, res, err)
+		}
+	}()
 	ru.send(Event[S]{Kind: EventValues, Step: ru.step - 1, Values: r.view(ru.fr.state), Config: ru.config()})
 	for {
 		if err := ctx.Err(); err != nil {
@@ -1240,13 +1284,20 @@ func (ru *run[S]) loop(ctx context.Context) (Result[S], error) {
 		if names := breakpointHits(ru.opts.before, tasks, true); len(names) > 0 && ru.fr.maxVersion() > ru.fr.mark {
 			return ru.stopAtBreakpoint(ctx, "before", names, tasks)
 		}
-		if err := ru.runTasks(ctx, tasks); err != nil {
+		sctx := ctx // the step's context: the observer's step span
+		if r.obs != nil {
+			e := ru.event(observe.KindStep)
+			e.Tasks, stepTasks = len(tasks), len(tasks)
+			step = r.obs.Start(ctx, e)
+			sctx = step.Ctx
+		}
+		if err := ru.runTasks(sctx, tasks); err != nil {
 			return zero, err
 		}
 		abandoned := slices.ContainsFunc(tasks, func(t *task[S]) bool { return t.abandoned })
 		if ctx.Err() != nil && abandoned {
 			// Cancelled mid-step: keep what finished, leave the rest pending.
-			if err := ru.saveUnsaved(ctx, tasks); err != nil {
+			if err := ru.saveUnsaved(sctx, tasks); err != nil {
 				return zero, err
 			}
 			return zero, fmt.Errorf("graph: thread %q: stopped in step %d: %w", ru.thread, ru.step, context.Cause(ctx))
@@ -1278,9 +1329,9 @@ func (ru *run[S]) loop(ctx context.Context) (Result[S], error) {
 			}
 		}
 		if failed != nil || paused {
-			return ru.stopStep(ctx, tasks, failed)
+			return ru.stopStep(sctx, tasks, failed)
 		}
-		next, err := r.applyWrites(ctx, ru.fr, tasks, ru.step, true, true)
+		next, err := r.applyWrites(sctx, ru.fr, tasks, ru.step, true, true)
 		if err != nil {
 			var ce *ConflictError
 			if errors.As(err, &ce) || appFailure(err) {
@@ -1288,7 +1339,7 @@ func (ru *run[S]) loop(ctx context.Context) (Result[S], error) {
 				// Continue applies them again (a conflict, a reducer that
 				// panicked or did not return before the run's context
 				// ended).
-				if perr := ru.saveUnsaved(ctx, tasks); perr != nil {
+				if perr := ru.saveUnsaved(sctx, tasks); perr != nil {
 					return zero, perr
 				}
 				return zero, fmt.Errorf("graph: thread %q: %w", ru.thread, err)
@@ -1310,7 +1361,7 @@ func (ru *run[S]) loop(ctx context.Context) (Result[S], error) {
 			}
 		}
 		if ru.saver != nil {
-			if err := ru.save(ctx, next, checkpoint.SourceLoop, unsaved, marker, !due || len(marker) > 0); err != nil {
+			if err := ru.save(sctx, next, checkpoint.SourceLoop, unsaved, marker, !due || len(marker) > 0); err != nil {
 				return zero, err
 			}
 		} else {
@@ -1319,6 +1370,10 @@ func (ru *run[S]) loop(ctx context.Context) (Result[S], error) {
 			next.dirty = nil
 		}
 		ru.fr = next
+		if step.Open() {
+			ru.endStep(step, stepTasks, Result[S]{}, nil)
+			step = hookcall.Span{}
+		}
 		ru.send(Event[S]{Kind: EventCheckpoint, Step: ru.step, Config: ru.config()})
 		ru.send(Event[S]{Kind: EventValues, Step: ru.step, Values: r.view(next.state), Config: ru.config()})
 		ru.step++
@@ -1520,8 +1575,10 @@ func (ru *run[S]) runTasks(ctx context.Context, tasks []*task[S]) error {
 	}
 	if len(todo) == 1 {
 		t := todo[0]
-		r.safeExecute(ctx, t, ru.fr, ru.scratchFor(t), len(tasks) == 1)
+		sp := ru.startTask(ctx, t)
+		r.safeExecute(sp.Ctx, t, ru.fr, ru.scratchFor(t), len(tasks) == 1)
 		abandonStopped(t)
+		ru.endTask(sp, t, ctx.Err() != nil)
 		ru.hit(testhook.GraphAfterTask)
 		abandonCancelled(ctx, todo)
 		ru.reportTasks(todo)
@@ -1540,8 +1597,10 @@ func (ru *run[S]) runTasks(ctx context.Context, tasks []*task[S]) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			r.safeExecute(stepCtx, t, ru.fr, ru.scratchFor(t), false)
+			sp := ru.startTask(stepCtx, t)
+			r.safeExecute(sp.Ctx, t, ru.fr, ru.scratchFor(t), false)
 			abandonStopped(t)
+			ru.endTask(sp, t, stepCtx.Err() != nil)
 			ru.hit(testhook.GraphAfterTask)
 			remaining := left.Add(-1)
 			if t.err != nil {

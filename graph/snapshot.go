@@ -380,7 +380,7 @@ func (r *Runnable[S]) updateAt(ctx context.Context, pl place, lease checkpoint.L
 	var zero Config
 	thread := pl.thread
 	ru := &run[S]{r: r, thread: thread, ns: pl.ns, saver: pl.saver, lease: lease, live: live, log: r.cfg.logger, hook: testhook.From(ctx)}
-	defer ru.finish()
+	defer ru.finish(ctx)
 	var f *frame[S]
 	var tp *checkpoint.Tuple
 	var err error

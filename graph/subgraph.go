@@ -380,7 +380,7 @@ func (r *Runnable[S]) runNested(ctx context.Context, sp *scratch, input Update[S
 		ru.emitNested = up
 		ru.emit = func(e Event[S]) bool { return up(nestedOf(ns, e)) }
 	}
-	defer ru.finish()
+	defer ru.finish(ctx)
 	var err error
 	if o.saver == nil {
 		err = ru.startInput(ctx, input)

@@ -45,6 +45,7 @@ type task[S any] struct {
 	abandoned  bool                             // cancelled because a sibling failed
 	toParent   parentCommand                    // the node sent an update to the parent graph (ToParent)
 	breakpoint *checkpoint.Breakpoint           // the node's subgraph stopped at a breakpoint
+	attempts   int                              // attempts of its last execution
 }
 
 func (t *task[S]) path() string {
@@ -542,6 +543,7 @@ func (r *Runnable[S]) safeExecute(ctx context.Context, t *task[S], f *frame[S], 
 func (r *Runnable[S]) execute(ctx context.Context, t *task[S], f *frame[S], sp *scratch, borrow bool) {
 	asked := t.interrupts // as saved: the questions of earlier runs
 	t.interrupts, t.encoded, t.toParent, t.breakpoint = nil, nil, nil, nil
+	t.attempts = 1
 	if t.name == START {
 		t.update, t.writes, t.err = r.startWrites(ctx, t, f)
 		t.done = t.err == nil
@@ -626,6 +628,7 @@ func (r *Runnable[S]) execute(ctx context.Context, t *task[S], f *frame[S], sp *
 			return
 		}
 		r.cfg.logger.LogAttrs(ctx, slog.LevelDebug, "node failed; retrying", strAttr("node", t.name), intAttr("attempt", attempt), strAttr("error", err.Error()))
+		r.noteRetry(ctx, t.name, attempt, wait, err)
 		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -635,6 +638,7 @@ func (r *Runnable[S]) execute(ctx context.Context, t *task[S], f *frame[S], sp *
 		case <-timer.C:
 		}
 		attempt++
+		t.attempts = attempt
 		sp.reset()
 	}
 }
