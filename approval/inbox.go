@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/internal/hookcall"
 )
 
 // Page sizes of Inbox.List.
@@ -33,6 +34,7 @@ type Inbox struct {
 	lister  checkpoint.InterruptLister
 	store   Store
 	threads func(thread string) bool
+	obs     *hookcall.Caller // WithObserver's; nil without one
 }
 
 // now reads the store's clock, the one that decides: an inbox has no clock
@@ -186,7 +188,7 @@ func (in *Inbox) List(ctx context.Context, f Filter) (Page, error) {
 // whether this call recorded it: a decision that won first, or a store
 // whose clock says the request has not expired yet, is not an error.
 func (in *Inbox) expire(ctx context.Context, it Item, note string) (bool, error) {
-	_, err := in.store.Decide(ctx, it, Verdict{Outcome: Expired, Reviewer: ExpiryReviewer, Note: note})
+	_, err := in.decide(ctx, it, Verdict{Outcome: Expired, Reviewer: ExpiryReviewer, Note: note})
 	switch {
 	case err == nil:
 		return true, nil
@@ -337,7 +339,7 @@ func (in *Inbox) Decide(ctx context.Context, id string, v Verdict) (Decision, er
 	if !ok {
 		return Decision{}, in.missing(ctx, id)
 	}
-	return in.store.Decide(ctx, it, v)
+	return in.decide(ctx, it, v)
 }
 
 // Approve approves the pending approval id as is. It fails as Decide does:
@@ -399,7 +401,7 @@ func (in *Inbox) Sweep(ctx context.Context) (SweepReport, error) {
 			if !due {
 				continue
 			}
-			_, err := in.store.Decide(ctx, it, Verdict{Outcome: Expired, Reviewer: ExpiryReviewer, Note: note})
+			_, err := in.decide(ctx, it, Verdict{Outcome: Expired, Reviewer: ExpiryReviewer, Note: note})
 			var lost *AlreadyDecidedError
 			switch {
 			case errors.As(err, &lost):

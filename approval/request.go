@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockstepgo/lockstep/internal/canon"
 	"github.com/lockstepgo/lockstep/internal/strictjson"
+	"github.com/lockstepgo/lockstep/observe"
 )
 
 // Risk is the tier a tool declares when it is registered. Which calls need a
@@ -67,6 +68,13 @@ type Request struct {
 	// call is that tool's fallback (Kind is KindFallback, or
 	// KindOutcomeUnknown for a fallback whose outcome is unknown).
 	FallbackFor string `json:"fallback_for,omitempty"`
+	// TraceParent is the W3C traceparent of the operation that raised
+	// the request (the tool node's task), when the run was traced
+	// (package observe): every store keeps it with the decision, and the
+	// Worker's resume links to it, in whichever process it runs. Empty
+	// when the run was not traced; otherwise a version-00 traceparent
+	// (observe.ValidTraceParent), or the request is invalid.
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // Kind is what an approval request asks the reviewer.
@@ -345,7 +353,8 @@ const (
 // that are JSON and match ArgsHash, a known risk tier, a known kind (a
 // KindFallback request names the tool it stands in for, and only fallback
 // and outcome-unknown requests do), and an expiry that is after CreatedAt
-// by at most MaxTTL. The tool node calls it before it
+// by at most MaxTTL, and a TraceParent that is empty or a W3C
+// traceparent. The tool node calls it before it
 // pauses, so a request that nobody could decide is never raised. It returns
 // an *Error matching ErrInvalidRequest or ErrInvalidExpiry.
 func (r Request) Validate() error {
@@ -373,6 +382,8 @@ func (r Request) validate(id string) *Error {
 		return newError(id, ErrInvalidRequest, "fallback_for is set on a request of kind %s", quoteShort(string(r.Kind)))
 	case len(r.FallbackFor) > maxToolBytes:
 		return newError(id, ErrInvalidRequest, "fallback_for of %d bytes", len(r.FallbackFor))
+	case r.TraceParent != "" && !observe.ValidTraceParent(r.TraceParent):
+		return newError(id, ErrInvalidRequest, "traceparent %s is not a W3C traceparent", quoteShort(r.TraceParent))
 	}
 	h, err := ArgsHash(r.Tool, r.Args)
 	if err != nil {

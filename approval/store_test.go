@@ -57,6 +57,32 @@ func TestDecideFirstWins(t *testing.T) {
 	}
 }
 
+// TestStoreKeepsTraceParent: every store keeps a request's traceparent
+// with the decision, for the worker's resume to link to (in any process).
+func TestStoreKeepsTraceParent(t *testing.T) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := newClock()
+			s, _ := k.open(t, clock.Now)
+			it := newItem(t, refundSchema(t), clock.Now(), "a1")
+			it.Request.TraceParent = tp
+			if _, err := s.Decide(ctx, it, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}); err != nil {
+				t.Fatal(err)
+			}
+			rec, err := s.Get(ctx, "a1")
+			if err != nil || rec.Request.TraceParent != tp {
+				t.Fatalf("Get: traceparent %q, %v", rec.Request.TraceParent, err)
+			}
+			recs, err := s.Unresumed(ctx, 0)
+			if err != nil || len(recs) != 1 || recs[0].Request.TraceParent != tp {
+				t.Fatalf("Unresumed: %+v, %v", recs, err)
+			}
+		})
+	}
+}
+
 // TestDecideEdit: an edit runs the reviewer's arguments, canonical, and the
 // decision's hash covers them, not the original ones.
 func TestDecideEdit(t *testing.T) {
@@ -336,6 +362,11 @@ func TestValidateRequest(t *testing.T) {
 		{"fallback without fallback_for", func(r *approval.Request) { r.Kind = approval.KindFallback }, approval.ErrInvalidRequest},
 		{"fallback_for on a gate", func(r *approval.Request) { r.Kind, r.FallbackFor = approval.KindGate, "create_issue" }, approval.ErrInvalidRequest},
 		{"fallback_for without a kind", func(r *approval.Request) { r.FallbackFor = "create_issue" }, approval.ErrInvalidRequest},
+		{"traceparent", func(r *approval.Request) { r.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" }, nil},
+		{"traceparent upper case", func(r *approval.Request) { r.TraceParent = "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01" }, approval.ErrInvalidRequest},
+		{"traceparent of zeros", func(r *approval.Request) { r.TraceParent = "00-00000000000000000000000000000000-00f067aa0ba902b7-01" }, approval.ErrInvalidRequest},
+		{"traceparent of version 01", func(r *approval.Request) { r.TraceParent = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" }, approval.ErrInvalidRequest},
+		{"traceparent cut", func(r *approval.Request) { r.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7" }, approval.ErrInvalidRequest},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

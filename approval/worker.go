@@ -13,7 +13,9 @@ import (
 
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/hookcall"
 	"github.com/lockstepgo/lockstep/internal/safe"
+	"github.com/lockstepgo/lockstep/observe"
 	"github.com/lockstepgo/lockstep/retry"
 )
 
@@ -121,6 +123,15 @@ type WorkerOptions struct {
 	// worker the threads its graph owns, so that no thread is resumed with
 	// another application's graph.
 	Threads func(thread string) bool
+	// Observer, if set, is told of every resume the worker makes, as an
+	// observe.KindApprovalResume operation linked to the request's
+	// TraceParent; the ResumeFunc runs with its context, which also
+	// carries the link (observe.WithLinks), so that the run it starts
+	// (ResumeGraph's) links to the request in whichever process raised
+	// it. A panic in it loses the event (logged); a call still running
+	// when the worker's context ends is given up on, and it is not called
+	// again.
+	Observer observe.Hook
 }
 
 // Worker resumes the threads of decided approvals, so that the process
@@ -144,6 +155,7 @@ type Worker struct {
 	store  Store
 	resume ResumeFunc
 	o      WorkerOptions
+	obs    *hookcall.Caller // o.Observer's; nil without one
 }
 
 // NewWorker returns a worker that resumes the decisions of store with
@@ -188,7 +200,7 @@ func NewWorker(store Store, resume ResumeFunc, opts WorkerOptions) (*Worker, err
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Worker{store: store, resume: resume, o: o}, nil
+	return &Worker{store: store, resume: resume, o: o, obs: hookcall.New(o.Observer, nil, o.Logger)}, nil
 }
 
 // DefaultWorkerRetry is the retry policy of a worker whose
@@ -277,8 +289,38 @@ func (r *WorkerReport) add(o WorkerReport) {
 	r.Skipped += o.Skipped
 }
 
-// handle claims and resumes one decision.
+// handle claims and resumes one decision, observed.
 func (w *Worker) handle(ctx context.Context, rec Record) (WorkerReport, error) {
+	if w.obs == nil {
+		return w.resumeOne(ctx, rec)
+	}
+	e := requestEvent(observe.KindApprovalResume, rec.ID, rec.Thread, rec.Request)
+	sp := w.obs.Start(ctx, e)
+	rep, err := w.resumeOne(observe.WithLinks(sp.Ctx, rec.Request.TraceParent), rec)
+	switch {
+	case rep.Resumed > 0:
+		e.Outcome = "resumed"
+	case rep.Stale > 0:
+		e.Outcome = "stale"
+	case rep.Deferred > 0:
+		e.Outcome = "deferred"
+	case rep.Skipped > 0:
+		e.Outcome = "skipped"
+	case ctx.Err() != nil:
+		e.Outcome = "stopped"
+	default:
+		e.Outcome = observe.OutcomeFailed
+	}
+	if e.Outcome == "resumed" || e.Outcome == "stale" {
+		e.Waited = waited(rec.Request, rec.Decision)
+	}
+	errFields(&e, err)
+	w.obs.End(sp, e)
+	return rep, err
+}
+
+// resumeOne claims and resumes one decision.
+func (w *Worker) resumeOne(ctx context.Context, rec Record) (WorkerReport, error) {
 	var rep WorkerReport
 	log := w.o.Logger.With(slog.String("approval", rec.ID), slog.String("thread", rec.Thread))
 	ok, err := w.store.ClaimResume(ctx, rec.ID, w.o.Lease)
