@@ -79,7 +79,7 @@ func NewAgentFor[S any](m Model, ex *Executor, acc StateAccess[S], opts AgentOpt
 		return nil, fmt.Errorf("%w: MaxTurns %d is negative", ErrInvalidConfig, turns)
 	}
 	tools := ex.Definitions()
-	var mopts []ModelNodeOption
+	mopts := []ModelNodeOption{withModelCaller(ex.modelCaller())}
 	if opts.System != "" {
 		mopts = append(mopts, WithSystemPrompt(opts.System))
 	}

@@ -20,10 +20,12 @@ import (
 	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/internal/canon"
+	"github.com/lockstepgo/lockstep/internal/hookcall"
 	"github.com/lockstepgo/lockstep/internal/jsonschema"
 	"github.com/lockstepgo/lockstep/internal/safe"
 	"github.com/lockstepgo/lockstep/interrupt"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
+	"github.com/lockstepgo/lockstep/observe"
 )
 
 // maxFallbackDepth bounds chains of fallbacks.
@@ -59,6 +61,8 @@ type Executor struct {
 	flight    singleflight.Group
 	aband     safe.Counter // abandoned calls: bodies, and other application code
 	maxAband  int64
+	observer  observe.Hook
+	obs       *hookcall.Caller // observer's caller; nil without one
 }
 
 // ExecutorOption configures NewExecutor.
@@ -204,6 +208,7 @@ func NewExecutor(tools []*Tool, opts ...ExecutorOption) (*Executor, error) {
 	}
 	e.declared = slices.Compact(slices.Sorted(slices.Values(e.declared)))
 	e.learned, e.learning, e.failedAt = map[string]bool{}, map[string]bool{}, map[string]time.Time{}
+	e.obs = hookcall.New(e.observer, &e.aband, e.log)
 	return e, nil
 }
 
@@ -410,7 +415,12 @@ func (e *Executor) Execute(ctx context.Context, c Call) (Result, error) {
 	return e.execute(ctx, c, 0)
 }
 
-func (e *Executor) execute(ctx context.Context, c Call, depth int) (Result, error) {
+func (e *Executor) execute(ctx context.Context, c Call, depth int) (res Result, err error) {
+	if e.obs != nil {
+		sp := e.obs.Start(ctx, e.toolEvent(&c))
+		ctx = sp.Ctx
+		defer func() { e.obs.End(sp, e.toolEnd(&c, res, err)) }()
+	}
 	// 1. Scope.
 	t, err := e.scope(c)
 	if err != nil {
@@ -427,7 +437,6 @@ func (e *Executor) execute(ctx context.Context, c Call, depth int) (Result, erro
 		return Result{}, err
 	}
 	// 3. Memo, or 4. ledger; then 5. run with retries.
-	var res Result
 	switch {
 	case t.read():
 		res, err = e.runRead(ctx, &c, p)
@@ -533,6 +542,9 @@ func (e *Executor) gate(ctx context.Context, c *Call, p *prepared) error {
 		return err
 	}
 	if !v.Need {
+		if e.obs != nil {
+			e.note(ctx, "allowed", c, nil)
+		}
 		return nil
 	}
 	if v.Risk == "" {
@@ -1023,7 +1035,7 @@ func (e *Executor) attempts(ctx context.Context, c *Call, p *prepared, key strin
 			return nil, attempt, unsure, te
 		}
 		last = err
-		e.event(ctx, slog.LevelInfo, StatusRetry, c, p.args, slog.Int("attempt", attempt), slog.Duration("wait", wait), e.errAttr(err))
+		e.event(ctx, slog.LevelInfo, StatusRetry, c, p.args, slog.Int("attempt", attempt), slog.String("class", class.String()), slog.Duration("wait", wait), e.errAttr(err))
 		if err := e.clock.Sleep(ctx, wait); err != nil {
 			return nil, attempt, unsure, fmt.Errorf("nodes: tool %q: backoff: %w", t.name, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/llms/anthropic"
 	"github.com/tmc/langchaingo/llms/ollama"
+	"github.com/tmc/langchaingo/llms/openai"
 )
 
 // FromLangchaingo adapts a langchaingo model (llms.Model) to Model. Every
@@ -119,7 +120,51 @@ func (l *langchaingoModel) Generate(ctx context.Context, messages []Message, too
 	if err != nil {
 		return Message{}, err
 	}
+	ReportUsage(ctx, l.usage(resp))
 	return fromContentResponse(resp, l.client == clientAnthropic)
+}
+
+// usage is what the response says the call used: the token counts the
+// clients put in the first choice's GenerationInfo (PromptTokens and
+// CompletionTokens for OpenAI, Ollama and Google AI, InputTokens and
+// OutputTokens for Anthropic).
+func (l *langchaingoModel) usage(resp *llms.ContentResponse) Usage {
+	u := Usage{Model: l.model}
+	switch l.m.(type) {
+	case *anthropic.LLM:
+		u.Provider = "anthropic"
+	case *ollama.LLM:
+		u.Provider = "ollama"
+	case *openai.LLM:
+		u.Provider = "openai"
+	}
+	if resp == nil || len(resp.Choices) == 0 || resp.Choices[0] == nil {
+		return u
+	}
+	info := resp.Choices[0].GenerationInfo
+	in, okIn := tokenCount(info, "PromptTokens", "InputTokens")
+	out, okOut := tokenCount(info, "CompletionTokens", "OutputTokens")
+	if okIn || okOut {
+		u.Tokens, u.InputTokens, u.OutputTokens = true, in, out
+	}
+	return u
+}
+
+// tokenCount reads the first of keys that info holds as a number.
+func tokenCount(info map[string]any, keys ...string) (int, bool) {
+	for _, k := range keys {
+		switch v := info[k].(type) {
+		case int:
+			return v, true
+		case int32:
+			return int(v), true
+		case int64:
+			return int(v), true
+		case float64:
+			return int(v), true
+		}
+	}
+	return 0, false
 }
 
 // checkOllama refuses what langchaingo's Ollama client would drop (tools)

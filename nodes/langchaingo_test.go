@@ -21,7 +21,9 @@ import (
 	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/obstest"
 	"github.com/lockstepgo/lockstep/nodes"
+	"github.com/lockstepgo/lockstep/observe"
 )
 
 // fakeLLM is a function-field fake of langchaingo's llms.Model.
@@ -281,11 +283,12 @@ func TestOpenAIRoundTrip(t *testing.T) {
 	}
 	d := &desk{}
 	clk := newFakeClock()
-	ex, err := nodes.NewExecutor([]*nodes.Tool{d.searchTool(t), d.closeTool(t)}, nodes.WithLedger(newMemLedger(t, clk.Now)))
+	rec := &obstest.Recorder{}
+	ex, err := nodes.NewExecutor([]*nodes.Tool{d.searchTool(t), d.closeTool(t)}, nodes.WithLedger(newMemLedger(t, clk.Now)), nodes.WithObserver(rec))
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent, err := nodes.NewAgent(nodes.FromLangchaingo(llm), ex, nodes.AgentOptions{System: "You are a support agent."})
+	agent, err := nodes.NewAgent(nodes.FromLangchaingo(llm, llms.WithModel("gpt-test")), ex, nodes.AgentOptions{System: "You are a support agent."})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,6 +413,23 @@ func TestOpenAIRoundTrip(t *testing.T) {
 	}
 	if c := text(reqs[1].Messages[3].Content); !strings.Contains(c, "TKT-3") {
 		t.Errorf("the search result sent back is %s", c)
+	}
+
+	// Every model call was observed with the provider, the model and the
+	// token counts the server reported.
+	var models []observe.Event
+	for _, sp := range rec.Spans() {
+		if sp.Start.Kind == observe.KindModel {
+			models = append(models, *sp.End)
+		}
+	}
+	if len(models) != 3 {
+		t.Fatalf("%d model calls observed, want 3", len(models))
+	}
+	for _, e := range models {
+		if e.Provider != "openai" || e.Model != "gpt-test" || !e.Usage || e.InputTokens != 10 || e.OutputTokens != 5 || e.Outcome != observe.OutcomeDone || e.Node != nodes.AgentModelNode {
+			t.Errorf("model call %+v", e)
+		}
 	}
 }
 

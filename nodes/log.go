@@ -113,6 +113,9 @@ func redactValue(x any, red *redactor) any {
 
 // event logs one decision.
 func (e *Executor) event(ctx context.Context, level slog.Level, st Status, c *Call, args []byte, attrs ...slog.Attr) {
+	if e.obs != nil {
+		e.note(ctx, string(st), c, attrs)
+	}
 	if !e.log.Enabled(ctx, level) {
 		return
 	}

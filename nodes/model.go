@@ -5,9 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/hookcall"
+	"github.com/lockstepgo/lockstep/internal/safe"
+	"github.com/lockstepgo/lockstep/observe"
 )
 
 // Model is the chat model an agent talks to: lockstep's own small
@@ -47,6 +51,100 @@ type modelNode struct {
 	model  Model
 	tools  []Definition
 	system string
+	obs    *hookcall.Caller // the observer; nil without one
+}
+
+// WithModelObserver reports every call of the node's model to h
+// (observe.KindModel), with the model, provider and token counts its
+// client reports (ReportUsage: the langchaingo adapter does). A prebuilt
+// agent reports to its executor's observer (WithObserver) without it.
+// A panic in h loses the event; a call still running when the node's
+// context ends is given up on, and h is not called again.
+func WithModelObserver(h observe.Hook) ModelNodeOption {
+	return func(n *modelNode) { n.obs = hookcall.New(h, nil, nil) }
+}
+
+// withModelCaller is WithModelObserver with an executor's caller (its
+// abandoned counter and logger).
+func withModelCaller(c *hookcall.Caller) ModelNodeOption {
+	return func(n *modelNode) {
+		if c != nil {
+			n.obs = c
+		}
+	}
+}
+
+// Usage is what one model call used, as the model's client reports it.
+type Usage struct {
+	Provider string // the provider, as OpenTelemetry's gen_ai.provider.name spells it: "openai", "anthropic", ...
+	Model    string // the model the call asked for
+	// Tokens reports that the client counted tokens: InputTokens (the
+	// prompt's) and OutputTokens (the answer's).
+	Tokens       bool
+	InputTokens  int
+	OutputTokens int
+}
+
+// usageKey carries a model call's *usageBox.
+type usageKey struct{}
+
+// usageBox receives what ReportUsage reports for one call.
+type usageBox struct {
+	mu sync.Mutex
+	u  Usage
+	ok bool
+}
+
+// ReportUsage tells the model node that called Model.Generate with ctx
+// (or a context derived from it) what the call used, for its observer
+// (WithModelObserver). A Model implementation calls it before Generate
+// returns; FromLangchaingo's adapter does. A later report replaces an
+// earlier one. Outside an observed model call it does nothing.
+func ReportUsage(ctx context.Context, u Usage) {
+	b, _ := ctx.Value(usageKey{}).(*usageBox)
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	b.u, b.ok = u, true
+	b.mu.Unlock()
+}
+
+// callModel calls the model, observed when the node has an observer.
+func (n *modelNode) callModel(ctx context.Context, node string, msgs []Message) (Message, error) {
+	if n.obs == nil {
+		return n.model.Generate(ctx, msgs, cloneDefinitions(n.tools))
+	}
+	e := observe.Event{Kind: observe.KindModel, Node: node}
+	if info, ok := graph.TaskFrom(ctx); ok {
+		e.Thread, e.Run, e.Step, e.TaskID = info.Thread, info.Run, info.Step, info.TaskID
+	}
+	sp := n.obs.Start(ctx, e)
+	box := &usageBox{}
+	out, err := n.model.Generate(context.WithValue(sp.Ctx, usageKey{}, box), msgs, cloneDefinitions(n.tools))
+	if !sp.Open() {
+		return out, err
+	}
+	box.mu.Lock()
+	if box.ok {
+		e.Model, e.Provider = box.u.Model, box.u.Provider
+		if box.u.Tokens {
+			e.Usage, e.InputTokens, e.OutputTokens = true, box.u.InputTokens, box.u.OutputTokens
+		}
+	}
+	box.mu.Unlock()
+	e.Outcome = observe.OutcomeDone
+	if err != nil {
+		e.Outcome = observe.OutcomeFailed
+		e.ErrorType = safe.TypeName(err)
+		if txt, p := safe.Text(err); p == nil {
+			e.Error = txt
+		} else {
+			e.Error = "the Error method of the model's error panicked: " + p.String()
+		}
+	}
+	n.obs.End(sp, e)
+	return out, err
 }
 
 // NewModelNode returns a graph node that sends the conversation
@@ -109,7 +207,7 @@ func (n *modelNode) generate(ctx context.Context, history []Message) (Message, e
 		m.Meta = nil // for the runtime and people, never for the model
 		msgs = append(msgs, m)
 	}
-	out, err := n.model.Generate(ctx, msgs, cloneDefinitions(n.tools))
+	out, err := n.callModel(ctx, node, msgs)
 	if err != nil {
 		return Message{}, &ModelError{Node: node, Err: err}
 	}

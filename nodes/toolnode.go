@@ -406,15 +406,19 @@ func (n *toolNode) run(ctx context.Context, msgs []Message, saved map[string]Mem
 				return nil, nil, fmt.Errorf("nodes: tool node: approval request for call %s of %q: %w", quote(r.call.ID), pc.Tool, err)
 			}
 			key := approvalKey(r.step, round)
+			want := interrupt.KeyID(task, key)
+			// The task's span, for the run that resumes the request to
+			// link to (in another process, maybe).
+			req.TraceParent = n.ex.obs.TraceParent(ctx)
 			dec, err := interrupt.AskKey[approval.Decision](ctx, key, req)
 			if err != nil {
 				if interrupt.Is(err) {
+					n.ex.noteRaised(ctx, thread, want, r.call, req)
 					pauses = append(pauses, err)
 					break
 				}
 				return nil, nil, fmt.Errorf("nodes: tool node: approval answer for call %s of %q: %w", quote(r.call.ID), pc.Tool, err)
 			}
-			want := interrupt.KeyID(task, key)
 			if err := n.unrecorded(ctx, thread, r.call, pc, dec, want); err != nil {
 				return nil, nil, err
 			}
