@@ -175,9 +175,9 @@ const maxTurns = 6
 // newGraph builds the graph: START → compliance → model ⇄ tools. It is
 // nodes.NewAgent's loop with a node in front of it, so it is assembled
 // from the same parts (NewModelNode, NewToolNode, RouteToolCalls).
-func newGraph(m nodes.Model, ex *nodes.Executor, opts ...nodes.ToolNodeOption) (*graph.Graph[State], error) {
+func newGraph(m nodes.Model, ex *nodes.Executor, mopts []nodes.ModelNodeOption, opts ...nodes.ToolNodeOption) (*graph.Graph[State], error) {
 	acc := access()
-	model, err := nodes.NewModelNode(m, ex.Definitions(), acc, nodes.WithSystemPrompt(systemPrompt))
+	model, err := nodes.NewModelNode(m, ex.Definitions(), acc, append([]nodes.ModelNodeOption{nodes.WithSystemPrompt(systemPrompt)}, mopts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -218,5 +218,5 @@ func Graph() (*graph.Graph[State], error) {
 	}
 	return newGraph(nodes.ModelFunc(func(context.Context, []nodes.Message, []nodes.Definition) (nodes.Message, error) {
 		return nodes.Message{}, fmt.Errorf("booking: the drawing graph has no model")
-	}), ex)
+	}), ex, nil)
 }

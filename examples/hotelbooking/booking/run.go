@@ -17,6 +17,7 @@ import (
 	"github.com/lockstepgo/lockstep/nodes"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
 	"github.com/lockstepgo/lockstep/nodes/scripted"
+	"github.com/lockstepgo/lockstep/observe"
 )
 
 // The threads of the two stories. Every thread of this example starts
@@ -46,6 +47,10 @@ type Config struct {
 	// Now is the clock of approval requests, decisions and bookings (nil:
 	// time.Now).
 	Now func() time.Time
+	// Observer, if set, observes the graph, its model and tools, the
+	// inbox and the approval worker (package observe; an OpenTelemetry
+	// adapter is observe/otelobserve).
+	Observer observe.Hook
 }
 
 // Counts is what a run did. Bookings is read from the hotel_bookings
@@ -160,27 +165,29 @@ func open(ctx context.Context, cfg Config) (_ *app, err error) {
 		return nil, err
 	}
 	log := &demo.DecisionLog{}
-	ex, err := nodes.NewExecutor(tools, nodes.WithPolicy(nodes.FromRules(Rules())), nodes.WithLedger(led), nodes.WithLogger(log.Logger()))
+	ex, err := nodes.NewExecutor(tools, nodes.WithPolicy(nodes.FromRules(Rules())), nodes.WithLedger(led), nodes.WithLogger(log.Logger()),
+		nodes.WithObserver(cfg.Observer))
 	if err != nil {
 		return nil, err
 	}
-	g, err := newGraph(scripts(), ex, nodes.WithNodeClock(cfg.Now), nodes.WithOutcomeRecorder(store))
+	g, err := newGraph(scripts(), ex, []nodes.ModelNodeOption{nodes.WithModelObserver(cfg.Observer)},
+		nodes.WithNodeClock(cfg.Now), nodes.WithOutcomeRecorder(store))
 	if err != nil {
 		return nil, err
 	}
-	opts := []graph.Option{graph.WithSaver(saver), graph.WithRecursionLimit(recursionLimit), graph.WithName(GraphName)}
+	opts := []graph.Option{graph.WithSaver(saver), graph.WithRecursionLimit(recursionLimit), graph.WithName(GraphName), graph.WithObserver(cfg.Observer)}
 	r, err := g.Compile(opts...)
 	if err != nil {
 		return nil, err
 	}
 	owns := demo.Prefix(ThreadPrefix)
-	worker, err := approval.NewWorker(store, approval.ResumeGraph(r), approval.WorkerOptions{Threads: owns})
+	worker, err := approval.NewWorker(store, approval.ResumeGraph(r), approval.WorkerOptions{Threads: owns, Observer: cfg.Observer})
 	if err != nil {
 		return nil, err
 	}
 	return &app{
 		cfg: cfg, saver: saver, api: api, store: store, owns: owns, r: r, log: log,
-		inbox:  approval.NewInbox(saver, store).ForThreads(owns),
+		inbox:  approval.NewInbox(saver, store).ForThreads(owns).WithObserver(cfg.Observer),
 		worker: worker,
 	}, nil
 }
