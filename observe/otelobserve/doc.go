@@ -1,0 +1,67 @@
+// Package otelobserve turns lockstep's observation events (package
+// observe) into OpenTelemetry spans and metrics. It is the only package of
+// lockstep that imports OpenTelemetry: graph, nodes and approval emit
+// their events through observe.Hook, and a *Hook from New is one.
+//
+//	h, err := otelobserve.New(otelobserve.Options{TracerProvider: tp, MeterProvider: mp, Pending: inbox})
+//	r, err := g.Compile(graph.WithSaver(saver), graph.WithObserver(h))
+//	ex, err := nodes.NewExecutor(tools, nodes.WithObserver(h))
+//	worker, err := approval.NewWorker(store, approval.ResumeGraph(r), approval.WorkerOptions{Observer: h})
+//
+// # Spans
+//
+// A run is a span (SpanRun: lockstep.thread, lockstep.run.id,
+// lockstep.run.mode: input, resume, continue or replay) holding one span
+// per superstep (SpanStep: lockstep.step, lockstep.step.tasks), a step
+// holds its tasks ("lockstep.task NODE": lockstep.node, lockstep.task.id,
+// and at the end lockstep.attempts) and its saver calls ("lockstep.saver
+// OP": lockstep.saver.operation, lockstep.saver.bytes). A task holds the
+// tool calls its node makes ("execute_tool TOOL", with the GenAI
+// attributes gen_ai.operation.name, gen_ai.tool.name and
+// gen_ai.tool.call.id) and the model calls ("chat MODEL", a client span
+// with gen_ai.operation.name chat, gen_ai.provider.name,
+// gen_ai.request.model, and gen_ai.usage.input_tokens and
+// gen_ai.usage.output_tokens where the model's client reported them). The
+// executor's decisions are events of the tool call's span
+// (EventDecision, lockstep.decision: allowed, blocked, cache_hit,
+// replayed, retry with lockstep.retry.class and lockstep.retry.delay_ms,
+// fallback, executed, failed); a node's retries (EventRetry), the
+// approval requests a tool node raises (EventApprovalRaised) and lease
+// conflicts (EventLeaseConflict) are events of their task or saver span.
+// An inbox's decisions and the approval worker's resumes are spans of
+// their own (SpanApprovalDecide, SpanApprovalResume).
+//
+// Every span ends with lockstep.outcome. Only a failure sets the span's
+// status to Error (with error.type and an exception event): a run that
+// waits for a human ends with outcome waiting and status Unset, a run its
+// caller stopped with outcome cancelled, a blocked or rejected tool call
+// with its executor status.
+//
+// # Links across processes
+//
+// The tool node stores the W3C traceparent of the task that raised an
+// approval request with the request (approval.Request.TraceParent, kept
+// by every approval store). The approval worker's resume span, and the
+// run it starts, link to it (a span link to a remote span context), in
+// whichever process the worker runs: a tracing backend shows the run
+// that resumed next to the one that asked.
+//
+// # Metrics
+//
+// lockstep.step.duration and lockstep.task.duration (histograms, seconds,
+// by outcome; tasks also by node), lockstep.tool.calls (by tool and
+// outcome), lockstep.tool.decisions (by tool and decision),
+// lockstep.retries (by lockstep.retry.class, and tool or node),
+// lockstep.lease.conflicts (by saver operation),
+// lockstep.approval.decision_time (histogram, seconds, by tool, risk and
+// outcome), lockstep.approval.pending (a gauge by tool and risk tier,
+// read from Options.Pending at each collection), and the GenAI client
+// metrics gen_ai.client.operation.duration and gen_ai.client.token.usage.
+// Metric attributes are names and outcomes, never thread or run IDs.
+//
+// # Cost
+//
+// The hook does no I/O: spans go to the TracerProvider's processors and
+// metrics to the MeterProvider's aggregation. Events carry names, IDs and
+// counts, never state values, tool arguments or results.
+package otelobserve

@@ -1,0 +1,500 @@
+package otelobserve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/lockstepgo/lockstep/approval"
+	"github.com/lockstepgo/lockstep/observe"
+)
+
+// ScopeName is the instrumentation scope of the adapter's tracer and
+// meter.
+const ScopeName = "github.com/lockstepgo/lockstep/observe/otelobserve"
+
+// ErrInvalidOptions is matched by New's errors.
+var ErrInvalidOptions = errors.New("otelobserve: invalid options")
+
+// PendingCounter counts pending approval requests by tool and risk tier:
+// *approval.Inbox does (CountPending).
+type PendingCounter interface {
+	CountPending(ctx context.Context, limit int) ([]approval.PendingGroup, bool, error)
+}
+
+// Options configures New. The zero value records nothing: give it a
+// TracerProvider for spans and a MeterProvider for metrics.
+type Options struct {
+	// TracerProvider makes the spans (nil: no spans). The adapter never
+	// reads OpenTelemetry's global providers.
+	TracerProvider trace.TracerProvider
+	// MeterProvider makes the metrics (nil: no metrics).
+	MeterProvider metric.MeterProvider
+	// Pending, if set, is read at every metric collection for the
+	// lockstep.approval.pending gauge (by tool and risk tier), at most
+	// PendingLimit requests each time (0: approval.DefaultCountLimit).
+	// An error it returns is returned to the reader (the gauge is not
+	// observed for that collection).
+	Pending      PendingCounter
+	PendingLimit int
+	// Now is the clock of the duration histograms (nil: time.Now).
+	Now func() time.Time
+}
+
+// Hook is an observe.Hook that turns lockstep's events into
+// OpenTelemetry spans and metrics (see the package doc). It is safe for
+// concurrent use.
+type Hook struct {
+	tracer  trace.Tracer
+	traced  bool // a TracerProvider was given
+	metered bool // a MeterProvider was given
+	now     func() time.Time
+
+	stepDur, taskDur, decisionTime, tokens, modelDur metric.Float64Histogram
+	toolCalls, decisions, retries, conflicts         metric.Int64Counter
+	reg                                              metric.Registration
+}
+
+var _ observe.Hook = (*Hook)(nil)
+
+// New returns a Hook over opts' providers. It fails, with an error
+// matching ErrInvalidOptions, when PendingLimit is negative, and with the
+// MeterProvider's error when an instrument cannot be made.
+func New(opts Options) (*Hook, error) {
+	if opts.PendingLimit < 0 {
+		return nil, errorf("PendingLimit %d is negative", opts.PendingLimit)
+	}
+	h := &Hook{now: opts.Now}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	tp := opts.TracerProvider
+	h.traced = tp != nil
+	if tp == nil {
+		tp = tracenoop.NewTracerProvider()
+	}
+	h.tracer = tp.Tracer(ScopeName)
+	mp := opts.MeterProvider
+	h.metered = mp != nil
+	if mp == nil {
+		mp = metricnoop.NewMeterProvider()
+	}
+	m := mp.Meter(ScopeName)
+	var errs []error
+	hist := func(name, unit, desc string, bounds ...float64) metric.Float64Histogram {
+		o := []metric.Float64HistogramOption{metric.WithUnit(unit), metric.WithDescription(desc)}
+		if len(bounds) > 0 {
+			o = append(o, metric.WithExplicitBucketBoundaries(bounds...))
+		}
+		x, err := m.Float64Histogram(name, o...)
+		errs = append(errs, err)
+		return x
+	}
+	count := func(name, unit, desc string) metric.Int64Counter {
+		x, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return x
+	}
+	secs := []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+	h.stepDur = hist("lockstep.step.duration", "s", "Duration of a superstep, its checkpoint included.", secs...)
+	h.taskDur = hist("lockstep.task.duration", "s", "Duration of a task: one node's execution in a step, its retries included.", secs...)
+	h.decisionTime = hist("lockstep.approval.decision_time", "s", "Time from an approval request to its decision.",
+		1, 10, 60, 300, 900, 3600, 4*3600, 24*3600, 7*24*3600)
+	h.tokens = hist("gen_ai.client.token.usage", "{token}", "Tokens a model call used, as its client reported them.",
+		1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304)
+	h.modelDur = hist("gen_ai.client.operation.duration", "s", "Duration of a model call.", secs...)
+	h.toolCalls = count("lockstep.tool.calls", "{call}", "Tool calls through the executor, by tool and outcome.")
+	h.decisions = count("lockstep.tool.decisions", "{decision}", "The executor's decisions, by tool and decision.")
+	h.retries = count("lockstep.retries", "{retry}", "Retries of tool calls and nodes, by class.")
+	h.conflicts = count("lockstep.lease.conflicts", "{conflict}", "Saver calls refused because another runner holds the thread.")
+	if opts.Pending != nil {
+		g, err := m.Int64ObservableGauge("lockstep.approval.pending", metric.WithUnit("{request}"),
+			metric.WithDescription("Approval requests waiting for a decision, by tool and risk tier."))
+		errs = append(errs, err)
+		if err == nil {
+			limit := opts.PendingLimit
+			h.reg, err = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+				groups, _, err := opts.Pending.CountPending(ctx, limit)
+				if err != nil {
+					return err
+				}
+				for _, gr := range groups {
+					o.ObserveInt64(g, int64(gr.Count), metric.WithAttributes(keyTool.String(gr.Tool), keyRisk.String(string(gr.Risk))))
+				}
+				return nil
+			}, g)
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Close unregisters the pending gauge's callback (the MeterProvider's
+// shutdown does too). It returns the MeterProvider's error.
+func (h *Hook) Close() error {
+	if h.reg == nil {
+		return nil
+	}
+	return h.reg.Unregister()
+}
+
+func errorf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+}
+
+// The attribute keys the adapter sets besides the semantic conventions'.
+const (
+	keyThread      = attribute.Key("lockstep.thread")
+	keyRun         = attribute.Key("lockstep.run.id")
+	keyMode        = attribute.Key("lockstep.run.mode")
+	keyNS          = attribute.Key("lockstep.namespace")
+	keyStep        = attribute.Key("lockstep.step")
+	keyTasks       = attribute.Key("lockstep.step.tasks")
+	keyNode        = attribute.Key("lockstep.node")
+	keyTaskID      = attribute.Key("lockstep.task.id")
+	keyAttempts    = attribute.Key("lockstep.attempts")
+	keyOutcome     = attribute.Key("lockstep.outcome")
+	keyOp          = attribute.Key("lockstep.saver.operation")
+	keyBytes       = attribute.Key("lockstep.saver.bytes")
+	keyTool        = attribute.Key("lockstep.tool")
+	keyFallbackFor = attribute.Key("lockstep.tool.fallback_for")
+	keyDecision    = attribute.Key("lockstep.decision")
+	keyReason      = attribute.Key("lockstep.reason")
+	keyRule        = attribute.Key("lockstep.approval.rule")
+	keyRisk        = attribute.Key("lockstep.approval.risk")
+	keyApproval    = attribute.Key("lockstep.approval.id")
+	keyClass       = attribute.Key("lockstep.retry.class")
+	keyDelay       = attribute.Key("lockstep.retry.delay_ms")
+	keyAttempt     = attribute.Key("lockstep.attempt")
+	keyHolder      = attribute.Key("lockstep.lease.holder")
+	keyInterrupts  = attribute.Key("lockstep.interrupts")
+	keyWaited      = attribute.Key("lockstep.approval.waited_ms")
+	keyError       = attribute.Key("lockstep.error")
+)
+
+// Span names.
+const (
+	SpanRun            = "lockstep.run"
+	SpanStep           = "lockstep.step"
+	SpanTask           = "lockstep.task"
+	SpanSaver          = "lockstep.saver"
+	SpanApprovalDecide = "lockstep.approval.decide"
+	SpanApprovalResume = "lockstep.approval.resume"
+	// Tool calls are "execute_tool {tool}" and model calls "chat
+	// {model}", as the GenAI conventions name them.
+)
+
+// Event names, of the span events notes become.
+const (
+	EventDecision       = "lockstep.decision"
+	EventRetry          = "lockstep.retry"
+	EventApprovalRaised = "lockstep.approval.raised"
+	EventLeaseConflict  = "lockstep.lease_conflict"
+)
+
+// opKey carries an operation's start time from Start to End.
+type opKey struct{}
+
+// Start begins a span for e under the one ctx carries.
+func (h *Hook) Start(ctx context.Context, e observe.Event) context.Context {
+	var name string
+	attrs := make([]attribute.KeyValue, 0, 8)
+	kind := trace.SpanKindInternal
+	switch e.Kind {
+	case observe.KindRun:
+		name = SpanRun
+		attrs = append(attrs, keyThread.String(e.Thread), keyRun.String(e.Run), keyMode.String(e.Mode))
+	case observe.KindStep:
+		name = SpanStep
+		attrs = append(attrs, keyThread.String(e.Thread), keyStep.Int(e.Step), keyTasks.Int(e.Tasks))
+	case observe.KindTask:
+		name = SpanTask + " " + e.Node
+		attrs = append(attrs, keyNode.String(e.Node), keyTaskID.String(e.TaskID), keyStep.Int(e.Step))
+	case observe.KindSaver:
+		name = SpanSaver + " " + e.Op
+		attrs = append(attrs, keyOp.String(e.Op))
+		if e.Op != observe.OpGet && e.Op != observe.OpClaim && e.Op != observe.OpRelease {
+			attrs = append(attrs, keyBytes.Int(e.Bytes))
+		}
+	case observe.KindTool:
+		name = "execute_tool " + e.Tool
+		attrs = append(attrs, semconv.GenAIOperationNameExecuteTool, semconv.GenAIToolName(e.Tool), semconv.GenAIToolCallID(e.CallID))
+		if e.FallbackFor != "" {
+			attrs = append(attrs, keyFallbackFor.String(e.FallbackFor))
+		}
+	case observe.KindModel:
+		name = "chat"
+		kind = trace.SpanKindClient
+		attrs = append(attrs, semconv.GenAIOperationNameChat, keyNode.String(e.Node))
+	case observe.KindApprovalDecide, observe.KindApprovalResume:
+		name = SpanApprovalDecide
+		if e.Kind == observe.KindApprovalResume {
+			name = SpanApprovalResume
+		}
+		attrs = append(attrs, keyApproval.String(e.Approval), keyThread.String(e.Thread), keyTool.String(e.Tool), keyRisk.String(e.Risk))
+		if e.Rule != "" {
+			attrs = append(attrs, keyRule.String(e.Rule))
+		}
+	default:
+		return ctx
+	}
+	if e.NS != "" {
+		attrs = append(attrs, keyNS.String(e.NS))
+	}
+	if h.metered {
+		ctx = context.WithValue(ctx, opKey{}, h.now())
+	}
+	if !h.traced {
+		return ctx
+	}
+	opts := []trace.SpanStartOption{trace.WithSpanKind(kind), trace.WithAttributes(attrs...)}
+	if links := spanLinks(e.Links); len(links) > 0 {
+		opts = append(opts, trace.WithLinks(links...))
+	}
+	ctx, _ = h.tracer.Start(ctx, name, opts...)
+	return ctx
+}
+
+// End ends the span ctx carries with e's outcome, and records e's
+// metrics.
+func (h *Hook) End(ctx context.Context, e observe.Event) {
+	if h.metered {
+		var dur float64
+		if t, ok := ctx.Value(opKey{}).(time.Time); ok {
+			dur = h.now().Sub(t).Seconds()
+		}
+		h.measure(ctx, e, dur)
+	}
+	if !h.traced {
+		return
+	}
+	sp := trace.SpanFromContext(ctx)
+	if !sp.IsRecording() {
+		sp.End()
+		return
+	}
+	attrs := make([]attribute.KeyValue, 0, 8)
+	if e.Outcome != "" {
+		attrs = append(attrs, keyOutcome.String(e.Outcome))
+	}
+	switch e.Kind {
+	case observe.KindRun:
+		attrs = append(attrs, keyStep.Int(e.Step))
+		if len(e.Interrupts) > 0 {
+			attrs = append(attrs, keyInterrupts.StringSlice(e.Interrupts))
+		}
+	case observe.KindTask, observe.KindTool:
+		if e.Attempt > 0 {
+			attrs = append(attrs, keyAttempts.Int(e.Attempt))
+		}
+	case observe.KindSaver:
+		if e.Op == observe.OpGet {
+			attrs = append(attrs, keyBytes.Int(e.Bytes))
+		}
+		if e.Reason != "" {
+			attrs = append(attrs, keyReason.String(e.Reason))
+		}
+	case observe.KindModel:
+		if e.Model != "" {
+			sp.SetName("chat " + e.Model)
+			attrs = append(attrs, semconv.GenAIRequestModel(e.Model))
+		}
+		if e.Provider != "" {
+			attrs = append(attrs, semconv.GenAIProviderNameKey.String(e.Provider))
+		}
+		if e.Usage {
+			attrs = append(attrs, semconv.GenAIUsageInputTokens(e.InputTokens), semconv.GenAIUsageOutputTokens(e.OutputTokens))
+		}
+	case observe.KindApprovalDecide, observe.KindApprovalResume:
+		if e.Waited > 0 {
+			attrs = append(attrs, keyWaited.Int64(e.Waited.Milliseconds()))
+		}
+	}
+	sp.SetAttributes(attrs...)
+	if failed(e) {
+		if e.ErrorType != "" {
+			sp.SetAttributes(semconv.ErrorTypeKey.String(e.ErrorType))
+		} else {
+			sp.SetAttributes(semconv.ErrorTypeOther)
+		}
+		sp.AddEvent("exception", trace.WithAttributes(semconv.ExceptionMessage(e.Error), semconv.ExceptionType(e.ErrorType)))
+		sp.SetStatus(codes.Error, e.Error)
+	} else if e.Error != "" {
+		// Cancelled: why, but not an error of the operation.
+		sp.SetAttributes(keyError.String(e.Error))
+	}
+	sp.End()
+}
+
+// failed reports whether e ends an operation that failed: a waiting run,
+// a cancelled one, a blocked or rejected tool call are what they are, not
+// errors.
+func failed(e observe.Event) bool {
+	switch e.Outcome {
+	case observe.OutcomeFailed:
+		return true
+	case "":
+		return e.Error != ""
+	}
+	return false
+}
+
+// Note adds e as an event of the span ctx carries, and records its
+// metrics.
+func (h *Hook) Note(ctx context.Context, e observe.Event) {
+	if h.metered {
+		h.count(ctx, e)
+	}
+	var name string
+	attrs := make([]attribute.KeyValue, 0, 8)
+	switch e.Kind {
+	case observe.KindDecision:
+		name = EventDecision
+		attrs = append(attrs, keyDecision.String(e.Op), semconv.GenAIToolName(e.Tool), semconv.GenAIToolCallID(e.CallID))
+	case observe.KindRetry:
+		name = EventRetry
+		attrs = append(attrs, keyNode.String(e.Node))
+	case observe.KindApprovalRaised:
+		name = EventApprovalRaised
+		attrs = append(attrs, keyApproval.String(e.Approval), keyTool.String(e.Tool), semconv.GenAIToolCallID(e.CallID), keyRisk.String(e.Risk))
+	case observe.KindLeaseConflict:
+		name = EventLeaseConflict
+		attrs = append(attrs, keyOp.String(e.Op), keyThread.String(e.Thread))
+		if e.Holder != "" {
+			attrs = append(attrs, keyHolder.String(e.Holder))
+		}
+	default:
+		return
+	}
+	if !h.traced {
+		return
+	}
+	sp := trace.SpanFromContext(ctx)
+	if !sp.IsRecording() {
+		return
+	}
+	for _, kv := range []struct {
+		k attribute.Key
+		v string
+	}{{keyReason, e.Reason}, {keyRule, e.Rule}, {keyClass, e.Class}, {keyFallbackFor, e.FallbackFor}, {keyError, e.Error}} {
+		if kv.v != "" {
+			attrs = append(attrs, kv.k.String(kv.v))
+		}
+	}
+	if e.Kind == observe.KindDecision && e.Risk != "" {
+		attrs = append(attrs, keyRisk.String(e.Risk))
+	}
+	if e.Attempt > 0 {
+		attrs = append(attrs, keyAttempt.Int(e.Attempt))
+	}
+	if e.Delay > 0 {
+		attrs = append(attrs, keyDelay.Int64(e.Delay.Milliseconds()))
+	}
+	sp.AddEvent(name, trace.WithAttributes(attrs...))
+}
+
+// count records the metrics of a note.
+func (h *Hook) count(ctx context.Context, e observe.Event) {
+	switch e.Kind {
+	case observe.KindDecision:
+		h.decisions.Add(ctx, 1, metric.WithAttributes(keyTool.String(e.Tool), keyDecision.String(e.Op)))
+		if e.Op == "retry" {
+			h.retries.Add(ctx, 1, metric.WithAttributes(keyClass.String(e.Class), keyTool.String(e.Tool)))
+		}
+	case observe.KindRetry:
+		h.retries.Add(ctx, 1, metric.WithAttributes(keyClass.String(e.Class), keyNode.String(e.Node)))
+	case observe.KindLeaseConflict:
+		h.conflicts.Add(ctx, 1, metric.WithAttributes(keyOp.String(e.Op)))
+	}
+}
+
+// measure records the metrics of an operation that ended, dur seconds
+// after it began.
+func (h *Hook) measure(ctx context.Context, e observe.Event, dur float64) {
+	switch e.Kind {
+	case observe.KindStep:
+		h.stepDur.Record(ctx, dur, metric.WithAttributes(keyOutcome.String(e.Outcome)))
+	case observe.KindTask:
+		h.taskDur.Record(ctx, dur, metric.WithAttributes(keyNode.String(e.Node), keyOutcome.String(e.Outcome)))
+	case observe.KindTool:
+		h.toolCalls.Add(ctx, 1, metric.WithAttributes(keyTool.String(e.Tool), keyOutcome.String(e.Outcome)))
+	case observe.KindModel:
+		attrs := []attribute.KeyValue{semconv.GenAIOperationNameChat, semconv.GenAIRequestModel(e.Model), semconv.GenAIProviderNameKey.String(e.Provider)}
+		if failed(e) {
+			attrs = append(attrs, semconv.ErrorTypeKey.String(orOther(e.ErrorType)))
+		}
+		h.modelDur.Record(ctx, dur, metric.WithAttributes(attrs...))
+		if e.Usage {
+			base := attrs[:3:3]
+			h.tokens.Record(ctx, float64(e.InputTokens), metric.WithAttributes(append(base, semconv.GenAITokenTypeInput)...))
+			h.tokens.Record(ctx, float64(e.OutputTokens), metric.WithAttributes(append(base, semconv.GenAITokenTypeOutput)...))
+		}
+	case observe.KindApprovalDecide:
+		if e.Outcome != observe.OutcomeFailed {
+			h.decisionTime.Record(ctx, e.Waited.Seconds(), metric.WithAttributes(keyTool.String(e.Tool), keyRisk.String(e.Risk), keyOutcome.String(e.Outcome)))
+		}
+	}
+}
+
+func orOther(s string) string {
+	if s == "" {
+		return "_OTHER"
+	}
+	return s
+}
+
+// TraceParent returns the W3C traceparent of the span ctx carries, or ""
+// when it carries no valid one.
+func (h *Hook) TraceParent(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return ""
+	}
+	return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + sc.TraceFlags().String()
+}
+
+// spanLinks parses traceparents into links to remote spans, skipping
+// what does not parse (the runtime validated them already).
+func spanLinks(tps []string) []trace.Link {
+	var links []trace.Link
+	for _, tp := range tps {
+		if sc, ok := ParseTraceParent(tp); ok {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	return links
+}
+
+// ParseTraceParent parses a W3C version-00 traceparent into a remote span
+// context; ok is false when tp is not one (observe.ValidTraceParent).
+func ParseTraceParent(tp string) (sc trace.SpanContext, ok bool) {
+	if !observe.ValidTraceParent(tp) {
+		return trace.SpanContext{}, false
+	}
+	parts := strings.Split(tp, "-")
+	tid, err1 := trace.TraceIDFromHex(parts[1])
+	sid, err2 := trace.SpanIDFromHex(parts[2])
+	if err1 != nil || err2 != nil {
+		return trace.SpanContext{}, false
+	}
+	f, err := strconv.ParseUint(parts[3], 16, 8)
+	if err != nil {
+		return trace.SpanContext{}, false
+	}
+	sc = trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(f) & trace.FlagsSampled, Remote: true})
+	return sc, sc.IsValid()
+}

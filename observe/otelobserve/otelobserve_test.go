@@ -1,0 +1,199 @@
+package otelobserve_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/nodes"
+	"github.com/lockstepgo/lockstep/observe"
+	"github.com/lockstepgo/lockstep/observe/otelobserve"
+	"github.com/lockstepgo/lockstep/retry"
+)
+
+type chat struct {
+	Messages []nodes.Message `lockstep:"append"`
+	Count    int
+}
+
+func chatAccess() nodes.StateAccess[chat] {
+	return nodes.StateAccess[chat]{
+		Messages: func(s chat) []nodes.Message { return s.Messages },
+		Update: func(msgs []nodes.Message, _ map[string]nodes.MemoEntry) graph.Update[chat] {
+			return graph.Set(chat{Messages: msgs}, "Messages")
+		},
+	}
+}
+
+// TestModelRetryAndFailure: a model call carries the GenAI attributes
+// its client reported; a node's retry is an event of its task and a
+// retry of class node; a run that fails is an error span, and so are its
+// step and task.
+func TestModelRetryAndFailure(t *testing.T) {
+	p := newProcess(t, nil)
+	model, err := nodes.NewModelNode(nodes.ModelFunc(func(ctx context.Context, _ []nodes.Message, _ []nodes.Definition) (nodes.Message, error) {
+		nodes.ReportUsage(ctx, nodes.Usage{Provider: "openai", Model: "gpt-test", Tokens: true, InputTokens: 12, OutputTokens: 7})
+		return nodes.Message{Role: nodes.RoleAssistant, Content: "hi"}, nil
+	}), nil, chatAccess(), nodes.WithModelObserver(p.hook))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fails atomic.Int32
+	fails.Store(1)
+	g := graph.New[chat]().
+		AddNode("model", model).
+		AddNode("flaky", func(ctx context.Context, s chat) (graph.Update[chat], error) {
+			if fails.Add(-1) >= 0 {
+				return graph.Update[chat]{}, errors.New("flaky")
+			}
+			return graph.Set(chat{Count: 1}, "Count"), nil
+		}, graph.WithRetry(retry.Policy{MaxAttempts: 2})).
+		AddNode("broken", func(ctx context.Context, s chat) (graph.Update[chat], error) {
+			return graph.Update[chat]{}, errors.New("broken for good")
+		}).
+		AddEdge(graph.START, "model").AddEdge("model", "flaky").AddEdge("flaky", "broken").AddEdge("broken", graph.END)
+	r, err := g.Compile(graph.WithSaver(checkpoint.NewMemorySaver(nil)), graph.WithObserver(p.hook))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Invoke(context.Background(), "t1", graph.Set(chat{Messages: []nodes.Message{{Role: nodes.RoleUser, Content: "hello"}}}, "Messages")); err == nil {
+		t.Fatal("Invoke: want broken's error")
+	}
+	byName := map[string]tracetest.SpanStub{}
+	for _, sp := range p.exp.GetSpans() {
+		byName[sp.Name] = sp
+	}
+	m, ok := byName["chat gpt-test"]
+	if !ok {
+		t.Fatalf("no chat span; spans %v", names(p.exp.GetSpans()))
+	}
+	for k, want := range map[string]string{
+		"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-test",
+		"gen_ai.usage.input_tokens": "12", "gen_ai.usage.output_tokens": "7", "lockstep.outcome": "done",
+	} {
+		if got := attr(m, attributeKey(k)); got != want {
+			t.Errorf("chat span %s = %q, want %q", k, got, want)
+		}
+	}
+	if task := byName["lockstep.task model"]; m.Parent.SpanID() != task.SpanContext.SpanID() {
+		t.Errorf("the chat span is not a child of its task")
+	}
+	flaky := byName["lockstep.task flaky"]
+	if attr(flaky, "lockstep.attempts") != "2" || len(flaky.Events) != 1 || flaky.Events[0].Name != otelobserve.EventRetry || flaky.Status.Code != codes.Unset {
+		t.Errorf("flaky task: attempts %q, events %+v, status %v", attr(flaky, "lockstep.attempts"), flaky.Events, flaky.Status)
+	}
+	for _, name := range []string{"lockstep.task broken", otelobserve.SpanRun} {
+		sp := byName[name]
+		if sp.Status.Code != codes.Error || attr(sp, "lockstep.outcome") != "failed" || attr(sp, "error.type") == "" {
+			t.Errorf("%s: status %v, outcome %q, error.type %q; want a failure", name, sp.Status, attr(sp, "lockstep.outcome"), attr(sp, "error.type"))
+		}
+	}
+
+	rm := collect(t, p.reader)
+	if got := sum(rm, "lockstep.retries", map[string]string{"lockstep.retry.class": "node", "lockstep.node": "flaky"}); got != 1 {
+		t.Errorf("node retries of flaky: %d, want 1", got)
+	}
+	if n := histCount(rm, "gen_ai.client.token.usage"); n != 2 {
+		t.Errorf("%d token usage records, want 2 (input and output)", n)
+	}
+	if n := histCount(rm, "gen_ai.client.operation.duration"); n != 1 {
+		t.Errorf("%d model call durations, want 1", n)
+	}
+}
+
+// TestLeaseConflictCounted: a run refused because another runner holds
+// the thread counts a lease conflict and notes it on its claim.
+func TestLeaseConflictCounted(t *testing.T) {
+	p := newProcess(t, nil)
+	saver := checkpoint.NewMemorySaver(nil)
+	entered, release := make(chan struct{}), make(chan struct{})
+	g := graph.New[chat]()
+	g.AddNode("slow", func(ctx context.Context, s chat) (graph.Update[chat], error) {
+		close(entered)
+		<-release
+		return graph.Set(chat{Count: 1}, "Count"), nil
+	}).AddEdge(graph.START, "slow").AddEdge("slow", graph.END)
+	holder, err := g.Compile(graph.WithSaver(saver), graph.WithRunner("holder"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := holder.Invoke(context.Background(), "t", graph.Set(chat{}, "Count"))
+		done <- err
+	}()
+	<-entered
+	other, err := g.Compile(graph.WithSaver(saver), graph.WithRunner("other"), graph.WithObserver(p.hook))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = other.Continue(context.Background(), "t")
+	close(release)
+	if herr := <-done; herr != nil {
+		t.Fatal(herr)
+	}
+	if !errors.Is(err, checkpoint.ErrThreadBusy) {
+		t.Fatalf("Continue: %v, want ErrThreadBusy", err)
+	}
+	if got := sum(collect(t, p.reader), "lockstep.lease.conflicts", map[string]string{"lockstep.saver.operation": "claim"}); got != 1 {
+		t.Errorf("lease conflicts: %d, want 1", got)
+	}
+	var noted bool
+	for _, sp := range p.exp.GetSpans() {
+		for _, ev := range sp.Events {
+			noted = noted || (sp.Name == "lockstep.saver claim" && ev.Name == otelobserve.EventLeaseConflict)
+		}
+	}
+	if !noted {
+		t.Errorf("no lease conflict event on the claim: %v", names(p.exp.GetSpans()))
+	}
+}
+
+func TestTraceParentRoundTrip(t *testing.T) {
+	p := newProcess(t, nil)
+	ctx := p.hook.Start(context.Background(), observe.Event{Kind: observe.KindRun, Thread: "t"})
+	tp := p.hook.TraceParent(ctx)
+	if !observe.ValidTraceParent(tp) {
+		t.Fatalf("TraceParent %q is not valid", tp)
+	}
+	sc, ok := otelobserve.ParseTraceParent(tp)
+	if !ok || sc.TraceID().String() != tp[3:35] || sc.SpanID().String() != tp[36:52] || !sc.IsSampled() || !sc.IsRemote() {
+		t.Errorf("ParseTraceParent(%q) = %v, %v", tp, sc, ok)
+	}
+	p.hook.End(ctx, observe.Event{Kind: observe.KindRun, Outcome: observe.OutcomeDone})
+	if got := p.hook.TraceParent(context.Background()); got != "" {
+		t.Errorf("TraceParent without a span = %q", got)
+	}
+	for _, bad := range []string{"", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7", "00-00000000000000000000000000000000-00f067aa0ba902b7-01"} {
+		if _, ok := otelobserve.ParseTraceParent(bad); ok {
+			t.Errorf("ParseTraceParent(%q) ok", bad)
+		}
+	}
+	if _, err := otelobserve.New(otelobserve.Options{PendingLimit: -1}); !errors.Is(err, otelobserve.ErrInvalidOptions) {
+		t.Errorf("New with a negative PendingLimit: %v", err)
+	}
+	// Without providers the hook records nothing and costs no span.
+	h, err := otelobserve.New(otelobserve.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx = h.Start(context.Background(), observe.Event{Kind: observe.KindRun})
+	if h.TraceParent(ctx) != "" {
+		t.Errorf("a hook without a TracerProvider made a span")
+	}
+	h.End(ctx, observe.Event{Kind: observe.KindRun})
+}
+
+func names(spans tracetest.SpanStubs) []string {
+	var out []string
+	for _, sp := range spans {
+		out = append(out, sp.Name)
+	}
+	return out
+}
