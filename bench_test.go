@@ -11,8 +11,12 @@ import (
 	"fmt"
 	"testing"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/observe"
+	"github.com/lockstepgo/lockstep/observe/otelobserve"
 )
 
 // w1State is W1's state: a counter and a log of 16-byte entries.
@@ -53,32 +57,67 @@ func baseSavers() []benchSaver {
 
 // BenchmarkW1Linear: a 10-node chain, one fresh thread per run; us/step is
 // per node step (the run's input and __start__ steps included in the time,
-// as the peer's figure does).
+// as the peer's figure does). On saver=sqlite-normal it runs without and
+// with tracing (trace=off, trace=on: observe/otelobserve over the SDK's
+// tracer provider, every span sampled and batched to an exporter that
+// discards them): the hook's overhead, which should stay within 10%.
 func BenchmarkW1Linear(b *testing.B) {
 	for _, sv := range append(baseSavers(), sqliteSavers()...) {
 		b.Run("saver="+sv.name, func(b *testing.B) {
-			var opts []graph.Option
-			if sv.open != nil {
-				opts = append(opts, graph.WithSaver(sv.open(b)))
+			if sv.name != "sqlite-normal" {
+				w1Linear(b, sv, nil)
+				return
 			}
-			r, err := w1Graph().Compile(opts...)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx := context.Background()
-			input := graph.Set(w1State{Count: 0}, "Count")
-			n := 0
-			b.ReportAllocs()
-			for b.Loop() {
-				res, err := r.Invoke(ctx, fmt.Sprintf("w1-%d", n), input)
-				if err != nil || res.Values.Count != w1Nodes {
-					b.Fatalf("run %d: %v (count %d)", n, err, res.Values.Count)
-				}
-				n++
-			}
-			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(n*w1Nodes), "us/step")
+			b.Run("trace=off", func(b *testing.B) { w1Linear(b, sv, nil) })
+			b.Run("trace=on", func(b *testing.B) { w1Linear(b, sv, benchTracer(b)) })
 		})
 	}
+}
+
+// w1Linear runs W1 on sv, observed by h when it is not nil.
+func w1Linear(b *testing.B, sv benchSaver, h observe.Hook) {
+	var opts []graph.Option
+	if sv.open != nil {
+		opts = append(opts, graph.WithSaver(sv.open(b)))
+	}
+	if h != nil {
+		opts = append(opts, graph.WithObserver(h))
+	}
+	r, err := w1Graph().Compile(opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	input := graph.Set(w1State{Count: 0}, "Count")
+	n := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := r.Invoke(ctx, fmt.Sprintf("w1-%d", n), input)
+		if err != nil || res.Values.Count != w1Nodes {
+			b.Fatalf("run %d: %v (count %d)", n, err, res.Values.Count)
+		}
+		n++
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(n*w1Nodes), "us/step")
+}
+
+// discardSpans is a span exporter that drops what it is given.
+type discardSpans struct{}
+
+func (discardSpans) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discardSpans) Shutdown(context.Context) error                             { return nil }
+
+// benchTracer is the tracing of trace=on: the SDK's tracer provider,
+// sampling every span, batching them to an exporter that discards them
+// (shut down when the benchmark ends).
+func benchTracer(b *testing.B) observe.Hook {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(discardSpans{}))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	h, err := otelobserve.New(otelobserve.Options{TracerProvider: tp})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return h
 }
 
 // w4State is W4's state: items appended by the parallel nodes.
