@@ -8,6 +8,7 @@ package reviewweb_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -313,7 +314,6 @@ func TestBrowserLiveDecision(t *testing.T) {
 	if err := chromedp.Do(b, chromedp.Navigate(s.srv.URL+"/approvals/"+id), chromedp.WaitVisible(chromedp.CSS("#approve"))); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // the poller's first read is its baseline
 	if _, err := approval.NewInbox(f.saver, f.store).Reject(context.Background(), id, "carol (CLI)", "not now"); err != nil {
 		t.Fatal(err)
 	}
@@ -322,6 +322,53 @@ func TestBrowserLiveDecision(t *testing.T) {
 	}
 	if o := text(t, b, "#outcome"); !strings.Contains(o, "Rejected") || !strings.Contains(o, "carol (CLI)") {
 		t.Errorf("the page reads %q", o)
+	}
+}
+
+// TestBrowserCatchUp: what changes before a page's event stream opens
+// (after the page was rendered, or while it reconnects) is shown as soon
+// as it opens: here the stream is held back while an approval is decided
+// elsewhere and another appears. Before, the pages only learned of
+// changes after the stream's first read, and these were never shown.
+func TestBrowserCatchUp(t *testing.T) {
+	f, s, lt := browserFixture(t)
+	decided := f.start(t, "catch-up-1", defaultCall())
+	hold := make(chan struct{})
+	srv := newTestServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/events" {
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		s.h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	list, page := newBrowser(t), newBrowser(t)
+	signIn(t, list, srv.URL, lt, "bob")
+	signIn(t, page, srv.URL, lt, "carol")
+	if err := chromedp.Do(page, chromedp.Navigate(srv.URL+"/approvals/"+decided), chromedp.WaitVisible(chromedp.CSS("#approve"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(list, chromedp.WaitVisible(chromedp.CSS(`tr.state-pending[data-id="`+decided+`"]`))); err != nil {
+		t.Fatal(err)
+	}
+	// While both streams are held: decided elsewhere, and a new one.
+	if _, err := approval.NewInbox(f.saver, f.store).Reject(context.Background(), decided, "dan (CLI)", "not now"); err != nil {
+		t.Fatal(err)
+	}
+	added := f.start(t, "catch-up-2", defaultCall())
+	close(hold)
+	if err := chromedp.Do(page, chromedp.WaitVisible(chromedp.CSS("#outcome"))); err != nil {
+		t.Fatalf("the approval page did not show the decision made before its stream opened: %v", err)
+	}
+	if o := text(t, page, "#outcome"); !strings.Contains(o, "Rejected") || !strings.Contains(o, "dan (CLI)") {
+		t.Errorf("the approval page reads %q", o)
+	}
+	if err := chromedp.Do(list, chromedp.WaitVisible(chromedp.CSS(`tr[data-id="`+added+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr.state-rejected[data-id="`+decided+`"]`))); err != nil {
+		t.Fatalf("the list did not show what changed before its stream opened: %v", err)
 	}
 }
 

@@ -43,7 +43,10 @@
 //
 // With JavaScript, the pages follow GET /api/v1/events: a new pending
 // approval appears in the list, and one decided elsewhere changes in place,
-// without a reload. The script fetches fragments the server rendered
+// without a reload. The stream opens only once the handler has read the
+// pending list it compares with, and each time it opens (the first time,
+// and after a reconnect) the page reads what changed since it was
+// rendered, so no change between the two is missed. The script fetches fragments the server rendered
 // (?fragment=rows, ?fragment=row, ?fragment=decision); no page is built in
 // the browser.
 //

@@ -38,6 +38,9 @@ type hub struct {
 	closed  bool
 	stop    context.CancelFunc // the poller's, while it runs
 	done    chan struct{}      // closed when the poller returns
+	// ready is closed once the running poller has read its baseline
+	// (pending is set): from then on, every change is published.
+	ready chan struct{}
 }
 
 func newHub(h *Handler) *hub { return &hub{h: h, subs: map[chan event]struct{}{}} }
@@ -47,21 +50,23 @@ func newHub(h *Handler) *hub { return &hub{h: h, subs: map[chan event]struct{}{}
 const subBuffer = 64
 
 // subscribe opens a stream's channel and starts the poller if it is the
-// first. It fails after close.
-func (b *hub) subscribe() (chan event, error) {
+// first. It returns the channel and one that is closed once the poller
+// has read the pending list it compares with: every change after that is
+// published on the stream. It fails after close.
+func (b *hub) subscribe() (chan event, <-chan struct{}, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return nil, errors.New("reviewweb: the handler is closed")
+		return nil, nil, errors.New("reviewweb: the handler is closed")
 	}
 	ch := make(chan event, subBuffer)
 	b.subs[ch] = struct{}{}
 	if b.stop == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		b.stop, b.done = cancel, make(chan struct{})
-		go b.poll(ctx, b.done)
+		b.stop, b.done, b.ready = cancel, make(chan struct{}), make(chan struct{})
+		go b.poll(ctx, b.done, b.ready)
 	}
-	return ch, nil
+	return ch, b.ready, nil
 }
 
 // unsubscribe closes a stream's channel and stops the poller after the
@@ -133,12 +138,12 @@ func (b *hub) decided(id string, d approval.Decision) {
 
 // poll reads the pending list every PollInterval until ctx ends, and
 // publishes what changed since the last read.
-func (b *hub) poll(ctx context.Context, done chan struct{}) {
+func (b *hub) poll(ctx context.Context, done, ready chan struct{}) {
 	defer close(done)
 	t := time.NewTicker(b.h.o.PollInterval)
 	defer t.Stop()
 	for {
-		b.once(ctx)
+		b.once(ctx, ready)
 		select {
 		case <-ctx.Done():
 			return
@@ -149,8 +154,9 @@ func (b *hub) poll(ctx context.Context, done chan struct{}) {
 
 // once reads the pending approvals and publishes the differences from the
 // last read: new ones, and for each one gone, its decision, its expiry,
-// or that its thread no longer waits on it.
-func (b *hub) once(ctx context.Context) {
+// or that its thread no longer waits on it. The first read that succeeds
+// closes ready.
+func (b *hub) once(ctx context.Context, ready chan struct{}) {
 	now := map[string]approval.Item{}
 	f := approval.Filter{Limit: approval.MaxPageSize}
 	for {
@@ -212,6 +218,11 @@ func (b *hub) once(ctx context.Context) {
 		b.publish(ev)
 	}
 	b.pending = now
+	select {
+	case <-ready:
+	default:
+		close(ready)
+	}
 }
 
 // keepAlive is how often an idle stream sends a comment, so that proxies
@@ -222,13 +233,33 @@ const keepAlive = 20 * time.Second
 // events (JSON: seq, kind new/decided/expired/gone, id, and for a decision
 // its outcome, reviewer and time) until the client goes or the handler
 // closes.
+//
+// The stream opens (its headers are sent) only once the poller has read
+// the pending list it compares with, so that a client that reads the list
+// after the stream opened (the pages' script does) misses no change: each
+// one is either in what it read or an event after.
 func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
-	ch, err := h.hub.subscribe()
+	ch, ready, err := h.hub.subscribe()
 	if err != nil {
 		h.fail(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the inbox is shutting down"})
 		return
 	}
 	defer h.hub.unsubscribe(ch)
+	var early []event // decisions made here before the first read
+	for waiting := true; waiting; {
+		select {
+		case <-ready:
+			waiting = false
+		case <-r.Context().Done():
+			return
+		case ev, ok := <-ch:
+			if !ok { // the handler closed before the first read
+				h.fail(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the inbox is shutting down"})
+				return
+			}
+			early = append(early, ev)
+		}
+	}
 	rc := http.NewResponseController(w)
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream; charset=utf-8")
@@ -244,6 +275,15 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	if !write("retry: 2000\n: lockstep approvals\n\n") {
 		return
 	}
+	send := func(ev event) bool {
+		b, _ := json.Marshal(ev) // an event always encodes
+		return write(fmt.Sprintf("id: %d\nevent: approval\ndata: %s\n\n", ev.Seq, b))
+	}
+	for _, ev := range early {
+		if !send(ev) {
+			return
+		}
+	}
 	t := time.NewTicker(keepAlive)
 	defer t.Stop()
 	for {
@@ -254,8 +294,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				return
 			}
-			b, _ := json.Marshal(ev) // an event always encodes
-			if !write(fmt.Sprintf("id: %d\nevent: approval\ndata: %s\n\n", ev.Seq, b)) {
+			if !send(ev) {
 				return
 			}
 		case <-t.C:

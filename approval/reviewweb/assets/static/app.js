@@ -55,11 +55,21 @@
     return prefix + "/?" + q.toString();
   }
 
-  async function addNew() {
+  // addNew adds the rows of the list the server has now that the page
+  // lacks; with catchUp, it also refreshes the page's pending rows that
+  // the server no longer lists as pending (decided or expired while the
+  // page was not following the events).
+  async function addNew(catchUp) {
     const rows = document.getElementById("rows");
     if (!rows) return;
     const got = await fragment(listURL());
     if (!got) return;
+    if (catchUp) {
+      const now = new Set(Array.from(got.querySelectorAll("tr[data-id]")).map(function (tr) { return tr.dataset.id; }));
+      Array.from(rows.querySelectorAll("tr.state-pending[data-id]")).forEach(function (tr) {
+        if (!now.has(tr.dataset.id)) refreshRow(tr.dataset.id);
+      });
+    }
     let added = 0;
     Array.from(got.querySelectorAll("tr[data-id]")).forEach(function (tr) {
       if (rows.querySelector('tr[data-id="' + CSS.escape(tr.dataset.id) + '"]')) return;
@@ -85,12 +95,17 @@
     if (tr) old.replaceWith(tr);
   }
 
-  async function refreshDecision() {
+  // refreshDecision shows the decision the server has; with catchUp, only
+  // when the page still offers to decide and the server says it was
+  // decided (or expired) meanwhile.
+  async function refreshDecision(catchUp) {
     const sec = document.getElementById("decision");
     const id = body.dataset.id;
     if (!sec || !id) return;
+    if (catchUp && !document.getElementById("approve")) return;
     const got = await fragment(prefix + "/approvals/" + encodeURIComponent(id) + "?fragment=decision");
     if (!got) return;
+    if (catchUp && got.querySelector("#approve")) return; // still pending
     sec.replaceChildren(got);
     const st = document.getElementById("state");
     if (st) st.textContent = "Decided elsewhere: see below.";
@@ -99,10 +114,11 @@
 
   if (!window.EventSource || (page !== "list" && page !== "approval")) return;
   const es = new EventSource(prefix + "/api/v1/events");
-  let opened = false;
+  // The stream opens once the server follows every change; what changed
+  // before (since the page was rendered, or while reconnecting) is read
+  // now.
   es.addEventListener("open", function () {
-    if (opened && page === "list") addNew(); // catch up after a reconnect
-    opened = true;
+    if (page === "list") addNew(true); else refreshDecision(true);
   });
   es.addEventListener("approval", function (e) {
     let ev;
