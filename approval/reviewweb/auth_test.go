@@ -96,8 +96,16 @@ func TestLocalToken(t *testing.T) {
 	wantStatus(t, "token reused", resp, body, 401, "")
 	resp, body = other.do("POST", "/login", "token="+url.QueryEscape(tok), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
 	wantStatus(t, "token reused by form", resp, body, 401, "")
-	// A cross-site sign-in is refused.
+	// A cross-site sign-in is refused, by link or by form, and spends no
+	// token.
 	tok2, _ := lt.Issue("carol")
+	for _, site := range []string{"cross-site", "same-site"} {
+		resp, body = other.do("GET", "/login?token="+url.QueryEscape(tok2), "", map[string]string{"Sec-Fetch-Site": site})
+		wantStatus(t, site+" sign-in link", resp, body, 403, "")
+		if ck := resp.Header.Get("Set-Cookie"); ck != "" {
+			t.Errorf("a %s sign-in link set a cookie: %q", site, ck)
+		}
+	}
 	resp, body = other.do("POST", "/login", "token="+url.QueryEscape(tok2), map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Sec-Fetch-Site": "cross-site"})
 	wantStatus(t, "cross-site sign-in", resp, body, 403, "")
 	resp, _ = other.do("POST", "/login", "token="+url.QueryEscape(tok2), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})

@@ -40,6 +40,9 @@
 //     edit). It works without JavaScript.
 //   - GET /login?token=T or POST /login exchange a one-time login token for
 //     a session (with a TokenLogin authenticator); POST /logout ends it.
+//     Neither signs in from another site: the link is refused (403
+//     cross_origin, the token kept) when the browser says another site
+//     led to it (Sec-Fetch-Site), and the form as every POST is.
 //
 // With JavaScript, the pages follow GET /api/v1/events: a new pending
 // approval appears in the list, and one decided elsewhere changes in place,

@@ -472,6 +472,16 @@ func (h *Handler) decideForm(w http.ResponseWriter, r *http.Request) {
 // signs the browser in; without, it shows the sign-in form.
 func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
 	if tok := r.URL.Query().Get("token"); tok != "" {
+		// Signing in changes state: a link on another site must not sign
+		// the browser in (as whoever issued the token). A link opened
+		// from the terminal or the address bar is "none"; browsers that
+		// send no Sec-Fetch-Site are let through, as the POST form's
+		// check (http.CrossOriginProtection) does without an Origin.
+		if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
+			h.fail(w, r, &apiError{Status: http.StatusForbidden, Code: "cross_origin",
+				Message: "a link from another site cannot sign in here: open the sign-in link from the terminal, or paste it into the address bar"})
+			return
+		}
 		h.exchange(w, r, tok)
 		return
 	}
