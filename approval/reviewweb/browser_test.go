@@ -7,6 +7,7 @@ package reviewweb_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -370,6 +371,55 @@ func TestBrowserCatchUp(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`tr.state-rejected[data-id="`+decided+`"]`))); err != nil {
 		t.Fatalf("the list did not show what changed before its stream opened: %v", err)
 	}
+}
+
+// TestBrowserPhone: on a phone's screen (390 CSS pixels wide, touch) the
+// inbox and an approval page need no sideways scrolling, the decision
+// buttons are on screen, and the arguments stay whole (long lines scroll
+// inside their own box, not the page).
+func TestBrowserPhone(t *testing.T) {
+	f, s, lt := browserFixture(t)
+	long := defaultCall()
+	long.Args = json.RawMessage(`{"hotel":"` + strings.Repeat("Palácio Suites Lisboa ", 12) + `","nights":4,"total_eur":1520}`)
+	long.Rationale = strings.Repeat("a rationale long enough to wrap on a small screen ", 6)
+	id := f.start(t, "phone", long)
+	ctx := newBrowser(t)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile, chromedp.EmulateTouch)); err != nil {
+		t.Fatal(err)
+	}
+	signIn(t, ctx, s.srv.URL, lt, "bob")
+	fits := func(what string) {
+		t.Helper()
+		wide, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth - window.innerWidth`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wide > 0 {
+			t.Errorf("%s: the page is %d px wider than the screen", what, wide)
+		}
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`tr[data-id="`+id+`"]`))); err != nil {
+		t.Fatal(err)
+	}
+	fits("the inbox")
+	shoot(t, ctx, "inbox-phone-list")
+	if err := chromedp.Do(ctx, chromedp.Navigate(s.srv.URL+"/approvals/"+id), chromedp.WaitVisible(chromedp.CSS("#approve"))); err != nil {
+		t.Fatal(err)
+	}
+	fits("the approval page")
+	for _, sel := range []string{"#approve", "#reject"} {
+		right, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`document.querySelector("`+sel+`").getBoundingClientRect().right - window.innerWidth`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if right > 0 {
+			t.Errorf("%s ends %.0f px right of the screen", sel, right)
+		}
+	}
+	if a := text(t, ctx, "#args"); !strings.Contains(a, strings.Repeat("Palácio Suites Lisboa ", 12)) {
+		t.Errorf("the arguments are not shown whole: %q", a)
+	}
+	shoot(t, ctx, "inbox-phone")
 }
 
 // TestBrowserInvalidEdit: an edit that fails the schema shows every

@@ -348,6 +348,17 @@ func TestDecideStatuses(t *testing.T) {
 		t.Errorf("swept: winner %+v", w)
 	}
 
+	// 422 invalid_request: a stored request that can never be decided
+	// (here, a risk tier no lockstep writes); nothing is recorded.
+	bad := defaultCall()
+	bad.Risk = "catastrophic"
+	id5 := f.start(t, "t5", bad)
+	resp, body = ana.decide(id5, `{"outcome":"rejected"}`)
+	wantStatus(t, "undecidable request", resp, body, 422, "invalid_request")
+	if d := f.decided(t, id5); d != nil {
+		t.Errorf("a decision was recorded on an undecidable request: %+v", d)
+	}
+
 	// 404.
 	resp, body = bob.decideG("nope", approve)
 	wantStatus(t, "unknown", resp, body, 404, "not_found")
