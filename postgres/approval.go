@@ -1,0 +1,455 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lockstepgo/lockstep/approval"
+	"github.com/lockstepgo/lockstep/internal/canon"
+)
+
+// ApprovalStore is an approval.Store on PostgreSQL, in the tables
+// approval_decisions and approval_executions of the DB's schema, with the
+// rules of approval.MemoryStore and approval.SQLStore (it passes
+// approvaltest). Get it from DB.Approvals. First-wins is the primary key
+// of approval_decisions; every write is one statement. It is safe for
+// concurrent use by any number of goroutines and processes.
+type ApprovalStore struct {
+	db *DB
+}
+
+var _ approval.Store = (*ApprovalStore)(nil)
+
+type approvalQueries struct {
+	insert, winner, get, decided, unresumed, claim, finish, retry, exists, recordOutcome, execution string
+}
+
+const approvalDecisionColumns = `id, outcome, reviewer, note, args, args_hash, decided_at`
+
+const approvalRecordColumns = `thread, checkpoint, request, ` + approvalDecisionColumns + `,
+	resumed_at, resume_note, resume_attempts, resume_error, resume_not_before`
+
+func newApprovalQueries(s func(string) string) approvalQueries {
+	return approvalQueries{
+		insert: s(`INSERT INTO $S.approval_decisions
+			(id, thread, checkpoint, tool, owner, outcome, reviewer, note, args, args_hash, decided_at, request)
+			VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text::jsonb, $10::text, $11::text, $12::text::jsonb)
+			ON CONFLICT (id) DO NOTHING`),
+		winner:    s(`SELECT ` + approvalDecisionColumns + ` FROM $S.approval_decisions WHERE id = $1::text`),
+		get:       s(`SELECT ` + approvalRecordColumns + ` FROM $S.approval_decisions WHERE id = $1::text`),
+		decided:   s(`SELECT id FROM $S.approval_decisions WHERE id = ANY($1::text[])`),
+		unresumed: s(`SELECT ` + approvalRecordColumns + ` FROM $S.approval_decisions WHERE resumed_at IS NULL AND resume_not_before <= $1::text ORDER BY decided_at COLLATE "C", id COLLATE "C" LIMIT $2::bigint`),
+		claim: s(`UPDATE $S.approval_decisions SET resume_not_before = $2::text
+			WHERE id = $1::text AND resumed_at IS NULL AND resume_not_before <= $3::text`),
+		finish: s(`UPDATE $S.approval_decisions SET resumed_at = $2::text, resume_note = $3::text, resume_not_before = ''
+			WHERE id = $1::text AND resumed_at IS NULL`),
+		retry: s(`UPDATE $S.approval_decisions SET resume_attempts = resume_attempts + 1, resume_error = $2::text, resume_not_before = $3::text
+			WHERE id = $1::text AND resumed_at IS NULL`),
+		exists: s(`SELECT 1 FROM $S.approval_decisions WHERE id = $1::text`),
+		recordOutcome: s(`INSERT INTO $S.approval_executions (approval_id, idempotency_key, args_hash, result, error, recorded_at)
+			VALUES ($1::text, $2::text, $3::text, $4::text::jsonb, $5::text, $6::text) ON CONFLICT (approval_id) DO NOTHING`),
+		execution: s(`SELECT idempotency_key, args_hash, result, error, recorded_at FROM $S.approval_executions WHERE approval_id = $1::text`),
+	}
+}
+
+// live returns an *approval.Error matching approval.ErrClosed after
+// DB.Close.
+func (s *ApprovalStore) live(id string) error {
+	if s.db.closed.Load() {
+		return &approval.Error{ID: id, Kind: approval.ErrClosed}
+	}
+	return nil
+}
+
+// fail maps a database error: ErrClosed once the DB is closed, ctx's
+// error as it is, a *StoreError otherwise.
+func (s *ApprovalStore) fail(op, id string, err error) error {
+	if s.db.closed.Load() {
+		return &approval.Error{ID: id, Kind: approval.ErrClosed, Reason: "the database is closed"}
+	}
+	return storeErr("approval: "+op+" "+quoteShort(id), "", err, false)
+}
+
+func quoteShort(s string) string {
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return quote(s)
+}
+
+// canonJSON returns JSON read from a JSONB column in canonical form:
+// what the store wrote was canonical (edited arguments, results), and
+// JSONB keeps neither key order nor spacing, so canonicalising restores
+// the bytes written.
+func canonJSON(b []byte) (json.RawMessage, error) {
+	if b == nil {
+		return nil, nil
+	}
+	return canon.JSON(b)
+}
+
+type approvalRow struct {
+	id, outcome, reviewer, note, argsHash, decided string
+	args                                           []byte
+}
+
+func (d *approvalRow) dest() []any {
+	return []any{&d.id, &d.outcome, &d.reviewer, &d.note, &d.args, &d.argsHash, &d.decided}
+}
+
+func (d *approvalRow) decision() (approval.Decision, error) {
+	at, err := parseTime(d.decided)
+	if err != nil {
+		return approval.Decision{}, fmt.Errorf("decided_at: %w", err)
+	}
+	out := approval.Decision{ID: d.id, Outcome: approval.Outcome(d.outcome), Reviewer: d.reviewer, Note: d.note, ArgsHash: d.argsHash, DecidedAt: at}
+	if d.args != nil {
+		if out.Args, err = canonJSON(d.args); err != nil {
+			return approval.Decision{}, fmt.Errorf("args: %w", err)
+		}
+	}
+	return out, nil
+}
+
+func scanApproval(row pgx.Row) (approval.Record, error) {
+	var (
+		r                       approval.Record
+		dr                      approvalRow
+		request                 []byte
+		resumed                 *string
+		resumeNote, resumeError string
+		notBefore               string
+		attempts                int32
+	)
+	dest := append([]any{&r.Thread, &r.Checkpoint, &request}, dr.dest()...)
+	dest = append(dest, &resumed, &resumeNote, &attempts, &resumeError, &notBefore)
+	if err := row.Scan(dest...); err != nil {
+		return approval.Record{}, err
+	}
+	r.ID = dr.id
+	corrupt := func(err error) (approval.Record, error) {
+		return approval.Record{}, fmt.Errorf("approval: stored approval %s does not decode: %w", quoteShort(r.ID), err)
+	}
+	var err error
+	if r.Decision, err = dr.decision(); err != nil {
+		return corrupt(err)
+	}
+	if err := json.Unmarshal(request, &r.Request); err != nil {
+		return corrupt(fmt.Errorf("request: %w", err))
+	}
+	for _, f := range []*json.RawMessage{&r.Request.Args, &r.Request.Context, &r.Request.Schema} {
+		if len(*f) > 0 {
+			if *f, err = canon.JSON(*f); err != nil {
+				// not canonical when it was written: keep JSONB's form
+				continue
+			}
+		}
+	}
+	if resumed != nil {
+		if r.Resume.At, err = parseTime(*resumed); err != nil {
+			return corrupt(fmt.Errorf("resumed_at: %w", err))
+		}
+	}
+	if notBefore != "" {
+		if r.Resume.NotBefore, err = parseTime(notBefore); err != nil {
+			return corrupt(fmt.Errorf("resume_not_before: %w", err))
+		}
+	}
+	r.Resume.Note, r.Resume.Attempts, r.Resume.LastError = resumeNote, int(attempts), resumeError
+	return r, nil
+}
+
+// Decide implements approval.Store: one INSERT ... ON CONFLICT DO
+// NOTHING; the row that lands wins, and a loser reads the winner back. It
+// fails as approval.Store.Decide says, with an *approval.Error matching
+// approval.ErrClosed after Close, and with a *StoreError when the
+// database fails.
+func (s *ApprovalStore) Decide(ctx context.Context, item approval.Item, v approval.Verdict) (approval.Decision, error) {
+	if err := s.live(item.ID); err != nil {
+		return approval.Decision{}, err
+	}
+	if err := approval.CheckVerdict(item, v); err != nil {
+		return approval.Decision{}, err
+	}
+	if w, ok, err := s.winner(ctx, item.ID); err != nil {
+		return approval.Decision{}, err
+	} else if ok {
+		return approval.Decision{}, &approval.AlreadyDecidedError{ID: item.ID, Winner: w}
+	}
+	d, late, err := approval.Judge(item, v, s.db.now())
+	if err != nil {
+		return approval.Decision{}, err
+	}
+	req, err := json.Marshal(item.Request)
+	if err != nil {
+		return approval.Decision{}, &approval.Error{ID: item.ID, Kind: approval.ErrInvalidRequest, Reason: "does not encode: " + err.Error()}
+	}
+	if err := storable(req); err != nil {
+		return approval.Decision{}, &approval.Error{ID: item.ID, Kind: approval.ErrInvalidRequest, Reason: err.Error()}
+	}
+	var args any
+	if d.Args != nil {
+		args = string(d.Args)
+	}
+	tag, err := s.db.pool.Exec(ctx, s.db.q.approval.insert, item.ID, item.Thread, item.Checkpoint, item.Request.Tool, item.Request.Owner,
+		string(d.Outcome), d.Reviewer, d.Note, args, d.ArgsHash, formatTime(d.DecidedAt), string(req))
+	if err != nil {
+		return approval.Decision{}, s.fail("record decision on", item.ID, err)
+	}
+	if tag.RowsAffected() == 1 {
+		if late != nil {
+			return approval.Decision{}, late
+		}
+		return d, nil
+	}
+	w, ok, err := s.winner(ctx, item.ID)
+	if err == nil && !ok {
+		err = errors.New("the conflicting row is gone")
+	}
+	if err != nil {
+		return approval.Decision{}, fmt.Errorf("approval: read the winning decision on approval %s: %w", quoteShort(item.ID), err)
+	}
+	return approval.Decision{}, &approval.AlreadyDecidedError{ID: item.ID, Winner: w}
+}
+
+func (s *ApprovalStore) winner(ctx context.Context, id string) (approval.Decision, bool, error) {
+	var dr approvalRow
+	err := s.db.pool.QueryRow(ctx, s.db.q.approval.winner, id).Scan(dr.dest()...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return approval.Decision{}, false, nil
+	}
+	if err != nil {
+		return approval.Decision{}, false, s.fail("read", id, err)
+	}
+	d, err := dr.decision()
+	if err != nil {
+		return approval.Decision{}, false, fmt.Errorf("approval: stored approval %s does not decode: %w", quoteShort(id), err)
+	}
+	return d, true, nil
+}
+
+// Get implements approval.Store. It returns an *approval.Error matching
+// approval.ErrNotFound when there is no decision, approval.ErrClosed
+// after Close, and a *StoreError when the database fails.
+func (s *ApprovalStore) Get(ctx context.Context, id string) (approval.Record, error) {
+	if err := s.live(id); err != nil {
+		return approval.Record{}, err
+	}
+	r, err := scanApproval(s.db.pool.QueryRow(ctx, s.db.q.approval.get, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return approval.Record{}, &approval.Error{ID: id, Kind: approval.ErrNotFound, Reason: "no decision"}
+	}
+	if err != nil {
+		var pe interface{ SQLState() string }
+		if errors.As(err, &pe) || connectionLost(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return approval.Record{}, s.fail("read", id, err)
+		}
+		return approval.Record{}, err
+	}
+	return r, nil
+}
+
+// Decided implements approval.Store: one statement. It fails with
+// approval.ErrClosed after Close, ctx's error, or a *StoreError.
+func (s *ApprovalStore) Decided(ctx context.Context, ids []string) (map[string]bool, error) {
+	if err := s.live(""); err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.db.pool.Query(ctx, s.db.q.approval.decided, ids)
+	if err != nil {
+		return nil, s.fail("look up decisions", "", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, s.fail("look up decisions", "", err)
+		}
+		out[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail("look up decisions", "", err)
+	}
+	return out, nil
+}
+
+// Unresumed implements approval.Store. It fails with approval.ErrClosed
+// after Close, ctx's error, or a *StoreError.
+func (s *ApprovalStore) Unresumed(ctx context.Context, limit int) ([]approval.Record, error) {
+	if err := s.live(""); err != nil {
+		return nil, err
+	}
+	var lim any
+	if limit > 0 {
+		lim = int64(limit)
+	}
+	rows, err := s.db.pool.Query(ctx, s.db.q.approval.unresumed, formatTime(s.db.now()), lim)
+	if err != nil {
+		return nil, s.fail("list unresumed decisions", "", err)
+	}
+	defer rows.Close()
+	var out []approval.Record
+	for rows.Next() {
+		r, err := scanApproval(rows)
+		if err != nil {
+			return nil, fmt.Errorf("approval: list unresumed decisions: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail("list unresumed decisions", "", err)
+	}
+	return out, nil
+}
+
+// update runs a conditional UPDATE on one approval and reports whether it
+// changed the row; when it did not, it tells a missing ID (ErrNotFound)
+// from a condition that did not hold.
+func (s *ApprovalStore) update(ctx context.Context, id, what, query string, args ...any) (bool, error) {
+	tag, err := s.db.pool.Exec(ctx, query, args...)
+	if err != nil {
+		return false, s.fail(what, id, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return true, nil
+	}
+	var one int
+	err = s.db.pool.QueryRow(ctx, s.db.q.approval.exists, id).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, &approval.Error{ID: id, Kind: approval.ErrNotFound, Reason: "no decision"}
+	}
+	if err != nil {
+		return false, s.fail(what, id, err)
+	}
+	return false, nil
+}
+
+// ClaimResume implements approval.Store. It fails as approval.Store
+// says, with approval.ErrClosed after Close, and with a *StoreError.
+func (s *ApprovalStore) ClaimResume(ctx context.Context, id string, lease time.Duration) (bool, error) {
+	if err := s.live(id); err != nil {
+		return false, err
+	}
+	if err := approval.CheckResumeLease(id, lease); err != nil {
+		return false, err
+	}
+	now := s.db.now()
+	return s.update(ctx, id, "claim", s.db.q.approval.claim, id, formatTime(now.Add(lease)), formatTime(now))
+}
+
+// FinishResume implements approval.Store. It fails as approval.Store
+// says, with approval.ErrClosed after Close, and with a *StoreError.
+func (s *ApprovalStore) FinishResume(ctx context.Context, id, note string) error {
+	if err := s.live(id); err != nil {
+		return err
+	}
+	_, err := s.update(ctx, id, "finish resuming", s.db.q.approval.finish, id, formatTime(s.db.now()), approval.TruncateReason(note))
+	return err
+}
+
+// RetryResume implements approval.Store. It fails as approval.Store
+// says, with approval.ErrClosed after Close, and with a *StoreError.
+func (s *ApprovalStore) RetryResume(ctx context.Context, id, reason string, after time.Duration) error {
+	if err := s.live(id); err != nil {
+		return err
+	}
+	if err := approval.CheckRetryDelay(id, after); err != nil {
+		return err
+	}
+	_, err := s.update(ctx, id, "defer resuming", s.db.q.approval.retry, id, approval.TruncateReason(reason), formatTime(s.db.now().Add(after)))
+	return err
+}
+
+// Now implements approval.Store: the DB's clock (Config.Now).
+func (s *ApprovalStore) Now() time.Time { return s.db.now() }
+
+// Close does nothing: the store lives as long as its DB (close that).
+// It returns nil.
+func (s *ApprovalStore) Close() error { return nil }
+
+// RecordOutcome implements approval.OutcomeRecorder. It fails as
+// approval.OutcomeRecorder says, with approval.ErrClosed after Close, and
+// with a *StoreError.
+func (s *ApprovalStore) RecordOutcome(ctx context.Context, id string, e approval.Execution) error {
+	if err := s.live(id); err != nil {
+		return err
+	}
+	rec, err := s.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	e, err = approval.CheckExecution(rec, e, s.db.now())
+	if err != nil {
+		return err
+	}
+	var result any
+	if e.Result != nil {
+		if err := storable(e.Result); err != nil {
+			return &approval.Error{ID: id, Kind: approval.ErrInvalidArgs, Reason: err.Error()}
+		}
+		result = string(e.Result)
+	}
+	tag, err := s.db.pool.Exec(ctx, s.db.q.approval.recordOutcome, id, e.IdempotencyKey, e.ArgsHash, result, e.Error, formatTime(e.At))
+	if err != nil {
+		return s.fail("record outcome of", id, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	old, err := s.execution(ctx, id)
+	if err != nil {
+		return err
+	}
+	if old != nil && approval.SameExecution(*old, e) {
+		return nil
+	}
+	return &approval.Error{ID: id, Kind: approval.ErrOutcomeRecorded}
+}
+
+func (s *ApprovalStore) execution(ctx context.Context, id string) (*approval.Execution, error) {
+	var (
+		e      approval.Execution
+		result []byte
+		at     string
+	)
+	err := s.db.pool.QueryRow(ctx, s.db.q.approval.execution, id).Scan(&e.IdempotencyKey, &e.ArgsHash, &result, &e.Error, &at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, s.fail("read outcome of", id, err)
+	}
+	if e.Result, err = canonJSON(result); err != nil {
+		return nil, fmt.Errorf("approval: stored result of approval %s does not decode: %w", quoteShort(id), err)
+	}
+	if e.At, err = parseTime(at); err != nil {
+		return nil, fmt.Errorf("approval: stored recorded_at of approval %s does not decode: %w", quoteShort(id), err)
+	}
+	return &e, nil
+}
+
+// Audit implements approval.Store. It fails as approval.Store says, with
+// approval.ErrClosed after Close, and with a *StoreError.
+func (s *ApprovalStore) Audit(ctx context.Context, id string) (approval.Trail, error) {
+	if err := s.live(id); err != nil {
+		return approval.Trail{}, err
+	}
+	rec, err := s.Get(ctx, id)
+	if err != nil {
+		return approval.Trail{}, err
+	}
+	e, err := s.execution(ctx, id)
+	if err != nil {
+		return approval.Trail{}, err
+	}
+	return approval.Trail{Record: rec, Execution: e}, nil
+}

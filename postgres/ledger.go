@@ -1,0 +1,356 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lockstepgo/lockstep/nodes/ledger"
+)
+
+// Ledger is a ledger.Ledger on PostgreSQL, in the tables ledger and
+// messages of the DB's schema, with the rules of ledger.Memory and
+// ledger.SQL (it passes ledgertest). Get it from DB.Ledger. Every write
+// is one transaction; Begin reads the record it may replace with FOR
+// UPDATE, so that concurrent Begins of one key decide one at a time. It is
+// safe for concurrent use by any number of goroutines and processes.
+type Ledger struct {
+	db   *DB
+	opts ledger.Options
+}
+
+var _ ledger.Ledger = (*Ledger)(nil)
+
+type ledgerQueries struct {
+	insert, selectForUpdate, takeOver, restart, complete, release, resolve, exists, forget, get, pruneDone, pruneMessages, claim, claimRead string
+}
+
+const ledgerColumns = `key, tool, args_hash, state, result, failure, owner, lease_until, created_at, completed_at, thread_id, run_id`
+
+func newLedgerQueries(s func(string) string) ledgerQueries {
+	return ledgerQueries{
+		insert: s(`INSERT INTO $S.ledger (key, tool, args_hash, state, owner, lease_until, created_at, thread_id, run_id)
+			VALUES ($1::text, $2::text, $3::text, 'pending', $4::text, $5::bigint, $6::bigint, $7::text, $8::text) ON CONFLICT (key) DO NOTHING`),
+		selectForUpdate: s(`SELECT ` + ledgerColumns + ` FROM $S.ledger WHERE key = $1::text FOR UPDATE`),
+		takeOver:        s(`UPDATE $S.ledger SET owner = $2::text, lease_until = $3::bigint, thread_id = $4::text, run_id = $5::text WHERE key = $1::text`),
+		restart: s(`UPDATE $S.ledger SET tool = $2::text, args_hash = $3::text, state = 'pending', result = NULL, failure = NULL, owner = $4::text,
+			lease_until = $5::bigint, created_at = $6::bigint, completed_at = NULL, thread_id = $7::text, run_id = $8::text WHERE key = $1::text`),
+		complete: s(`UPDATE $S.ledger SET state = 'done', result = $3::text::jsonb, failure = $4::text::jsonb, completed_at = $5::bigint
+			WHERE key = $1::text AND state = 'pending' AND owner = $2::text`),
+		release: s(`DELETE FROM $S.ledger WHERE key = $1::text AND state = 'pending' AND owner = $2::text`),
+		resolve: s(`UPDATE $S.ledger SET state = 'done', result = $2::text::jsonb, failure = $3::text::jsonb, completed_at = $4::bigint
+			WHERE key = $1::text AND state = 'pending'`),
+		exists:        s(`SELECT 1 FROM $S.ledger WHERE key = $1::text`),
+		forget:        s(`DELETE FROM $S.ledger WHERE key = $1::text`),
+		get:           s(`SELECT ` + ledgerColumns + ` FROM $S.ledger WHERE key = $1::text`),
+		pruneDone:     s(`DELETE FROM $S.ledger WHERE state = 'done' AND created_at <= $1::bigint`),
+		pruneMessages: s(`DELETE FROM $S.messages WHERE claimed_at <= $1::bigint`),
+		claim: s(`INSERT INTO $S.messages AS m (scope, id, fingerprint, claimed_at)
+			SELECT $1::text, $2::text, $3::text, $4::bigint
+			WHERE NOT EXISTS (SELECT 1 FROM $S.messages WHERE scope = '' AND id = $2::text AND claimed_at > $5::bigint)
+			ON CONFLICT (scope, id) DO UPDATE SET fingerprint = excluded.fingerprint, claimed_at = excluded.claimed_at
+			WHERE m.claimed_at <= $5::bigint`),
+		claimRead: s(`SELECT fingerprint, claimed_at FROM $S.messages WHERE id = $1::text AND (scope = $2::text OR scope = '') AND claimed_at > $3::bigint
+			ORDER BY scope COLLATE "C" DESC LIMIT 1`),
+	}
+}
+
+func newLedger(db *DB) (*Ledger, error) {
+	o, err := ledger.ResolveOptions(ledger.Options{Retention: db.cfg.LedgerRetention, Now: db.cfg.Now})
+	if err != nil {
+		return nil, err
+	}
+	return &Ledger{db: db, opts: o}, nil
+}
+
+// WithOptions returns a ledger on the same tables with other options
+// (retention, clock): tests and tools that judge records by another
+// clock. It returns an error matching ledger.ErrInvalid for bad options.
+func (l *Ledger) WithOptions(o ledger.Options) (*Ledger, error) {
+	o, err := ledger.ResolveOptions(o)
+	if err != nil {
+		return nil, err
+	}
+	return &Ledger{db: l.db, opts: o}, nil
+}
+
+// wrap adds the operation and key to a storage error and leaves the
+// ledger's typed errors as they are.
+func (l *Ledger) wrap(op, key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var (
+		kr *ledger.KeyReuseError
+		ip *ledger.InProgressError
+		ou *ledger.OutcomeUnknownError
+	)
+	if errors.As(err, &kr) || errors.As(err, &ip) || errors.As(err, &ou) || errors.Is(err, ledger.ErrNotHeld) || errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrInvalid) ||
+		errors.Is(err, ledger.ErrDuplicateMessage) || errors.Is(err, ledger.ErrDuplicateMismatch) {
+		return err
+	}
+	if l.db.closed.Load() {
+		return fmt.Errorf("ledger: %s key %s: %w", op, ledger.ShortKey(key), errPoolClosed)
+	}
+	return storeErr("ledger: "+op+" key "+ledger.ShortKey(key), "", err, false)
+}
+
+func nanos(t time.Time) int64 { return t.UnixNano() }
+
+func scanEntry(row pgx.Row) (ledger.Entry, error) {
+	var (
+		e               ledger.Entry
+		state           string
+		result, failure []byte
+		lease, created  int64
+		completed       *int64
+	)
+	if err := row.Scan(&e.Key, &e.Tool, &e.ArgsHash, &state, &result, &failure, &e.Owner, &lease, &created, &completed, &e.Thread, &e.Run); err != nil {
+		return ledger.Entry{}, err
+	}
+	e.State = ledger.State(state)
+	e.LeaseUntil, e.CreatedAt = time.Unix(0, lease), time.Unix(0, created)
+	if completed != nil {
+		e.CompletedAt = time.Unix(0, *completed)
+	}
+	if result != nil {
+		e.Outcome.Result = json.RawMessage(result)
+	}
+	if failure != nil {
+		var f ledger.Failure
+		if err := json.Unmarshal(failure, &f); err != nil {
+			return ledger.Entry{}, fmt.Errorf("ledger: key %s: stored failure does not decode: %w", ledger.ShortKey(e.Key), err)
+		}
+		e.Outcome.Failure = &f
+	}
+	return e, nil
+}
+
+func outcomeArgs(o ledger.Outcome) (result, failure any, err error) {
+	if o.Result != nil {
+		if !json.Valid(o.Result) {
+			return nil, nil, fmt.Errorf("%w: the result is not JSON", ledger.ErrInvalid)
+		}
+		if err := storable(o.Result); err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ledger.ErrInvalid, err)
+		}
+		result = string(o.Result)
+	}
+	if o.Failure != nil {
+		b, err := json.Marshal(o.Failure)
+		if err != nil {
+			return nil, nil, err
+		}
+		failure = string(b)
+	}
+	return result, failure, nil
+}
+
+// Begin implements ledger.Ledger, in one transaction: an insert that wins
+// for a new key, or the record locked and judged by ledger.Judge. It
+// returns an error matching ledger.ErrInvalid, a *ledger.KeyReuseError,
+// *ledger.InProgressError or *ledger.OutcomeUnknownError as ledger.Ledger
+// says, or a *StoreError.
+func (l *Ledger) Begin(ctx context.Context, in ledger.Intent) (ledger.Entry, bool, error) {
+	if err := ledger.CheckIntent(&in); err != nil {
+		return ledger.Entry{}, false, err
+	}
+	var (
+		out     ledger.Entry
+		started bool
+	)
+	err := pgx.BeginFunc(ctx, l.db.pool, func(tx pgx.Tx) error {
+		now := l.opts.Now()
+		fresh := ledger.Entry{Key: in.Key, Tool: in.Tool, ArgsHash: in.ArgsHash, State: ledger.StatePending, Owner: in.Owner,
+			LeaseUntil: now.Add(in.Lease), CreatedAt: now, Thread: in.Thread, Run: in.Run}
+		tag, err := tx.Exec(ctx, l.db.q.ledger.insert, in.Key, in.Tool, in.ArgsHash, in.Owner, nanos(fresh.LeaseUntil), nanos(now), in.Thread, in.Run)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 1 {
+			out, started = fresh, true
+			return nil
+		}
+		e, err := scanEntry(tx.QueryRow(ctx, l.db.q.ledger.selectForUpdate, in.Key))
+		if errors.Is(err, pgx.ErrNoRows) {
+			// Forgotten between the insert and the read: begin again.
+			return errRetryBegin
+		}
+		if err != nil {
+			return err
+		}
+		restart, err := ledger.Judge(e, in, now, l.opts.Retention)
+		if err != nil {
+			return err
+		}
+		if !restart {
+			out = e
+			return nil
+		}
+		if e.State == ledger.StatePending { // taken over: keep its age
+			e.Owner, e.LeaseUntil, e.Thread, e.Run = in.Owner, fresh.LeaseUntil, in.Thread, in.Run
+			_, err = tx.Exec(ctx, l.db.q.ledger.takeOver, in.Key, e.Owner, nanos(e.LeaseUntil), e.Thread, e.Run)
+			out, started = e, true
+			return err
+		}
+		_, err = tx.Exec(ctx, l.db.q.ledger.restart, in.Key, in.Tool, in.ArgsHash, in.Owner, nanos(fresh.LeaseUntil), nanos(now), in.Thread, in.Run)
+		out, started = fresh, true
+		return err
+	})
+	if errors.Is(err, errRetryBegin) {
+		return l.Begin(ctx, in)
+	}
+	if err != nil {
+		return ledger.Entry{}, false, l.wrap("begin", in.Key, err)
+	}
+	return out, started, nil
+}
+
+var errRetryBegin = errors.New("ledger: begin again")
+
+// Complete implements ledger.Ledger: one statement. It returns an error
+// matching ledger.ErrNotHeld when owner does not hold a pending intent
+// under key, ledger.ErrInvalid for a result JSONB cannot hold, or a
+// *StoreError.
+func (l *Ledger) Complete(ctx context.Context, key, owner string, o ledger.Outcome) error {
+	result, failure, err := outcomeArgs(o)
+	if err != nil {
+		return err
+	}
+	tag, err := l.db.pool.Exec(ctx, l.db.q.ledger.complete, key, owner, result, failure, nanos(l.opts.Now()))
+	if err != nil {
+		return l.wrap("complete", key, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return ledger.NotHeldError(key, "")
+	}
+	return nil
+}
+
+// Release implements ledger.Ledger: one statement. It fails as Complete
+// does.
+func (l *Ledger) Release(ctx context.Context, key, owner string) error {
+	tag, err := l.db.pool.Exec(ctx, l.db.q.ledger.release, key, owner)
+	if err != nil {
+		return l.wrap("release", key, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return ledger.NotHeldError(key, "")
+	}
+	return nil
+}
+
+// Resolve implements ledger.Ledger. It returns an error matching
+// ledger.ErrNotFound when there is no record under key, one matching
+// ledger.ErrNotHeld when the record is already done, or a *StoreError.
+func (l *Ledger) Resolve(ctx context.Context, key string, o ledger.Outcome) error {
+	result, failure, err := outcomeArgs(o)
+	if err != nil {
+		return err
+	}
+	tag, err := l.db.pool.Exec(ctx, l.db.q.ledger.resolve, key, result, failure, nanos(l.opts.Now()))
+	if err != nil {
+		return l.wrap("resolve", key, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	var one int
+	switch err := l.db.pool.QueryRow(ctx, l.db.q.ledger.exists, key).Scan(&one); {
+	case errors.Is(err, pgx.ErrNoRows):
+		return ledger.NotFoundError(key)
+	case err != nil:
+		return l.wrap("resolve", key, err)
+	}
+	return ledger.NotHeldError(key, "already has an outcome")
+}
+
+// Forget implements ledger.Ledger. It fails only with a *StoreError.
+func (l *Ledger) Forget(ctx context.Context, key string) error {
+	_, err := l.db.pool.Exec(ctx, l.db.q.ledger.forget, key)
+	return l.wrap("forget", key, err)
+}
+
+// Get implements ledger.Ledger. It returns an error matching
+// ledger.ErrNotFound when there is no record under key, or a *StoreError.
+func (l *Ledger) Get(ctx context.Context, key string) (ledger.Entry, error) {
+	e, err := scanEntry(l.db.pool.QueryRow(ctx, l.db.q.ledger.get, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ledger.Entry{}, ledger.NotFoundError(key)
+	}
+	if err != nil {
+		return ledger.Entry{}, l.wrap("get", key, err)
+	}
+	return e, nil
+}
+
+// Prune implements ledger.Ledger, in one transaction. It fails only with
+// a *StoreError, deleting nothing.
+func (l *Ledger) Prune(ctx context.Context) (int, error) {
+	cut := nanos(l.opts.Now().Add(-l.opts.Retention))
+	var n int64
+	err := pgx.BeginFunc(ctx, l.db.pool, func(tx pgx.Tx) error {
+		for _, q := range []string{l.db.q.ledger.pruneDone, l.db.q.ledger.pruneMessages} {
+			tag, err := tx.Exec(ctx, q, cut)
+			if err != nil {
+				return err
+			}
+			n += tag.RowsAffected()
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, l.wrap("prune", "", err)
+	}
+	return int(n), nil
+}
+
+// ClaimMessage implements ledger.Ledger: one statement. It returns an
+// error matching ledger.ErrInvalid for a bad claim, ledger.ErrDuplicateMessage
+// or a *ledger.DuplicateMismatchError for a claim already made within the
+// retention, or a *StoreError.
+func (l *Ledger) ClaimMessage(ctx context.Context, c ledger.Claim) error {
+	if err := ledger.CheckClaim(c); err != nil {
+		return err
+	}
+	return l.claimIn(ctx, l.db.pool, c)
+}
+
+// ClaimMessageTx claims a message inside the caller's transaction tx (on
+// the DB's pool), so that the claim commits or rolls back with the effect
+// it guards. It returns what ClaimMessage returns; after a database
+// error the caller must roll tx back.
+func (l *Ledger) ClaimMessageTx(ctx context.Context, tx pgx.Tx, c ledger.Claim) error {
+	if err := ledger.CheckClaim(c); err != nil {
+		return err
+	}
+	return l.claimIn(ctx, tx, c)
+}
+
+func (l *Ledger) claimIn(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}, c ledger.Claim) error {
+	now := l.opts.Now()
+	cut := nanos(now.Add(-l.opts.Retention))
+	// The insert and its row count in one statement.
+	var n int64
+	err := q.QueryRow(ctx, `WITH i AS (`+l.db.q.ledger.claim+` RETURNING 1) SELECT count(*) FROM i`, c.Scope, c.ID, c.Fingerprint, nanos(now), cut).Scan(&n)
+	if err != nil {
+		return l.wrap("claim message", "", err)
+	}
+	if n == 1 {
+		return nil
+	}
+	var (
+		fp string
+		at int64
+	)
+	if err := q.QueryRow(ctx, l.db.q.ledger.claimRead, c.ID, c.Scope, cut).Scan(&fp, &at); err != nil {
+		return l.wrap("claim message", "", fmt.Errorf("read the claim of message %q: %w", c.ID, err))
+	}
+	return ledger.DuplicateError(c, fp, time.Unix(0, at))
+}

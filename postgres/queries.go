@@ -1,0 +1,256 @@
+package postgres
+
+import "strings"
+
+// leaseOK is the lease rule of package checkpoint on the threads row t,
+// for a request whose owner, runner, now, take-back and held flags are
+// the parameters named: a held request (Lease.Held, and every write of a
+// run after its first: the fence of D17) needs the row's owner to be its
+// own, live or lapsed with nobody having taken it since; any other needs
+// the lease free, lapsed, its own, or one its runner takes back.
+func leaseOK(owner, runner, now, takeback, held string) string {
+	r := strings.NewReplacer("$O", owner, "$R", runner, "$N", now, "$T", takeback, "$H", held)
+	return r.Replace(`(CASE WHEN $H THEN t.lease_owner IS NOT DISTINCT FROM $O
+		ELSE t.lease_owner IS NULL OR t.lease_until <= $N OR t.lease_owner = $O OR ($T AND $R <> '' AND t.lease_runner = $R) END)`)
+}
+
+// leaseSet is the SET list that applies a request that passed leaseOK
+// to the row t: release drops the lease; a live lease of the same owner
+// is kept (unless renew: Claim extends it); a free, lapsed or taken-back
+// one is taken until the request's until. The epoch grows whenever the
+// lease passes to an owner that did not hold it.
+func leaseSet(owner, runner, until, now, release, renew string) string {
+	r := strings.NewReplacer("$O", owner, "$R", runner, "$U", until, "$N", now, "$X", release, "$W", renew)
+	return r.Replace(`lease_epoch = t.lease_epoch + (CASE WHEN t.lease_owner IS DISTINCT FROM $O THEN 1 ELSE 0 END),
+		lease_owner = CASE WHEN $X THEN NULL ELSE $O END,
+		lease_runner = CASE WHEN $X THEN NULL WHEN NOT $W AND t.lease_owner = $O AND t.lease_until > $N THEN t.lease_runner ELSE nullif($R, '') END,
+		lease_until = CASE WHEN $X THEN NULL WHEN NOT $W AND t.lease_owner = $O AND t.lease_until > $N THEN t.lease_until ELSE $U END`)
+}
+
+// insertWrites inserts the pending writes of the JSON array param (task_id,
+// idx, channel, node, path, value) on checkpoint cp, when the CTE from has
+// a row: a regular write whose (task, idx) exists is kept, a special one
+// (negative idx) replaces it and keeps its seq and created_at.
+func insertWrites(from, param, cp, now string) string {
+	r := strings.NewReplacer("$F", from, "$P", param, "$C", cp, "$N", now)
+	return r.Replace(`INSERT INTO $S.writes AS w (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, value, node, path, created_at, crc)
+		SELECT $1, $2, $C, x.e ->> 'task_id', (x.e ->> 'idx')::integer, x.e ->> 'channel', x.e -> 'value', x.e ->> 'node', x.e ->> 'path', $N,
+			$S.crc($1, $2, $C, x.e ->> 'task_id', x.e ->> 'idx', x.e ->> 'channel', x.e ->> 'node', x.e ->> 'path', (x.e -> 'value')::text)
+		FROM $F, jsonb_array_elements($P::jsonb) AS x(e)
+		ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE
+			SET channel = excluded.channel, value = excluded.value, node = excluded.node, path = excluded.path, crc = excluded.crc
+			WHERE excluded.idx < 0
+		RETURNING 1`)
+}
+
+// Put parameters:
+//
+//	$1 thread  $2 ns  $3 id  $4 parent (NULL: none)  $5 step  $6 source
+//	$7 created_at  $8 metadata  $9 versions  $10 mark  $11 blobs (JSON array)
+//	$12 parent writes  $13 own writes  $14 owner  $15 runner ('' for none)
+//	$16 until  $17 now  $18 release  $19 take back  $20 held  $21 fork
+//	$22 metadata's exact text, when JSONB would spell a number of it otherwise
+var putSQL = `WITH
+upd AS (
+	UPDATE $S.threads t SET head = $3::text, updated_at = $17::bigint, ` + leaseSet("$14::text", "$15::text", "$16::bigint", "$17::bigint", "$18::boolean", "false") + `
+	WHERE t.thread_id = $1::text AND t.checkpoint_ns = $2::text AND $4::text IS NOT NULL
+		AND (CASE WHEN $21::boolean THEN $3::text > coalesce(t.head, '')
+			AND EXISTS (SELECT 1 FROM $S.checkpoints p WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = $4::text)
+			ELSE t.head = $4::text END)
+		AND ` + leaseOK("$14::text", "$15::text", "$17::bigint", "$19::boolean", "$20::boolean") + `
+		AND NOT EXISTS (SELECT 1 FROM $S.checkpoints p WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = $4::text AND p.step >= $5::bigint)
+	RETURNING 1
+),
+ins AS (
+	INSERT INTO $S.threads AS t (thread_id, checkpoint_ns, head, lease_owner, lease_runner, lease_epoch, lease_until, updated_at)
+	SELECT $1::text, $2::text, $3::text, CASE WHEN $18::boolean THEN NULL ELSE $14::text END,
+		CASE WHEN $18::boolean THEN NULL ELSE nullif($15::text, '') END, 1,
+		CASE WHEN $18::boolean THEN NULL ELSE $16::bigint END, $17::bigint
+	WHERE $4::text IS NULL AND (NOT $20::boolean OR EXISTS (SELECT 1 FROM $S.threads WHERE thread_id = $1 AND checkpoint_ns = $2))
+	ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE SET head = excluded.head, updated_at = excluded.updated_at, ` + leaseSet("$14::text", "$15::text", "$16::bigint", "$17::bigint", "$18::boolean", "false") + `
+	WHERE (t.head IS NULL OR ($21::boolean AND $3::text > t.head))
+		AND ` + leaseOK("$14::text", "$15::text", "$17::bigint", "$19::boolean", "$20::boolean") + `
+	RETURNING 1
+),
+ok AS (SELECT 1 AS one FROM upd UNION ALL SELECT 1 FROM ins),
+cp AS (
+	INSERT INTO $S.checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, step, source, created_at, metadata, metadata_text, versions, mark, crc)
+	SELECT $1, $2, $3, $4, $5, $6::text, $7::text, $8::jsonb, $22::text, $9::jsonb, $10::text,
+		$S.crc($1, $2, $3, $4, $5::text, $6::text, $7::text, $8::jsonb::text, $22::text, $9::jsonb::text, $10::text)
+	FROM ok
+	RETURNING 1
+),
+bl AS (
+	INSERT INTO $S.blobs (thread_id, checkpoint_ns, channel, version, kind, base, value, crc)
+	SELECT $1, $2, b.e ->> 'channel', $3, b.e ->> 'kind', b.e ->> 'base', b.e -> 'value',
+		$S.crc($1, $2, b.e ->> 'channel', $3, b.e ->> 'kind', b.e ->> 'base', (b.e -> 'value')::text)
+	FROM ok, jsonb_array_elements($11::jsonb) AS b(e)
+	RETURNING 1
+),
+pw AS (` + insertWrites("ok", "$12", "$4", "$17") + `),
+ow AS (` + insertWrites("ok", "$13", "$3", "$17") + `)
+SELECT count(*) FROM ok`
+
+// PutWrites parameters:
+//
+//	$1 thread  $2 ns  $3 checkpoint (the head)  $4 writes (JSON array)
+//	$5 owner  $6 runner  $7 until  $8 now  $9 release  $10 take back  $11 held
+var putWritesSQL = `WITH
+upd AS (
+	UPDATE $S.threads t SET updated_at = $8::bigint, ` + leaseSet("$5::text", "$6::text", "$7::bigint", "$8::bigint", "$9::boolean", "false") + `
+	WHERE t.thread_id = $1::text AND t.checkpoint_ns = $2::text AND t.head = $3::text
+		AND ` + leaseOK("$5::text", "$6::text", "$8::bigint", "$10::boolean", "$11::boolean") + `
+	RETURNING 1
+),
+w AS (` + insertWrites("upd", "$4", "$3", "$8") + `)
+SELECT count(*) FROM upd`
+
+// Claim parameters:
+//
+//	$1 thread  $2 ns  $3 head (NULL: none)  $4 owner  $5 runner  $6 until
+//	$7 now  $8 take back  $9 held
+var claimSQL = `WITH
+upd AS (
+	UPDATE $S.threads t SET ` + leaseSet("$4::text", "$5::text", "$6::bigint", "$7::bigint", "false", "true") + `
+	WHERE t.thread_id = $1::text AND t.checkpoint_ns = $2::text AND $3::text IS NOT NULL AND t.head = $3::text
+		AND ` + leaseOK("$4::text", "$5::text", "$7::bigint", "$8::boolean", "$9::boolean") + `
+	RETURNING 1
+),
+ins AS (
+	INSERT INTO $S.threads AS t (thread_id, checkpoint_ns, head, lease_owner, lease_runner, lease_epoch, lease_until, updated_at)
+	SELECT $1::text, $2::text, NULL, $4::text, nullif($5::text, ''), 1, $6::bigint, $7::bigint
+	WHERE $3::text IS NULL AND (NOT $9::boolean OR EXISTS (SELECT 1 FROM $S.threads WHERE thread_id = $1 AND checkpoint_ns = $2))
+	ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE SET ` + leaseSet("$4::text", "$5::text", "$6::bigint", "$7::bigint", "false", "true") + `
+	WHERE t.head IS NULL AND ` + leaseOK("$4::text", "$5::text", "$7::bigint", "$8::boolean", "$9::boolean") + `
+	RETURNING 1
+)
+SELECT (SELECT count(*) FROM upd) + (SELECT count(*) FROM ins)`
+
+// releaseSQL drops owner $3's lease: a thread row with no checkpoint
+// goes; any other keeps its epoch.
+const releaseSQL = `WITH
+del AS (DELETE FROM $S.threads WHERE thread_id = $1::text AND checkpoint_ns = $2::text AND lease_owner = $3::text AND head IS NULL RETURNING 1)
+UPDATE $S.threads SET lease_owner = NULL, lease_runner = NULL, lease_until = NULL
+WHERE thread_id = $1::text AND checkpoint_ns = $2::text AND lease_owner = $3::text AND head IS NOT NULL`
+
+const deleteThreadSQL = `WITH
+a AS (DELETE FROM $S.writes WHERE thread_id = $1::text),
+b AS (DELETE FROM $S.blobs WHERE thread_id = $1::text),
+c AS (DELETE FROM $S.checkpoints WHERE thread_id = $1::text)
+DELETE FROM $S.threads WHERE thread_id = $1::text`
+
+// threadSQL reads the thread's row for a refused request's diagnosis.
+const threadSQL = `SELECT head, lease_owner, lease_runner, lease_epoch, lease_until FROM $S.threads WHERE thread_id = $1::text AND checkpoint_ns = $2::text`
+
+// checkpointStepSQL reads a checkpoint's step (for the diagnosis of a
+// refused Put: a fork's parent must exist, the ID must be new, the step
+// must follow the parent's).
+const checkpointStepSQL = `SELECT step FROM $S.checkpoints WHERE thread_id = $1::text AND checkpoint_ns = $2::text AND checkpoint_id = $3::text`
+
+// interruptIDsSQL reads the interrupt writes saved on a checkpoint, for
+// checkpoint.CheckInterruptIDs.
+const interruptIDsSQL = `SELECT task_id, value FROM $S.writes WHERE thread_id = $1::text AND checkpoint_ns = $2::text AND checkpoint_id = $3::text AND channel = '__interrupt__'`
+
+const lockThreadSQL = `SELECT 1 FROM $S.threads WHERE thread_id = $1::text AND checkpoint_ns = $2::text FOR UPDATE`
+
+// getSQL reads in one statement (one snapshot) the checkpoint $3 (the
+// head when NULL), its pending writes, and the blobs of the channels the
+// caller does not hold ($4: channel to version, or NULL), each append
+// chain down to its base or to the version held. The kind column says
+// which: 0 the checkpoint (its parent's step in depth), 1 a write, 2 a
+// blob. Writes and blobs are mapped onto the checkpoint's columns.
+const getSQL = `WITH RECURSIVE
+cp AS (
+	SELECT c.* FROM $S.checkpoints c
+	WHERE c.thread_id = $1::text AND c.checkpoint_ns = $2::text
+		AND c.checkpoint_id = coalesce($3::text, (SELECT t.head FROM $S.threads t WHERE t.thread_id = $1::text AND t.checkpoint_ns = $2::text))
+),
+need AS (
+	SELECT v.key AS channel, v.value #>> '{}' AS version, $4::jsonb ->> v.key AS stop
+	FROM cp, jsonb_each(cp.versions) v
+	WHERE ($4::jsonb ->> v.key) IS DISTINCT FROM (v.value #>> '{}')
+),
+chain AS (
+	SELECT b.channel, b.version, b.kind, b.base, b.value, b.crc, n.stop, 1 AS depth
+	FROM need n JOIN $S.blobs b ON b.thread_id = $1::text AND b.checkpoint_ns = $2::text AND b.channel = n.channel AND b.version = n.version
+	UNION ALL
+	SELECT b.channel, b.version, b.kind, b.base, b.value, b.crc, c.stop, c.depth + 1
+	FROM chain c JOIN $S.blobs b ON b.thread_id = $1::text AND b.checkpoint_ns = $2::text AND b.channel = c.channel AND b.version = c.base
+	WHERE c.kind = 'append' AND c.base <> '' AND c.base IS DISTINCT FROM c.stop AND c.depth < 1000000
+)
+SELECT 0 AS kind, cp.checkpoint_id AS a, cp.parent_checkpoint_id AS b, cp.step AS n, cp.source AS c, cp.created_at AS d,
+	cp.metadata AS j, cp.versions AS k, cp.mark AS e, cp.crc, cp.metadata_text AS m,
+	(SELECT p.step FROM $S.checkpoints p WHERE p.thread_id = $1::text AND p.checkpoint_ns = $2::text AND p.checkpoint_id = cp.parent_checkpoint_id) AS depth
+FROM cp
+UNION ALL
+SELECT 1, w.task_id, w.channel, w.idx::bigint, w.node, w.path, w.value, NULL, NULL, w.crc, NULL, NULL
+FROM $S.writes w JOIN cp ON w.thread_id = $1::text AND w.checkpoint_ns = $2::text AND w.checkpoint_id = cp.checkpoint_id
+UNION ALL
+SELECT 2, chain.channel, chain.version, 0, chain.kind, chain.base, chain.value, NULL, chain.stop, chain.crc, NULL, chain.depth::bigint
+FROM chain`
+
+// listSQL reads a thread's checkpoint rows, newest first, in one
+// namespace ($2) or all ($3), before $4 (or all when NULL).
+const listSQL = `SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, step, source, created_at, metadata, versions, mark, crc, metadata_text
+FROM $S.checkpoints
+WHERE thread_id = $1::text AND ($3::boolean OR checkpoint_ns = $2::text) AND ($4::text IS NULL OR checkpoint_id < $4::text)
+ORDER BY checkpoint_id DESC, checkpoint_ns`
+
+// listWritesSQL reads the pending writes of the checkpoints ($2, $3) of
+// thread $1.
+const listWritesSQL = `SELECT w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, w.channel, w.node, w.path, w.value, w.crc
+FROM $S.writes w JOIN unnest($2::text[], $3::text[]) AS k(ns, id) ON w.thread_id = $1::text AND w.checkpoint_ns = k.ns AND w.checkpoint_id = k.id`
+
+// listBlobsSQL reads the blobs ($2 namespaces, $3 channels, $4 versions)
+// of thread $1 and every blob their append chains extend.
+const listBlobsSQL = `WITH RECURSIVE chain AS (
+	SELECT b.checkpoint_ns, b.channel, b.version, b.kind, b.base, b.value, b.crc, 1 AS depth
+	FROM unnest($2::text[], $3::text[], $4::text[]) AS k(ns, channel, version)
+	JOIN $S.blobs b ON b.thread_id = $1::text AND b.checkpoint_ns = k.ns AND b.channel = k.channel AND b.version = k.version
+	UNION
+	SELECT b.checkpoint_ns, b.channel, b.version, b.kind, b.base, b.value, b.crc, 1
+	FROM chain c JOIN $S.blobs b ON b.thread_id = $1::text AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = c.channel AND b.version = c.base
+	WHERE c.kind = 'append' AND c.base <> ''
+)
+SELECT DISTINCT checkpoint_ns, channel, version, kind, base, value, crc FROM chain`
+
+// threadsSQL lists the root-namespace heads, most recently updated first.
+const threadsSQL = `SELECT t.thread_id, t.updated_at, c.checkpoint_id, c.parent_checkpoint_id, c.step, c.source, c.created_at, c.metadata, c.versions, c.mark, c.crc, c.metadata_text
+FROM $S.threads t JOIN $S.checkpoints c ON c.thread_id = t.thread_id AND c.checkpoint_ns = t.checkpoint_ns AND c.checkpoint_id = t.head
+WHERE t.checkpoint_ns = '' AND t.head IS NOT NULL
+ORDER BY t.updated_at DESC, t.thread_id
+OFFSET $1 LIMIT $2`
+
+// interruptWritesSQL pages through the interrupt writes on root heads in
+// the order they were first saved.
+const interruptWritesSQL = `SELECT w.thread_id, w.checkpoint_id, w.task_id, w.seq, w.created_at
+FROM $S.writes w JOIN $S.threads t ON t.thread_id = w.thread_id AND t.checkpoint_ns = '' AND t.head = w.checkpoint_id
+WHERE w.checkpoint_ns = '' AND w.channel = '__interrupt__' AND w.seq >= $1::bigint
+ORDER BY w.seq
+LIMIT $2`
+
+// headWritesSQL reads the pending writes of the checkpoints ($1 threads,
+// $2 checkpoints) in the root namespace.
+const headWritesSQL = `SELECT w.thread_id, w.checkpoint_id, w.task_id, w.idx, w.channel, w.node, w.path, w.value, w.crc
+FROM $S.writes w JOIN unnest($1::text[], $2::text[]) AS k(thread, id) ON w.thread_id = k.thread AND w.checkpoint_ns = '' AND w.checkpoint_id = k.id`
+
+const leaseSQL = `SELECT lease_owner, lease_runner, lease_epoch, lease_until FROM $S.threads WHERE thread_id = $1::text AND checkpoint_ns = $2::text`
+
+// queries are the statements with the schema name in place.
+type queries struct {
+	put, putWrites, claim, release, deleteThread, thread, checkpointStep, interruptIDs, lockThread string
+	get, list, listWrites, listBlobs, threads, interruptWrites, headWrites, lease                   string
+	approval                                                                                        approvalQueries
+	ledger                                                                                          ledgerQueries
+}
+
+func newQueries(schema string) *queries {
+	s := func(q string) string { return sqlFor(schema, q) }
+	return &queries{
+		put: s(putSQL), putWrites: s(putWritesSQL), claim: s(claimSQL), release: s(releaseSQL), deleteThread: s(deleteThreadSQL),
+		thread: s(threadSQL), checkpointStep: s(checkpointStepSQL), interruptIDs: s(interruptIDsSQL), lockThread: s(lockThreadSQL),
+		get: s(getSQL), list: s(listSQL), listWrites: s(listWritesSQL), listBlobs: s(listBlobsSQL), threads: s(threadsSQL),
+		interruptWrites: s(interruptWritesSQL), headWrites: s(headWritesSQL), lease: s(leaseSQL),
+		approval: newApprovalQueries(s), ledger: newLedgerQueries(s),
+	}
+}
