@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -57,6 +59,19 @@ func newLedgerQueries(s func(string) string) ledgerQueries {
 		claimRead: s(`SELECT fingerprint, claimed_at FROM $S.messages WHERE id = $1::text AND (scope = $2::text OR scope = '') AND claimed_at > $3::bigint
 			ORDER BY scope COLLATE "C" DESC LIMIT 1`),
 	}
+}
+
+// textOnly refuses identifiers PostgreSQL's text cannot hold (a NUL
+// byte, invalid UTF-8) with an error matching ledger.ErrInvalid: the
+// SQLite ledger stores any bytes, and this one refuses rather than
+// storing another identifier.
+func textOnly(what ...string) error {
+	for i := 0; i+1 < len(what); i += 2 {
+		if v := what[i+1]; !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("%w: %w: the %s holds a NUL byte or invalid UTF-8, which PostgreSQL's text cannot store", ledger.ErrInvalid, ErrUnsupported, what[i])
+		}
+	}
+	return nil
 }
 
 func newLedger(db *DB) (*Ledger, error) {
@@ -157,6 +172,9 @@ func outcomeArgs(o ledger.Outcome) (result, failure any, err error) {
 // says, or a *StoreError.
 func (l *Ledger) Begin(ctx context.Context, in ledger.Intent) (ledger.Entry, bool, error) {
 	if err := ledger.CheckIntent(&in); err != nil {
+		return ledger.Entry{}, false, err
+	}
+	if err := textOnly("idempotency key", in.Key, "owner", in.Owner, "tool", in.Tool, "arguments hash", in.ArgsHash, "thread", in.Thread, "run", in.Run); err != nil {
 		return ledger.Entry{}, false, err
 	}
 	var (
@@ -334,6 +352,9 @@ func (l *Ledger) ClaimMessageTx(ctx context.Context, tx pgx.Tx, c ledger.Claim) 
 func (l *Ledger) claimIn(ctx context.Context, q interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }, c ledger.Claim) error {
+	if err := textOnly("message scope", c.Scope, "message ID", c.ID, "message fingerprint", c.Fingerprint); err != nil {
+		return err
+	}
 	now := l.opts.Now()
 	cut := nanos(now.Add(-l.opts.Retention))
 	// The insert and its row count in one statement.

@@ -239,9 +239,9 @@ const leaseSQL = `SELECT lease_owner, lease_runner, lease_epoch, lease_until FRO
 // queries are the statements with the schema name in place.
 type queries struct {
 	put, putWrites, claim, release, deleteThread, thread, checkpointStep, interruptIDs, lockThread string
-	get, list, listWrites, listBlobs, threads, interruptWrites, headWrites, lease                   string
-	approval                                                                                        approvalQueries
-	ledger                                                                                          ledgerQueries
+	get, list, listWrites, listBlobs, threads, interruptWrites, headWrites, lease                  string
+	approval                                                                                       approvalQueries
+	ledger                                                                                         ledgerQueries
 }
 
 func newQueries(schema string) *queries {

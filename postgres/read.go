@@ -253,14 +253,14 @@ func (s *Saver) Get(ctx context.Context, ref checkpoint.Ref, opts checkpoint.Get
 	)
 	for rows.Next() {
 		var (
-			kind          int
-			a             string
-			b, e          *string
-			n             int64
-			c, d          string
-			j, k, crc     []byte
-			m             *string
-			depth         *int64
+			kind      int
+			a         string
+			b, e      *string
+			n         int64
+			c, d      string
+			j, k, crc []byte
+			m         *string
+			depth     *int64
 		)
 		if err := rows.Scan(&kind, &a, &b, &n, &c, &d, &j, &k, &e, &crc, &m, &depth); err != nil {
 			rows.Close()
