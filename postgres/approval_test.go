@@ -1,0 +1,19 @@
+package postgres
+
+import (
+	"testing"
+	"time"
+
+	"github.com/lockstepgo/lockstep/approval"
+	"github.com/lockstepgo/lockstep/approval/approvaltest"
+)
+
+// TestApprovalContract runs the approval stores' shared contract on
+// PostgreSQL.
+func TestApprovalContract(t *testing.T) {
+	testURL(t)
+	approvaltest.Run(t, func(t testing.TB, now func() time.Time) (approval.Store, func(ids ...string) string) {
+		db := openTest(t, Config{Now: now, MaxConns: 8})
+		return db.Approvals(), nil
+	})
+}
