@@ -43,6 +43,9 @@ func TestMain(m *testing.M) {
 		if role == subgraphCrashRole {
 			os.Exit(runSubgraphCrashChild())
 		}
+		if role == fenceRole {
+			os.Exit(runFenceChild())
+		}
 		os.Exit(runChild(role))
 	}
 	goleak.VerifyTestMain(m)

@@ -391,12 +391,17 @@ type Lease struct {
 	// lease, named in a *BusyError, and lets TakeBack work.
 	Runner string
 	TTL    time.Duration
-	// Held makes a Claim renew only a lease this owner still holds (live
-	// or expired, as long as nobody took it since): a Claim with Held
-	// fails with a *BusyError when another owner holds the lease or has
-	// released it since (Owner is then ""), so that a runner that lost
-	// the thread is told so even when the runner that took it over has
-	// finished. The graph runtime sets it before a durable step runs.
+	// Held fences the request (D17): it commits only while this owner
+	// still holds the lease it took (live, or lapsed with nobody having
+	// taken it since, so that the thread's epoch is still the one the
+	// owner took it under). A Put, PutWrites or Claim with Held fails with
+	// a *BusyError, writing nothing, when another owner holds the lease or
+	// has released it since (Owner is then ""), so that a runner that lost
+	// the thread (paused past its lease while another took over) is told
+	// so, even when the runner that took it over has finished, and none of
+	// its writes lands. The graph runtime sets it on every write and claim
+	// of a run after the first that took the lease; a Claim with Held
+	// renews only.
 	Held bool
 	// TakeBack names the one run whose live lease the request may take
 	// over: a run of the same, non-empty Runner that has ended without

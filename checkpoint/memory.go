@@ -113,6 +113,14 @@ func (s *MemorySaver) checkLease(lt *memThread, thread, ns string, l Lease, now 
 	if l.Owner == "" {
 		return fmt.Errorf("%w: empty lease owner", ErrInvalid)
 	}
+	if l.Held && (lt == nil || lt.leaseOwner != l.Owner) {
+		// Fenced (D17): the lease passed on since this owner took it, or
+		// the thread is gone.
+		if lt == nil {
+			return &BusyError{Thread: thread, NS: ns}
+		}
+		return lt.busy(thread, ns, l)
+	}
 	if lt != nil && lt.leaseOwner != "" && lt.leaseOwner != l.Owner && now.Before(lt.leaseUntil) && !l.TakesBack(lt.leaseOwner, lt.leaseRunner) {
 		return lt.busy(thread, ns, l)
 	}
@@ -580,6 +588,10 @@ func (s *MemorySaver) checkPut(req *PutRequest, now time.Time) error {
 	head := ""
 	if t != nil {
 		head = t.head
+	}
+	if lt := s.leaseOf(req.Thread, false); lt == nil && req.Lease.Held {
+		// The run held a lease on a thread that is gone (deleted).
+		return &ConflictError{Thread: req.Thread, NS: req.NS, Expected: req.Checkpoint.ParentID, Head: head}
 	}
 	if err := s.checkLease(s.leaseOf(req.Thread, false), req.Thread, req.NS, req.Lease, now); err != nil {
 		return err

@@ -35,6 +35,9 @@ import (
 //   - Every acquisition by an owner that did not hold the lease grows the
 //     thread's lease epoch by one and records the request's Runner;
 //     renewals keep both (see Lease).
+//   - A request with Lease.Held is fenced: it commits only while its owner
+//     still holds the lease at the epoch it took it, and otherwise fails
+//     with a *BusyError and writes nothing (D17).
 //   - Put and PutWrites store only what the runtime writes (see the
 //     package doc): besides ValidatePut and ValidateWrites, a Put whose
 //     step is not greater than its parent's, and writes that raise an

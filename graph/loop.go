@@ -158,9 +158,12 @@ type run[S any] struct {
 
 	mu     sync.Mutex // guards leased, done, head and hb for the heartbeat
 	leased bool
-	done   bool
-	head   string
-	hb     *time.Timer
+	// holds is leased, read without mu: the run's requests are fenced
+	// while it holds the lease (see request).
+	holds atomic.Bool
+	done  bool
+	head  string
+	hb    *time.Timer
 
 	// ended is set when finish begins: the run sends no request to the
 	// saver any more (see request), whatever a goroutine it left behind
@@ -390,6 +393,7 @@ func (ru *run[S]) finish(ctx context.Context) {
 	}
 	leased := ru.leased
 	ru.leased = false
+	ru.holds.Store(false)
 	ru.mu.Unlock()
 	if leased && ru.saver != nil {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -410,6 +414,7 @@ func (ru *run[S]) setLeased(head string, leased bool) {
 	ru.mu.Lock()
 	defer ru.mu.Unlock()
 	ru.head, ru.leased = head, leased
+	ru.holds.Store(leased)
 	if leased && ru.hb == nil && !ru.done && ru.nest == nil {
 		ru.hb = time.AfterFunc(ru.lease.TTL/3, ru.beat)
 	}

@@ -120,6 +120,12 @@ func (r *Runnable[S]) lease(owner string) (checkpoint.Lease, func()) {
 // that has ended (its finish began) sends nothing: a goroutine it left
 // behind cannot write under a lease another run of the runner may take
 // back.
+//
+// Once the run holds the lease, every request is fenced
+// (checkpoint.Lease.Held, D17): it commits only while the lease is still
+// the run's, so a run that lost the thread (paused past its lease while
+// another run took over, and maybe released it again) lands none of its
+// writes, its heartbeat's included.
 func (ru *run[S]) request(do func(checkpoint.Lease) error) error {
 	if ru.ended.Load() {
 		return ru.endedError()
@@ -132,6 +138,7 @@ func (ru *run[S]) request(do func(checkpoint.Lease) error) error {
 		live = &ru.r.live
 	}
 	l := ru.lease
+	l.Held = ru.holds.Load()
 	err := do(l)
 	var be *checkpoint.BusyError
 	switch {

@@ -2,8 +2,17 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // helperOpen opens the database of LOCKSTEP_POSTGRES_URL in the schema
@@ -16,4 +25,232 @@ func helperOpen() int {
 	}
 	db.Close()
 	return 0
+}
+
+// schemaRows returns the rows of a schema's version table.
+func schemaRows(t *testing.T, url, schema string) []int {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT version FROM `+pgx.Identifier{schema, "schema_version"}.Sanitize()+` ORDER BY version`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]int, len(vs))
+	for i, v := range vs {
+		out[i] = int(v)
+	}
+	return out
+}
+
+// TestMigrateOnceUnderConcurrentOpens: 16 goroutines and 4 processes open
+// one new schema at the same moment; every one succeeds, the version is
+// recorded once, and the tables exist once (a CREATE TABLE run twice
+// would fail the second opener).
+func TestMigrateOnceUnderConcurrentOpens(t *testing.T) {
+	url := testURL(t)
+	schema := newSchemaName()
+	t.Cleanup(func() { dropSchema(t, url, schema) })
+	var procs []*exec.Cmd
+	for range 4 {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), helperEnv+"=open", "LOCKSTEP_POSTGRES_SCHEMA="+schema)
+		procs = append(procs, cmd)
+	}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make([]error, 16+len(procs))
+	for i := range 16 {
+		wg.Go(func() {
+			<-start
+			db, err := Open(context.Background(), url, Config{Schema: schema, MaxConns: 1})
+			if err == nil {
+				db.Close()
+			}
+			errs[i] = err
+		})
+	}
+	for i, cmd := range procs {
+		wg.Go(func() {
+			<-start
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				err = fmt.Errorf("process: %v: %s", err, out)
+			}
+			errs[16+i] = err
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("opener %d: %v", i, err)
+		}
+	}
+	if got := schemaRows(t, url, schema); len(got) != SchemaVersion || got[len(got)-1] != SchemaVersion {
+		t.Errorf("schema_version holds %v, want 1 to %d once each", got, SchemaVersion)
+	}
+}
+
+// snapshotSchema lists what a database holds in schema (tables and their
+// row counts), to check that a refused Open changed nothing.
+func snapshotSchema(t *testing.T, url, schema string) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 ORDER BY 1`, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type obj struct {
+		Name string
+		Kind string
+	}
+	objs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[obj])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, o := range objs {
+		fmt.Fprintf(&b, "%s %s", o.Name, o.Kind)
+		if o.Kind == "r" {
+			var n int64
+			if err := conn.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{schema, o.Name}.Sanitize()).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, " %d rows", n)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func execSQL(t *testing.T, url string, stmts ...string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, s := range stmts {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+// TestOpenRefuses: a URL that is not PostgreSQL's, a server that is not
+// PostgreSQL, a schema of another application, a schema of a newer
+// lockstep and a damaged version table are each a typed error, and the
+// database is left as it was.
+func TestOpenRefuses(t *testing.T) {
+	url := testURL(t)
+	ctx := context.Background()
+
+	for _, bad := range []string{"/tmp/lockstep.db", "mysql://root@localhost/db", "file:lockstep.db?mode=ro", "", "postgres://%zz"} {
+		_, err := Open(ctx, bad, Config{})
+		var ce *ConfigError
+		if !errors.Is(err, ErrNotPostgres) || !errors.As(err, &ce) {
+			t.Errorf("Open(%q) = %v, want a *ConfigError matching ErrNotPostgres", bad, err)
+		}
+	}
+	// A server that answers, but not as PostgreSQL does.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"))
+			c.Close()
+		}
+	}()
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	_, err = Open(cctx, "postgres://u@"+ln.Addr().String()+"/db?sslmode=disable&connect_timeout=5", Config{})
+	cancel()
+	if !errors.Is(err, ErrNotPostgres) && !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Open of an HTTP server = %v, want ErrNotPostgres or ErrUnavailable", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "password") {
+		t.Errorf("the error names a password: %v", err)
+	}
+
+	cases := []struct {
+		name  string
+		setup []string
+		want  error
+	}{
+		{"another application's schema", []string{`CREATE SCHEMA $S`, `CREATE TABLE $S.orders (id int PRIMARY KEY)`, `INSERT INTO $S.orders VALUES (1)`}, ErrNotLockstep},
+		{"a version table that is not lockstep's", []string{`CREATE SCHEMA $S`, `CREATE TABLE $S.schema_version (version int)`, `INSERT INTO $S.schema_version VALUES (1)`}, ErrNotLockstep},
+		{"a newer lockstep", nil, ErrSchemaTooNew},
+		{"a damaged version table", nil, ErrSchemaInvalid},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			schema := newSchemaName()
+			t.Cleanup(func() { dropSchema(t, url, schema) })
+			q := pgx.Identifier{schema}.Sanitize()
+			switch tc.want {
+			case ErrSchemaTooNew, ErrSchemaInvalid:
+				db, err := Open(ctx, url, Config{Schema: schema})
+				if err != nil {
+					t.Fatal(err)
+				}
+				db.Close()
+				v := SchemaVersion + 1
+				if tc.want == ErrSchemaInvalid {
+					v = SchemaVersion + 2 // a gap
+				}
+				execSQL(t, url, fmt.Sprintf(`INSERT INTO %s.schema_version (version) VALUES (%d)`, q, v))
+			default:
+				var stmts []string
+				for _, s := range tc.setup {
+					stmts = append(stmts, strings.ReplaceAll(s, "$S", q))
+				}
+				execSQL(t, url, stmts...)
+			}
+			before := snapshotSchema(t, url, schema)
+			for _, open := range []func(context.Context, string, Config) (*DB, error){Open, OpenExisting} {
+				db, err := open(ctx, url, Config{Schema: schema})
+				if err == nil {
+					db.Close()
+				}
+				if !errors.Is(err, tc.want) {
+					t.Errorf("open: %v, want an error matching %v", err, tc.want)
+				}
+			}
+			if after := snapshotSchema(t, url, schema); after != before {
+				t.Errorf("a refused Open changed the schema:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+		})
+	}
+
+	t.Run("OpenExisting on an empty database", func(t *testing.T) {
+		schema := newSchemaName()
+		_, err := OpenExisting(ctx, url, Config{Schema: schema})
+		if !errors.Is(err, ErrNotLockstep) {
+			t.Errorf("OpenExisting of a schema that does not exist: %v, want ErrNotLockstep", err)
+		}
+		if s := snapshotSchema(t, url, schema); s != "" {
+			t.Errorf("OpenExisting created %s", s)
+		}
+	})
 }

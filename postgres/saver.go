@@ -419,7 +419,8 @@ func (s *Saver) diagnosePut(ctx context.Context, req *checkpoint.PutRequest, now
 			return be
 		}
 	} else if req.Lease.Held {
-		return &checkpoint.BusyError{Thread: req.Thread, NS: req.NS}
+		// The run held a lease on a thread that is gone (deleted).
+		return &checkpoint.ConflictError{Thread: req.Thread, NS: req.NS, Expected: req.Checkpoint.ParentID}
 	}
 	cp := &req.Checkpoint
 	conflict := &checkpoint.ConflictError{Thread: req.Thread, NS: req.NS, Expected: cp.ParentID, Head: st.head}

@@ -23,6 +23,7 @@ func leaseCases() []testCase {
 		{name: "OwnershipIsPerThread", run: testOwnershipPerThread},
 		{name: "OwnerRetryIsNotARejection", run: testOwnerRetry},
 		{name: "HeldRenewsOnlyAnUntakenLease", run: testHeldRenews},
+		{name: "HeldWritesAreFenced", run: testHeldWritesFenced},
 	}...)
 }
 
@@ -66,6 +67,57 @@ func owned(owner string) checkpoint.Lease { return checkpoint.Lease{Owner: owner
 
 // busyAttempts tries Put, PutWrites and Claim on the head as owner and
 // expects each to fail with a BusyError equal to want and write nothing.
+// testHeldWritesFenced (D17, langchain-ai/langgraph#8796): a Put,
+// PutWrites and Claim with Lease.Held commit while their owner holds the
+// lease it took, live or lapsed untaken; once another owner took it over
+// and released it again, with the head where it was (it paused on an
+// interrupt), each is refused with a *BusyError with no owner and writes
+// nothing, where the same requests without Held would have taken the free
+// lease and committed: the stale writer cannot land a step after its
+// successor. A Held Put on a thread that does not exist (deleted under
+// the run) is a conflict.
+func testHeldWritesFenced(t *testing.T, f *fixture) {
+	held := func(owner string) checkpoint.Lease { l := owned(owner); l.Held = true; return l }
+	l := f.line("thread-1", "")
+	l.lease = owned("runner-a")
+	l.step(t, set("x", `1`))
+	l.lease = held("runner-a")
+	l.step(t, set("x", `2`)) // the holder's fenced writes commit
+	f.putWrites(t, l.ref(l.head), held("runner-a"), task("task-1", wr("y", `1`)))
+	f.clock.Advance(ttl + time.Second)
+	l.step(t, set("x", `3`)) // lapsed, untaken: still the holder's
+	f.clock.Advance(ttl + time.Second)
+	f.claim(t, l.ref(l.head), owned("runner-b")) // b takes over...
+	if err := f.s.PutWrites(t.Context(), checkpoint.WritesRequest{Ref: l.ref(l.head), Lease: owned("runner-b"), Release: true,
+		Tasks: []checkpoint.TaskWrites{task("task-b", wr(checkpoint.ChannelInterrupt, `[{"id":"q","value":"ask"}]`))}}); err != nil {
+		t.Fatal(err) // ...pauses on an interrupt and releases
+	}
+	before := f.dump(t, l.thread)
+	req := l.request(t, l.head, set("x", `"stale"`))
+	req.Lease = held("runner-a")
+	req.ParentWrites = []checkpoint.TaskWrites{task("task-b", wr("x", `"stale"`))}
+	var be *checkpoint.BusyError
+	for what, err := range map[string]error{
+		"Put":       f.s.Put(t.Context(), req),
+		"PutWrites": f.s.PutWrites(t.Context(), checkpoint.WritesRequest{Ref: l.ref(l.head), Lease: held("runner-a"), Tasks: []checkpoint.TaskWrites{task("task-b", wr("x", `"stale"`))}}),
+		"Claim":     f.s.Claim(t.Context(), l.ref(l.head), held("runner-a")),
+	} {
+		if !errors.As(err, &be) || be.Owner != "" || !errors.Is(err, checkpoint.ErrThreadBusy) {
+			t.Errorf("fenced %s of the stale owner: %v, want a *BusyError with no owner", what, err)
+		}
+	}
+	f.unchanged(t, "the stale owner's fenced writes", l.thread, before)
+	n := f.line("thread-new", "")
+	n.lease = held("runner-a")
+	nreq := n.request(t, "", set("x", `1`))
+	if err := f.s.Put(t.Context(), nreq); !errors.Is(err, checkpoint.ErrConflict) {
+		t.Errorf("a Held Put on a thread that does not exist (deleted under its run): %v, want ErrConflict", err)
+	}
+	// Without Held the same owner takes the free lease: the fence is what
+	// refuses it.
+	f.putWrites(t, l.ref(l.head), owned("runner-a"), task("task-a", wr("y", `2`)))
+}
+
 func busyAttempts(t *testing.T, f *fixture, l *line, owner string, want checkpoint.BusyError) {
 	t.Helper()
 	before := f.dump(t, l.thread)

@@ -49,6 +49,10 @@ func (t *wtx) thread(thread string) (threadRow, error) {
 // another owner holds the row's live lease (and l does not take it back),
 // nil otherwise: the lease rule of package checkpoint.
 func (r threadRow) busy(thread, ns string, l checkpoint.Lease, now time.Time) error {
+	if l.Held && r.owner != l.Owner {
+		// Fenced (D17): the lease passed on since this owner took it.
+		return r.busyError(thread, ns, l)
+	}
 	if r.owner != "" && r.owner != l.Owner && now.UnixNano() < r.until && !l.TakesBack(r.owner, r.runner) {
 		return r.busyError(thread, ns, l)
 	}
@@ -607,7 +611,7 @@ func (t *wtx) put(p *preparedPut) error {
 			}
 			return t.insertWrites(req.Thread, req.NS, p.writes, nowText)
 		}
-	} else {
+	} else if !req.Lease.Held {
 		// A new thread: the row, then the threads row with the lease.
 		_, err := t.exec(putNew, args[:13]...)
 		if err != nil && !isConstraint(err) {
@@ -632,6 +636,10 @@ func (t *wtx) put(p *preparedPut) error {
 	head, err := t.head(req.Thread, req.NS)
 	if err != nil {
 		return err
+	}
+	if !th.exists && req.Lease.Held {
+		// The run held a lease on a thread that is gone (deleted).
+		return errRollback{&checkpoint.ConflictError{Thread: req.Thread, NS: req.NS, Expected: cp.ParentID, Head: head}}
 	}
 	conflict := errRollback{&checkpoint.ConflictError{Thread: req.Thread, NS: req.NS, Expected: cp.ParentID, Head: head}}
 	if !req.Fork && head != cp.ParentID {

@@ -1,0 +1,179 @@
+// Package postgres is lockstep on PostgreSQL: the checkpoint saver
+// ([Saver]), the approval store ([ApprovalStore]) and the idempotency
+// ledger ([Ledger]) on one pgx connection pool ([DB], from [Open]), for
+// many processes and machines sharing one database. It is the only
+// package of the module that imports github.com/jackc/pgx; package graph
+// imports neither it nor a SQLite driver.
+//
+//	db, err := postgres.Open(ctx, "postgres://app@db.internal:5432/agents", postgres.Config{})
+//	...
+//	defer db.Close()
+//	r, err := g.Compile(graph.WithSaver(db.Saver()))
+//	ex := nodes.NewExecutor(nodes.WithLedger(db.Ledger()), ...)
+//	inbox := approval.NewInbox(db.Saver(), db.Approvals())
+//
+// # Contract
+//
+// The three stores keep the rules of their packages exactly as the
+// in-memory and SQLite ones do, and are checked by the same suites:
+// checkpointtest for the saver (every group but Vacuumer: PostgreSQL's
+// autovacuum gives space back on its own), approvaltest for the approval
+// store and ledgertest for the ledger. What a backend cannot do is a typed
+// error, never a silent difference:
+//
+//   - JSON columns are JSONB, which keeps a document's value but neither
+//     its key order, its spacing, its escapes nor the spelling of its
+//     numbers (1e2 reads back as 100): values read back as the same JSON
+//     value in JSONB's spelling. Checkpoint metadata, whose numbers come
+//     back with their text (checkpoint.Metadata), keeps that text in
+//     metadata_text when JSONB would respell one. Approval decisions'
+//     edited arguments and recorded results are canonical JSON when
+//     written and are read back canonical, so they come back byte for
+//     byte.
+//   - What JSONB or PostgreSQL's text cannot hold is refused with an
+//     error matching ErrUnsupported (and checkpoint.ErrInvalid, or the
+//     store's invalid-input error), writing nothing: a string holding
+//     U+0000, a negative zero (JSONB has no -0), and, in the ledger, keys,
+//     scopes and message IDs holding a NUL byte or invalid UTF-8 (the
+//     SQLite ledger stores any bytes).
+//   - Times are stored as the SQLite stores store them: checkpoint and
+//     approval times as RFC 3339 text with nine fraction digits, lease and
+//     ledger times as Unix nanoseconds, so they come back exact.
+//   - Text columns use the "C" collation, so IDs compare and sort as Go
+//     strings do, whatever the database's locale.
+//
+// # Integrity
+//
+// Every row of checkpoints, blobs and writes carries a checksum (crc, an
+// MD5) over its key and every column, with each JSONB column as
+// PostgreSQL prints it, computed by the database when the row is written
+// (the schema's crc function) and checked by the saver when it reads the
+// row. JSONB's rewriting therefore never fails it, while a row edited by
+// hand (a value changed in psql) or copied under another key (another
+// thread's write) reads as a *checkpoint.CorruptError naming thread and
+// checkpoint, never as another value. What a checksum cannot see, a row
+// edited and re-checksummed, is then checked as the SQLite saver checks
+// it: strictly decoded metadata and versions, checkpoint.VerifyTuple and
+// VerifyStep.
+//
+// # One writer per thread, one round trip per step
+//
+// The threads row holds a thread's head and its lease (owner, runner,
+// epoch, until). A Put is one statement: it updates the threads row only
+// where the head is the new checkpoint's parent and the lease rule lets
+// the owner in (READ COMMITTED re-checks the row after any concurrent
+// update, so two writers can never both pass), and inserts the checkpoint
+// row, its blobs and the writes of its tasks only when it did. A chain of
+// checkpoints (checkpoint.ChainPutter) is a pgx batch of such statements,
+// committed as one implicit transaction: a superstep commits in one round
+// trip. PutWrites and Claim are one statement each. When a statement
+// finds a rule broken, it writes nothing, and the saver reads the thread
+// to say which rule: a *checkpoint.ConflictError or *checkpoint.BusyError.
+// A write with interrupt writes runs in a transaction that locks the
+// thread's row first, to check their interrupt IDs against those saved.
+// Get is one statement (a recursive query walks append chains); List one
+// repeatable-read transaction.
+//
+// # Fencing
+//
+// A write carrying checkpoint.Lease.Held commits only while the thread's
+// lease is still its owner's at the epoch it took it (live, or lapsed with
+// nobody having taken it since): the graph runtime sets it on every write
+// of a run after its first, so a runner that was paused past its lease
+// and lost the thread is refused before any of its writes lands (DESIGN
+// D17), with a *checkpoint.BusyError naming who holds the thread now.
+//
+// # Migrations
+//
+// The tables live in one PostgreSQL schema (Config.Schema, "lockstep" by
+// default), versioned in its schema_version table (SchemaVersion). Open
+// creates or migrates them in one transaction that first takes a
+// transaction-scoped advisory lock on the schema, so that any number of
+// processes starting at once run every migration exactly once, and a
+// process killed half way leaves the database as it was; the lock is
+// released at commit, so it works through PgBouncer in transaction mode.
+// A database already current is only read. A schema of a newer lockstep
+// (ErrSchemaTooNew), a damaged version table (ErrSchemaInvalid), a schema
+// of the same name that another application owns (ErrNotLockstep), a URL
+// that is not PostgreSQL's or a server that does not speak its protocol
+// (ErrNotPostgres) are typed errors, and nothing is changed. OpenExisting,
+// for tools that only inspect a database (the lockstep CLI), never creates
+// or migrates anything.
+//
+// # Connections
+//
+// Config sets the pool's size and timeouts. Connections idle for more
+// than a second are pinged before use, so a server restart costs no run
+// more than the statement in flight: a connection that breaks under a
+// statement gives a *StoreError matching ErrUnavailable, nothing half
+// saved (each write is one statement or one transaction), and the next
+// call gets a new connection. A write whose connection broke after it was
+// sent matches ErrCommitIndeterminate too: it may have committed, and the
+// graph runtime reads the head back to know. No statement relies on
+// session state (no SET, no session advisory locks, no LISTEN, no
+// temporary tables), and no batch or pipeline outlives the call that
+// sends it, so nothing is held across a node's execution. Config.PgBouncer
+// turns off prepared statements (pgx's QueryExecModeExec) for PgBouncer
+// in transaction mode; Config.ExecMode picks another mode (the simple
+// protocol, for instance).
+//
+// # Tables
+//
+// In the schema (Config.Schema), readable with psql:
+//
+//	threads      one row per thread and namespace that has a checkpoint or a lease
+//	  thread_id, checkpoint_ns    the key ("" is the root graph)
+//	  head                        the thread's newest checkpoint (NULL: leased only)
+//	  lease_owner, lease_runner   the run holding the thread and its runner (NULL when free)
+//	  lease_epoch                 how many times the lease passed to a new owner; kept on release
+//	  lease_until                 the lease's end, Unix nanoseconds (NULL when free)
+//	  updated_at                  the last Put or PutWrites, Unix nanoseconds
+//
+//	checkpoints  one row per checkpoint
+//	  thread_id, checkpoint_ns, checkpoint_id   the key; IDs sort in creation order
+//	  parent_checkpoint_id        the checkpoint it was written after (NULL for the first)
+//	  step, source                copies of the metadata fields, for SQL
+//	  created_at                  RFC 3339, UTC, nine fraction digits
+//	  metadata                    JSONB: source, step, parents, run_id, run-key and caller keys, flat
+//	  metadata_text               the metadata's exact JSON when JSONB would spell a number otherwise, else NULL
+//	  versions                    JSONB: channel -> version (the ID of the checkpoint that wrote it)
+//	  mark                        the breakpoint/resume mark (checkpoint.Checkpoint.Mark)
+//	  crc                         the checksum of the row (see Integrity)
+//
+//	blobs        one row per channel version: what a checkpoint changed
+//	  thread_id, checkpoint_ns, channel, version   the key (version: the checkpoint that wrote it)
+//	  kind                        'value' (the whole value) or 'append' (the items appended)
+//	  base                        for an append, the version it extends ('' for the empty value)
+//	  value                       JSONB: the value, or the JSON array of appended items
+//	  crc                         the checksum of the row
+//
+//	writes       pending writes: the writes of each task against the checkpoint its step started from
+//	  thread_id, checkpoint_ns, checkpoint_id, task_id, idx   the key (idx: checkpoint.WriteIndex)
+//	  channel, value              the channel and its JSONB value
+//	  node, path                  the task's node and path ("pull" or "push:<n>")
+//	  created_at                  when it was first saved, Unix nanoseconds (kept when saved again)
+//	  seq                         the order in which writes were first saved (the inbox pages by it)
+//	  crc                         the checksum of the row
+//
+//	approval_decisions   one row per decision (approval.Store), as in approval.SQLStore
+//	  id, thread, checkpoint, tool, owner, outcome, reviewer, note, args (JSONB), args_hash,
+//	  decided_at, request (JSONB: the request as shown), resumed_at, resume_note,
+//	  resume_attempts, resume_error, resume_not_before
+//	approval_executions  what ran for an approved call
+//	  approval_id, idempotency_key, args_hash, result (JSONB), error, recorded_at
+//
+//	ledger       one row per idempotency key (ledger.Ledger), as in ledger.SQL
+//	  key, tool, args_hash, state ('pending' or 'done'), result (JSONB), failure (JSONB),
+//	  owner, lease_until, created_at, completed_at (Unix nanoseconds), thread_id, run_id
+//	messages     claimed message IDs (ledger.Ledger.ClaimMessage)
+//	  scope, id, fingerprint, claimed_at (Unix nanoseconds)
+//
+//	schema_version  one row per applied version: version, app ('lockstep'), applied_at
+//
+// Every thread's latest checkpoint, with psql:
+//
+//	SELECT t.thread_id, c.checkpoint_id, c.step, c.source, to_timestamp(t.updated_at / 1e9) AS updated, c.metadata
+//	FROM lockstep.threads t JOIN lockstep.checkpoints c
+//	  ON c.thread_id = t.thread_id AND c.checkpoint_ns = t.checkpoint_ns AND c.checkpoint_id = t.head
+//	WHERE t.checkpoint_ns = '' ORDER BY t.updated_at DESC;
+package postgres
