@@ -22,10 +22,23 @@ b AS (DELETE FROM $S.blobs b USING unnest($4::text[], $5::text[]) AS k(channel, 
 DELETE FROM $S.checkpoints WHERE thread_id = $1::text AND checkpoint_ns = $2::text AND checkpoint_id = ANY($3::text[])`
 )
 
+const (
+	pruneNestedSQL = `SELECT DISTINCT ON (checkpoint_ns) checkpoint_ns, metadata, metadata_text,
+	count(*) OVER (PARTITION BY checkpoint_ns)
+FROM $S.checkpoints WHERE thread_id = $1::text AND checkpoint_ns <> $2::text
+ORDER BY checkpoint_ns, checkpoint_id`
+	pruneDropNSSQL = `WITH
+w AS (DELETE FROM $S.writes WHERE thread_id = $1::text AND checkpoint_ns = ANY($2::text[])),
+b AS (DELETE FROM $S.blobs WHERE thread_id = $1::text AND checkpoint_ns = ANY($2::text[])),
+c AS (DELETE FROM $S.checkpoints WHERE thread_id = $1::text AND checkpoint_ns = ANY($2::text[]))
+DELETE FROM $S.threads WHERE thread_id = $1::text AND checkpoint_ns = ANY($2::text[]) AND checkpoint_ns <> ''`
+)
+
 // Prune implements checkpoint.Pruner, in one transaction that locks the
 // thread's row: it keeps the head, the newest keep checkpoints and those
 // with pending writes no child has committed, and the blobs their chains
-// need, and deletes the rest with their writes. It returns how many
+// need, and deletes the rest with their writes, and the namespaces of the
+// subgraphs their tasks ran. It returns how many
 // checkpoints it deleted; an error wrapping checkpoint.ErrInvalid for an
 // empty thread or keep < 1, a *checkpoint.CorruptError (deleting nothing)
 // when a kept chain is broken, ctx's error, checkpoint.ErrClosed, or a
@@ -169,6 +182,52 @@ func (s *Saver) Prune(ctx context.Context, thread, ns string, keep int) (int, er
 			return err
 		}
 		deleted = len(gone)
+		// The namespaces of subgraphs that tasks of deleted checkpoints ran
+		// go with them, whole: their first checkpoint names the deleted one
+		// as its parent in ns (see checkpoint.Pruner).
+		goneSet := map[string]bool{}
+		for _, id := range gone {
+			goneSet[id] = true
+		}
+		nrows, err := tx.Query(ctx, sqlFor(s.db.schema, pruneNestedSQL), thread, ns)
+		if err != nil {
+			return err
+		}
+		var drop []string
+		for nrows.Next() {
+			var k string
+			var meta []byte
+			var text *string
+			var n int64
+			if err := nrows.Scan(&k, &meta, &text, &n); err != nil {
+				nrows.Close()
+				return err
+			}
+			if !checkpoint.NestedIn(k, ns) {
+				continue
+			}
+			if text != nil {
+				meta = []byte(*text)
+			}
+			var m checkpoint.Metadata
+			if err := jsonUnmarshal(meta, &m); err != nil {
+				nrows.Close()
+				return &checkpoint.CorruptError{Thread: thread, Checkpoint: "", What: "metadata of namespace " + quote(k), Err: err}
+			}
+			if goneSet[m.Parents[ns]] {
+				drop = append(drop, k)
+				deleted += int(n)
+			}
+		}
+		nrows.Close()
+		if err := nrows.Err(); err != nil {
+			return err
+		}
+		if len(drop) > 0 {
+			if _, err := tx.Exec(ctx, sqlFor(s.db.schema, pruneDropNSSQL), thread, drop); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 	if err != nil {

@@ -8,10 +8,14 @@ import "strings"
 // run after its first: the fence of D17) needs the row's owner to be its
 // own, live or lapsed with nobody having taken it since; any other needs
 // the lease free, lapsed, its own, or one its runner takes back.
-func leaseOK(owner, runner, now, takeback, held string) string {
-	r := strings.NewReplacer("$O", owner, "$R", runner, "$N", now, "$T", takeback, "$H", held)
-	return r.Replace(`(CASE WHEN $H THEN t.lease_owner IS NOT DISTINCT FROM $O
-		ELSE t.lease_owner IS NULL OR t.lease_until <= $N OR t.lease_owner = $O OR ($T AND $R <> '' AND t.lease_runner = $R) END)`)
+//
+// With skip set the statement writes a subgraph's namespace, whose lease
+// is the root row's: the caller checked and takes it there, in the same
+// transaction, and this row's lease columns are left alone.
+func leaseOK(owner, runner, now, takeback, held, skip string) string {
+	r := strings.NewReplacer("$O", owner, "$R", runner, "$N", now, "$T", takeback, "$H", held, "$K", skip)
+	return r.Replace(`($K OR (CASE WHEN $H THEN t.lease_owner IS NOT DISTINCT FROM $O
+		ELSE t.lease_owner IS NULL OR t.lease_until <= $N OR t.lease_owner = $O OR ($T AND $R <> '' AND t.lease_runner = $R) END))`)
 }
 
 // leaseSet is the SET list that applies a request that passed leaseOK
@@ -19,12 +23,12 @@ func leaseOK(owner, runner, now, takeback, held string) string {
 // is kept (unless renew: Claim extends it); a free, lapsed or taken-back
 // one is taken until the request's until. The epoch grows whenever the
 // lease passes to an owner that did not hold it.
-func leaseSet(owner, runner, until, now, release, renew string) string {
-	r := strings.NewReplacer("$O", owner, "$R", runner, "$U", until, "$N", now, "$X", release, "$W", renew)
-	return r.Replace(`lease_epoch = t.lease_epoch + (CASE WHEN t.lease_owner IS DISTINCT FROM $O THEN 1 ELSE 0 END),
-		lease_owner = CASE WHEN $X THEN NULL ELSE $O END,
-		lease_runner = CASE WHEN $X THEN NULL WHEN NOT $W AND t.lease_owner = $O AND t.lease_until > $N THEN t.lease_runner ELSE nullif($R, '') END,
-		lease_until = CASE WHEN $X THEN NULL WHEN NOT $W AND t.lease_owner = $O AND t.lease_until > $N THEN t.lease_until ELSE $U END`)
+func leaseSet(owner, runner, until, now, release, renew, skip string) string {
+	r := strings.NewReplacer("$O", owner, "$R", runner, "$U", until, "$N", now, "$X", release, "$W", renew, "$K", skip)
+	return r.Replace(`lease_epoch = CASE WHEN $K THEN t.lease_epoch ELSE t.lease_epoch + (CASE WHEN t.lease_owner IS DISTINCT FROM $O THEN 1 ELSE 0 END) END,
+		lease_owner = CASE WHEN $K THEN t.lease_owner WHEN $X THEN NULL ELSE $O END,
+		lease_runner = CASE WHEN $K THEN t.lease_runner WHEN $X THEN NULL WHEN NOT $W AND t.lease_owner = $O AND t.lease_until > $N THEN t.lease_runner ELSE nullif($R, '') END,
+		lease_until = CASE WHEN $K THEN t.lease_until WHEN $X THEN NULL WHEN NOT $W AND t.lease_owner = $O AND t.lease_until > $N THEN t.lease_until ELSE $U END`)
 }
 
 // insertWrites inserts the pending writes of the JSON array param (task_id,
@@ -50,26 +54,27 @@ func insertWrites(from, param, cp, now string) string {
 //	$12 parent writes  $13 own writes  $14 owner  $15 runner ('' for none)
 //	$16 until  $17 now  $18 release  $19 take back  $20 held  $21 fork
 //	$22 metadata's exact text, when JSONB would spell a number of it otherwise
+//	$23 skip the lease (a subgraph's namespace: the caller takes the root's)
 var putSQL = `WITH
 upd AS (
-	UPDATE $S.threads t SET head = $3::text, updated_at = $17::bigint, ` + leaseSet("$14::text", "$15::text", "$16::bigint", "$17::bigint", "$18::boolean", "false") + `
+	UPDATE $S.threads t SET head = $3::text, updated_at = $17::bigint, ` + leaseSet("$14::text", "$15::text", "$16::bigint", "$17::bigint", "$18::boolean", "false", "$23::boolean") + `
 	WHERE t.thread_id = $1::text AND t.checkpoint_ns = $2::text AND $4::text IS NOT NULL
 		AND (CASE WHEN $21::boolean THEN $3::text > coalesce(t.head, '')
 			AND EXISTS (SELECT 1 FROM $S.checkpoints p WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = $4::text)
 			ELSE t.head = $4::text END)
-		AND ` + leaseOK("$14::text", "$15::text", "$17::bigint", "$19::boolean", "$20::boolean") + `
+		AND ` + leaseOK("$14::text", "$15::text", "$17::bigint", "$19::boolean", "$20::boolean", "$23::boolean") + `
 		AND NOT EXISTS (SELECT 1 FROM $S.checkpoints p WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = $4::text AND p.step >= $5::bigint)
 	RETURNING 1
 ),
 ins AS (
 	INSERT INTO $S.threads AS t (thread_id, checkpoint_ns, head, lease_owner, lease_runner, lease_epoch, lease_until, updated_at)
-	SELECT $1::text, $2::text, $3::text, CASE WHEN $18::boolean THEN NULL ELSE $14::text END,
-		CASE WHEN $18::boolean THEN NULL ELSE nullif($15::text, '') END, 1,
-		CASE WHEN $18::boolean THEN NULL ELSE $16::bigint END, $17::bigint
-	WHERE $4::text IS NULL AND (NOT $20::boolean OR EXISTS (SELECT 1 FROM $S.threads WHERE thread_id = $1 AND checkpoint_ns = $2))
-	ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE SET head = excluded.head, updated_at = excluded.updated_at, ` + leaseSet("$14::text", "$15::text", "$16::bigint", "$17::bigint", "$18::boolean", "false") + `
+	SELECT $1::text, $2::text, $3::text, CASE WHEN $18::boolean OR $23::boolean THEN NULL ELSE $14::text END,
+		CASE WHEN $18::boolean OR $23::boolean THEN NULL ELSE nullif($15::text, '') END, CASE WHEN $23::boolean THEN 0 ELSE 1 END,
+		CASE WHEN $18::boolean OR $23::boolean THEN NULL ELSE $16::bigint END, $17::bigint
+	WHERE $4::text IS NULL AND ($23::boolean OR NOT $20::boolean OR EXISTS (SELECT 1 FROM $S.threads WHERE thread_id = $1 AND checkpoint_ns = $2))
+	ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE SET head = excluded.head, updated_at = excluded.updated_at, ` + leaseSet("$14::text", "$15::text", "$16::bigint", "$17::bigint", "$18::boolean", "false", "$23::boolean") + `
 	WHERE (t.head IS NULL OR ($21::boolean AND $3::text > t.head))
-		AND ` + leaseOK("$14::text", "$15::text", "$17::bigint", "$19::boolean", "$20::boolean") + `
+		AND ` + leaseOK("$14::text", "$15::text", "$17::bigint", "$19::boolean", "$20::boolean", "$23::boolean") + `
 	RETURNING 1
 ),
 ok AS (SELECT 1 AS one FROM upd UNION ALL SELECT 1 FROM ins),
@@ -95,11 +100,12 @@ SELECT count(*) FROM ok`
 //
 //	$1 thread  $2 ns  $3 checkpoint (the head)  $4 writes (JSON array)
 //	$5 owner  $6 runner  $7 until  $8 now  $9 release  $10 take back  $11 held
+//	$12 skip the lease (see Put)
 var putWritesSQL = `WITH
 upd AS (
-	UPDATE $S.threads t SET updated_at = $8::bigint, ` + leaseSet("$5::text", "$6::text", "$7::bigint", "$8::bigint", "$9::boolean", "false") + `
+	UPDATE $S.threads t SET updated_at = $8::bigint, ` + leaseSet("$5::text", "$6::text", "$7::bigint", "$8::bigint", "$9::boolean", "false", "$12::boolean") + `
 	WHERE t.thread_id = $1::text AND t.checkpoint_ns = $2::text AND t.head = $3::text
-		AND ` + leaseOK("$5::text", "$6::text", "$8::bigint", "$10::boolean", "$11::boolean") + `
+		AND ` + leaseOK("$5::text", "$6::text", "$8::bigint", "$10::boolean", "$11::boolean", "$12::boolean") + `
 	RETURNING 1
 ),
 w AS (` + insertWrites("upd", "$4", "$3", "$8") + `)
@@ -108,20 +114,21 @@ SELECT count(*) FROM upd`
 // Claim parameters:
 //
 //	$1 thread  $2 ns  $3 head (NULL: none)  $4 owner  $5 runner  $6 until
-//	$7 now  $8 take back  $9 held
+//	$7 now  $8 take back  $9 held  $10 skip the lease (see Put)
 var claimSQL = `WITH
 upd AS (
-	UPDATE $S.threads t SET ` + leaseSet("$4::text", "$5::text", "$6::bigint", "$7::bigint", "false", "true") + `
+	UPDATE $S.threads t SET ` + leaseSet("$4::text", "$5::text", "$6::bigint", "$7::bigint", "false", "true", "$10::boolean") + `
 	WHERE t.thread_id = $1::text AND t.checkpoint_ns = $2::text AND $3::text IS NOT NULL AND t.head = $3::text
-		AND ` + leaseOK("$4::text", "$5::text", "$7::bigint", "$8::boolean", "$9::boolean") + `
+		AND ` + leaseOK("$4::text", "$5::text", "$7::bigint", "$8::boolean", "$9::boolean", "$10::boolean") + `
 	RETURNING 1
 ),
 ins AS (
 	INSERT INTO $S.threads AS t (thread_id, checkpoint_ns, head, lease_owner, lease_runner, lease_epoch, lease_until, updated_at)
-	SELECT $1::text, $2::text, NULL, $4::text, nullif($5::text, ''), 1, $6::bigint, $7::bigint
-	WHERE $3::text IS NULL AND (NOT $9::boolean OR EXISTS (SELECT 1 FROM $S.threads WHERE thread_id = $1 AND checkpoint_ns = $2))
-	ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE SET ` + leaseSet("$4::text", "$5::text", "$6::bigint", "$7::bigint", "false", "true") + `
-	WHERE t.head IS NULL AND ` + leaseOK("$4::text", "$5::text", "$7::bigint", "$8::boolean", "$9::boolean") + `
+	SELECT $1::text, $2::text, NULL, CASE WHEN $10::boolean THEN NULL ELSE $4::text END, CASE WHEN $10::boolean THEN NULL ELSE nullif($5::text, '') END,
+		CASE WHEN $10::boolean THEN 0 ELSE 1 END, CASE WHEN $10::boolean THEN NULL ELSE $6::bigint END, $7::bigint
+	WHERE $3::text IS NULL AND ($10::boolean OR NOT $9::boolean OR EXISTS (SELECT 1 FROM $S.threads WHERE thread_id = $1 AND checkpoint_ns = $2))
+	ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE SET ` + leaseSet("$4::text", "$5::text", "$6::bigint", "$7::bigint", "false", "true", "$10::boolean") + `
+	WHERE t.head IS NULL AND ` + leaseOK("$4::text", "$5::text", "$7::bigint", "$8::boolean", "$9::boolean", "$10::boolean") + `
 	RETURNING 1
 )
 SELECT (SELECT count(*) FROM upd) + (SELECT count(*) FROM ins)`
@@ -140,7 +147,29 @@ c AS (DELETE FROM $S.checkpoints WHERE thread_id = $1::text)
 DELETE FROM $S.threads WHERE thread_id = $1::text`
 
 // threadSQL reads the thread's row for a refused request's diagnosis.
-const threadSQL = `SELECT head, lease_owner, lease_runner, lease_epoch, lease_until FROM $S.threads WHERE thread_id = $1::text AND checkpoint_ns = $2::text`
+// The head is the namespace's; the lease is the thread's one lease, on its
+// root row.
+const threadSQL = `SELECT (SELECT head FROM $S.threads WHERE thread_id = $1::text AND checkpoint_ns = $2::text),
+	EXISTS (SELECT 1 FROM $S.threads WHERE thread_id = $1::text AND checkpoint_ns = $2::text),
+	r.lease_owner, r.lease_runner, coalesce(r.lease_epoch, 0), r.lease_until, r.thread_id IS NOT NULL
+FROM (SELECT 1) AS one LEFT JOIN $S.threads r ON r.thread_id = $1::text AND r.checkpoint_ns = ''`
+
+// rootLeaseSQL locks the thread's root row for a write in a subgraph's
+// namespace.
+const rootLeaseSQL = `SELECT lease_owner, lease_runner, lease_epoch, lease_until FROM $S.threads WHERE thread_id = $1::text AND checkpoint_ns = '' FOR UPDATE`
+
+// takeRootSQL takes (or renews, or drops) the thread's lease on its root
+// row for a write in a subgraph's namespace that passed the lease rule:
+//
+//	$1 thread  $2 owner  $3 runner  $4 until  $5 now  $6 release  $7 renew  $8 an update of the thread
+const takeRootSQL = `INSERT INTO $S.threads AS t (thread_id, checkpoint_ns, head, lease_owner, lease_runner, lease_epoch, lease_until, updated_at)
+VALUES ($1::text, '', NULL, CASE WHEN $6::boolean THEN NULL ELSE $2::text END, CASE WHEN $6::boolean THEN NULL ELSE nullif($3::text, '') END, 1,
+	CASE WHEN $6::boolean THEN NULL ELSE $4::bigint END, $5::bigint)
+ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE SET ` + `lease_epoch = t.lease_epoch + (CASE WHEN t.lease_owner IS DISTINCT FROM $2::text THEN 1 ELSE 0 END),
+	lease_owner = CASE WHEN $6::boolean THEN NULL ELSE $2::text END,
+	lease_runner = CASE WHEN $6::boolean THEN NULL WHEN NOT $7::boolean AND t.lease_owner = $2::text AND t.lease_until > $5::bigint THEN t.lease_runner ELSE nullif($3::text, '') END,
+	lease_until = CASE WHEN $6::boolean THEN NULL WHEN NOT $7::boolean AND t.lease_owner = $2::text AND t.lease_until > $5::bigint THEN t.lease_until ELSE $4::bigint END,
+	updated_at = CASE WHEN $8::boolean THEN $5::bigint ELSE t.updated_at END`
 
 // checkpointStepSQL reads a checkpoint's step (for the diagnosis of a
 // refused Put: a fork's parent must exist, the ID must be new, the step
@@ -234,21 +263,21 @@ LIMIT $2`
 const headWritesSQL = `SELECT w.thread_id, w.checkpoint_id, w.task_id, w.idx, w.channel, w.node, w.path, w.value, w.crc
 FROM $S.writes w JOIN unnest($1::text[], $2::text[]) AS k(thread, id) ON w.thread_id = k.thread AND w.checkpoint_ns = '' AND w.checkpoint_id = k.id`
 
-const leaseSQL = `SELECT lease_owner, lease_runner, lease_epoch, lease_until FROM $S.threads WHERE thread_id = $1::text AND checkpoint_ns = $2::text`
+const leaseSQL = `SELECT lease_owner, lease_runner, lease_epoch, lease_until FROM $S.threads WHERE thread_id = $1::text AND checkpoint_ns = ''`
 
 // queries are the statements with the schema name in place.
 type queries struct {
-	put, putWrites, claim, release, deleteThread, thread, checkpointStep, interruptIDs, lockThread string
-	get, list, listWrites, listBlobs, threads, interruptWrites, headWrites, lease                  string
-	approval                                                                                       approvalQueries
-	ledger                                                                                         ledgerQueries
+	put, putWrites, claim, release, deleteThread, thread, checkpointStep, interruptIDs, lockThread, rootLease, takeRoot string
+	get, list, listWrites, listBlobs, threads, interruptWrites, headWrites, lease                                       string
+	approval                                                                                                            approvalQueries
+	ledger                                                                                                              ledgerQueries
 }
 
 func newQueries(schema string) *queries {
 	s := func(q string) string { return sqlFor(schema, q) }
 	return &queries{
 		put: s(putSQL), putWrites: s(putWritesSQL), claim: s(claimSQL), release: s(releaseSQL), deleteThread: s(deleteThreadSQL),
-		thread: s(threadSQL), checkpointStep: s(checkpointStepSQL), interruptIDs: s(interruptIDsSQL), lockThread: s(lockThreadSQL),
+		thread: s(threadSQL), checkpointStep: s(checkpointStepSQL), interruptIDs: s(interruptIDsSQL), lockThread: s(lockThreadSQL), rootLease: s(rootLeaseSQL), takeRoot: s(takeRootSQL),
 		get: s(getSQL), list: s(listSQL), listWrites: s(listWritesSQL), listBlobs: s(listBlobsSQL), threads: s(threadsSQL),
 		interruptWrites: s(interruptWritesSQL), headWrites: s(headWritesSQL), lease: s(leaseSQL),
 		approval: newApprovalQueries(s), ledger: newLedgerQueries(s),

@@ -594,7 +594,7 @@ func (s *Saver) Lease(ctx context.Context, thread, ns string) (checkpoint.LeaseI
 	var owner, runner *string
 	var epoch int64
 	var until *int64
-	err := s.db.pool.QueryRow(ctx, s.db.q.lease, thread, ns).Scan(&owner, &runner, &epoch, &until)
+	err := s.db.pool.QueryRow(ctx, s.db.q.lease, thread).Scan(&owner, &runner, &epoch, &until)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return checkpoint.LeaseInfo{}, fmt.Errorf("%w: thread %q", checkpoint.ErrNotFound, thread)
 	}

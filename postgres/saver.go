@@ -147,7 +147,7 @@ func putArgs(req *checkpoint.PutRequest, now time.Time) ([]any, error) {
 	l := req.Lease
 	return []any{req.Thread, req.NS, cp.ID, nullable(cp.ParentID), int64(cp.Metadata.Step), string(cp.Metadata.Source),
 		formatTime(created), string(meta), string(versions), cp.Mark, string(blobJSON), parentWrites, ownWrites,
-		l.Owner, l.Runner, now.Add(l.TTL).UnixNano(), now.UnixNano(), req.Release, takesBack(l), l.Held, req.Fork, exactText(meta)}, nil
+		l.Owner, l.Runner, now.Add(l.TTL).UnixNano(), now.UnixNano(), req.Release, takesBack(l), l.Held, req.Fork, exactText(meta), req.NS != ""}, nil
 }
 
 // takesBack is the request's take-back flag as the statements apply it
@@ -214,8 +214,8 @@ func (s *Saver) PutChain(ctx context.Context, reqs []checkpoint.PutRequest) erro
 		}
 		var counts []int64
 		var err error
-		if interrupts {
-			counts, err = s.putLocked(ctx, reqs, b)
+		if interrupts || reqs[0].NS != "" {
+			counts, err = s.putLocked(ctx, reqs, b, now)
 		} else {
 			counts, err = s.sendCounts(ctx, b)
 		}
@@ -251,49 +251,95 @@ func (s *Saver) sendCounts(ctx context.Context, b *pgx.Batch) ([]int64, error) {
 	return counts, br.Close()
 }
 
-// putLocked runs a chain with interrupt writes: in one transaction that
-// locks the thread's row, checks the interrupt IDs of the writes against
-// those saved on the checkpoints they go to, and sends the statements.
-func (s *Saver) putLocked(ctx context.Context, reqs []checkpoint.PutRequest, b *pgx.Batch) ([]int64, error) {
+// putLocked runs a chain with interrupt writes, or in a subgraph's
+// namespace, in one transaction (rootTx): it checks the interrupt IDs of
+// the writes against those saved on the checkpoints they go to, and sends
+// the statements.
+func (s *Saver) putLocked(ctx context.Context, reqs []checkpoint.PutRequest, b *pgx.Batch, now time.Time) ([]int64, error) {
+	first, last := &reqs[0], &reqs[len(reqs)-1]
+	counts := make([]int64, b.Len())
+	_, err := s.rootTx(ctx, first.Thread, first.NS, first.Lease, now, last.Release, false, true, func(tx pgx.Tx) (int64, error) {
+		for i := range reqs {
+			req := &reqs[i]
+			if req.Checkpoint.ParentID != "" && checkpoint.HasInterruptWrite(req.ParentWrites) {
+				if err := s.checkInterrupts(ctx, tx, req.Thread, req.NS, req.Checkpoint.ParentID, req.ParentWrites); err != nil {
+					return 0, err
+				}
+			}
+			if checkpoint.HasInterruptWrite(req.Writes) {
+				if err := checkpoint.CheckInterruptIDs(nil, req.Writes); err != nil {
+					return 0, err
+				}
+			}
+		}
+		br := tx.SendBatch(ctx, b)
+		for i := range b.Len() {
+			if err := br.QueryRow().Scan(&counts[i]); err != nil {
+				br.Close()
+				return 0, err
+			}
+		}
+		return counts[0], br.Close()
+	})
+	return counts, err
+}
+
+// rootTx runs a write that needs a transaction: one with interrupt
+// writes (whose IDs it checks against those saved), or one in a
+// subgraph's namespace, whose lease is the thread's one lease, on its root
+// row. It locks the namespace's row and, for a subgraph, the root row,
+// checks the lease rule for l there (a refusal returns 0: the caller
+// diagnoses), runs send (the statements, with the lease skipped for a
+// subgraph), and when they wrote, takes the lease on the root row (renew:
+// Claim's rule; touch: the write is an update of the thread), and
+// commits.
+func (s *Saver) rootTx(ctx context.Context, thread, ns string, l checkpoint.Lease, now time.Time, release, renew, touch bool, send func(tx pgx.Tx) (int64, error)) (int64, error) {
 	tx, err := s.db.pool.Begin(ctx)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	first := &reqs[0]
-	if _, err := tx.Exec(ctx, s.db.q.lockThread, first.Thread, first.NS); err != nil {
-		return nil, err
-	}
-	for i := range reqs {
-		req := &reqs[i]
-		if req.Checkpoint.ParentID != "" && checkpoint.HasInterruptWrite(req.ParentWrites) {
-			if err := s.checkInterrupts(ctx, tx, req.Thread, req.NS, req.Checkpoint.ParentID, req.ParentWrites); err != nil {
-				return nil, err
+	if ns != "" {
+		var owner, runner *string
+		var epoch int64
+		var until *int64
+		err := tx.QueryRow(ctx, s.db.q.rootLease, thread).Scan(&owner, &runner, &epoch, &until)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			if l.Held {
+				return 0, nil
+			}
+		case err != nil:
+			return 0, err
+		default:
+			st := threadState{exists: true, epoch: epoch}
+			if owner != nil {
+				st.owner = *owner
+			}
+			if runner != nil {
+				st.runner = *runner
+			}
+			if until != nil {
+				st.until = *until
+			}
+			if st.busy(thread, ns, l, now) != nil {
+				return 0, nil
 			}
 		}
-		if checkpoint.HasInterruptWrite(req.Writes) {
-			if err := checkpoint.CheckInterruptIDs(nil, req.Writes); err != nil {
-				return nil, err
-			}
+	}
+	if _, err := tx.Exec(ctx, s.db.q.lockThread, thread, ns); err != nil {
+		return 0, err
+	}
+	n, err := send(tx)
+	if err != nil || n != 1 {
+		return n, err // refused: the rollback drops nothing
+	}
+	if ns != "" {
+		if _, err := tx.Exec(ctx, s.db.q.takeRoot, thread, l.Owner, l.Runner, now.Add(l.TTL).UnixNano(), now.UnixNano(), release, renew, touch); err != nil {
+			return 0, err
 		}
 	}
-	br := tx.SendBatch(ctx, b)
-	counts := make([]int64, 0, b.Len())
-	for range b.Len() {
-		var n int64
-		if err := br.QueryRow().Scan(&n); err != nil {
-			br.Close()
-			return nil, err
-		}
-		counts = append(counts, n)
-	}
-	if err := br.Close(); err != nil {
-		return nil, err
-	}
-	if counts[0] != 1 {
-		return counts, nil // refused: the caller diagnoses; the rollback drops nothing
-	}
-	return counts, tx.Commit(ctx)
+	return n, tx.Commit(ctx)
 }
 
 // checkInterrupts refuses interrupt writes of tasks that raise an ID
@@ -351,7 +397,8 @@ func (s *Saver) writeErr(op, thread string, err error, reqs []checkpoint.PutRequ
 
 // threadState is a threads row, for diagnosis.
 type threadState struct {
-	exists bool
+	exists bool // the namespace's row
+	root   bool // the thread's root row, which holds the lease
 	head   string
 	owner  string
 	runner string
@@ -363,14 +410,10 @@ func (s *Saver) readThread(ctx context.Context, thread, ns string) (threadState,
 	var st threadState
 	var head, owner, runner *string
 	var until *int64
-	err := s.db.pool.QueryRow(ctx, s.db.q.thread, thread, ns).Scan(&head, &owner, &runner, &st.epoch, &until)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return st, nil
-	}
+	err := s.db.pool.QueryRow(ctx, s.db.q.thread, thread, ns).Scan(&head, &st.exists, &owner, &runner, &st.epoch, &until, &st.root)
 	if err != nil {
 		return st, err
 	}
-	st.exists = true
 	if head != nil {
 		st.head = *head
 	}
@@ -414,13 +457,13 @@ func (s *Saver) diagnosePut(ctx context.Context, req *checkpoint.PutRequest, now
 	if err != nil {
 		return s.writeErr("put", req.Thread, err, nil)
 	}
-	if st.exists {
+	if st.root {
 		if be := st.busy(req.Thread, req.NS, req.Lease, now); be != nil {
 			return be
 		}
 	} else if req.Lease.Held {
 		// The run held a lease on a thread that is gone (deleted).
-		return &checkpoint.ConflictError{Thread: req.Thread, NS: req.NS, Expected: req.Checkpoint.ParentID}
+		return &checkpoint.ConflictError{Thread: req.Thread, NS: req.NS, Expected: req.Checkpoint.ParentID, Head: st.head}
 	}
 	cp := &req.Checkpoint
 	conflict := &checkpoint.ConflictError{Thread: req.Thread, NS: req.NS, Expected: cp.ParentID, Head: st.head}
@@ -497,10 +540,19 @@ func (s *Saver) PutWrites(ctx context.Context, req checkpoint.WritesRequest) err
 	for attempt := 0; ; attempt++ {
 		now := s.db.now()
 		l := req.Lease
-		args := []any{ref.Thread, ref.NS, ref.ID, writes, l.Owner, l.Runner, now.Add(l.TTL).UnixNano(), now.UnixNano(), req.Release, takesBack(l), l.Held}
+		args := []any{ref.Thread, ref.NS, ref.ID, writes, l.Owner, l.Runner, now.Add(l.TTL).UnixNano(), now.UnixNano(), req.Release, takesBack(l), l.Held, ref.NS != ""}
 		var n int64
-		if interrupts {
-			n, err = s.putWritesLocked(ctx, req, args)
+		if interrupts || ref.NS != "" {
+			n, err = s.rootTx(ctx, ref.Thread, ref.NS, l, now, req.Release, false, true, func(tx pgx.Tx) (int64, error) {
+				if interrupts {
+					if err := s.checkInterrupts(ctx, tx, ref.Thread, ref.NS, ref.ID, req.Tasks); err != nil {
+						return 0, err
+					}
+				}
+				var n int64
+				err := tx.QueryRow(ctx, s.db.q.putWrites, args...).Scan(&n)
+				return n, err
+			})
 		} else {
 			err = s.db.pool.QueryRow(ctx, s.db.q.putWrites, args...).Scan(&n)
 		}
@@ -518,7 +570,9 @@ func (s *Saver) PutWrites(ctx context.Context, req checkpoint.WritesRequest) err
 		switch {
 		case !st.exists || st.head != ref.ID:
 			derr = &checkpoint.ConflictError{Thread: ref.Thread, NS: ref.NS, Expected: ref.ID, Head: st.head}
-		default:
+		case !st.root && l.Held:
+			derr = &checkpoint.BusyError{Thread: ref.Thread, NS: ref.NS}
+		case st.root:
 			if be := st.busy(ref.Thread, ref.NS, l, now); be != nil {
 				derr = be
 			}
@@ -530,28 +584,6 @@ func (s *Saver) PutWrites(ctx context.Context, req checkpoint.WritesRequest) err
 			return &checkpoint.ConflictError{Thread: ref.Thread, NS: ref.NS, Expected: ref.ID, Head: "(changing)"}
 		}
 	}
-}
-
-func (s *Saver) putWritesLocked(ctx context.Context, req checkpoint.WritesRequest, args []any) (int64, error) {
-	tx, err := s.db.pool.Begin(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	if _, err := tx.Exec(ctx, s.db.q.lockThread, req.Ref.Thread, req.Ref.NS); err != nil {
-		return 0, err
-	}
-	if err := s.checkInterrupts(ctx, tx, req.Ref.Thread, req.Ref.NS, req.Ref.ID, req.Tasks); err != nil {
-		return 0, err
-	}
-	var n int64
-	if err := tx.QueryRow(ctx, s.db.q.putWrites, args...).Scan(&n); err != nil {
-		return 0, err
-	}
-	if n != 1 {
-		return n, nil
-	}
-	return n, tx.Commit(ctx)
 }
 
 // Claim implements checkpoint.Saver: one statement. It returns an error
@@ -576,8 +608,18 @@ func (s *Saver) Claim(ctx context.Context, ref checkpoint.Ref, lease checkpoint.
 	for attempt := 0; ; attempt++ {
 		now := s.db.now()
 		var n int64
-		err := s.db.pool.QueryRow(ctx, s.db.q.claim, ref.Thread, ref.NS, nullable(ref.ID), lease.Owner, lease.Runner,
-			now.Add(lease.TTL).UnixNano(), now.UnixNano(), takesBack(lease), lease.Held).Scan(&n)
+		args := []any{ref.Thread, ref.NS, nullable(ref.ID), lease.Owner, lease.Runner,
+			now.Add(lease.TTL).UnixNano(), now.UnixNano(), takesBack(lease), lease.Held, ref.NS != ""}
+		var err error
+		if ref.NS != "" {
+			n, err = s.rootTx(ctx, ref.Thread, ref.NS, lease, now, false, true, false, func(tx pgx.Tx) (int64, error) {
+				var n int64
+				err := tx.QueryRow(ctx, s.db.q.claim, args...).Scan(&n)
+				return n, err
+			})
+		} else {
+			err = s.db.pool.QueryRow(ctx, s.db.q.claim, args...).Scan(&n)
+		}
 		if err != nil {
 			return s.writeErr("claim", ref.Thread, err, nil)
 		}
@@ -591,11 +633,13 @@ func (s *Saver) Claim(ctx context.Context, ref checkpoint.Ref, lease checkpoint.
 		if st.head != ref.ID {
 			return &checkpoint.ConflictError{Thread: ref.Thread, NS: ref.NS, Expected: ref.ID, Head: st.head}
 		}
-		if !st.exists && lease.Held {
+		if !st.root && lease.Held {
 			return &checkpoint.BusyError{Thread: ref.Thread, NS: ref.NS}
 		}
-		if be := st.busy(ref.Thread, ref.NS, lease, now); be != nil {
-			return be
+		if st.root {
+			if be := st.busy(ref.Thread, ref.NS, lease, now); be != nil {
+				return be
+			}
 		}
 		if attempt == maxAttempts-1 {
 			return &checkpoint.ConflictError{Thread: ref.Thread, NS: ref.NS, Expected: ref.ID, Head: "(changing)"}
@@ -612,7 +656,8 @@ func (s *Saver) Release(ctx context.Context, thread, ns, owner string) error {
 	if err := s.live(); err != nil {
 		return err
 	}
-	if _, err := s.db.pool.Exec(ctx, s.db.q.release, thread, ns, owner); err != nil {
+	// One lease per thread, on its root row, whatever namespace is named.
+	if _, err := s.db.pool.Exec(ctx, s.db.q.release, thread, "", owner); err != nil {
 		return s.writeErr("release", thread, err, nil)
 	}
 	return nil
