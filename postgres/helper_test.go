@@ -5,12 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // helperEnv selects a child-process role when the test binary re-runs
@@ -31,12 +29,6 @@ func testURL(t testing.TB) string {
 	}
 	return url
 }
-
-var (
-	adminOnce sync.Once
-	adminPool *pgxpool.Pool
-	adminErr  error
-)
 
 // newSchemaName returns a schema name no other test uses.
 func newSchemaName() string {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -287,12 +286,5 @@ func (db *DB) Close() error {
 
 // now returns the stores' clock.
 func (db *DB) now() time.Time { return db.cfg.Now() }
-
-// describe names the database for messages: host, port and database,
-// never the password.
-func (db *DB) describe() string {
-	c := db.pool.Config().ConnConfig
-	return c.Host + ":" + strconv.Itoa(int(c.Port)) + "/" + c.Database
-}
 
 var errPoolClosed = errors.New("postgres: the database was closed")

@@ -58,17 +58,16 @@ func num(n int64) []byte { return strconv.AppendInt(nil, n, 10) }
 
 // cpRow is a checkpoints row as read.
 type cpRow struct {
-	ns, id           string
-	parent           *string
-	step             int64
-	source, created  string
-	metadata, vers   []byte
-	mark             string
-	crc              []byte
-	metaText         *string
-	parentStep       *int64
-	thread           string
-	decodedParentRef bool
+	ns, id          string
+	parent          *string
+	step            int64
+	source, created string
+	metadata, vers  []byte
+	mark            string
+	crc             []byte
+	metaText        *string
+	parentStep      *int64
+	thread          string
 }
 
 var versionsJSON = strictjson.For(reflect.TypeFor[map[string]string]())
@@ -122,13 +121,12 @@ func (r *cpRow) checkpoint() (checkpoint.Checkpoint, error) {
 
 // writeRowRead is a writes row as read.
 type writeRowRead struct {
-	ns, id          string
-	task, channel   string
-	idx             int64
-	node, path      string
-	value, crc      []byte
-	thread          string
-	createdAt, seqN int64
+	ns, id        string
+	task, channel string
+	idx           int64
+	node, path    string
+	value, crc    []byte
+	thread        string
 }
 
 func (w *writeRowRead) pending() (checkpoint.PendingWrite, error) {

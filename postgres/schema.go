@@ -15,10 +15,6 @@ import (
 // ones.
 const SchemaVersion = 1
 
-// appName is what the version table's app column holds: it tells
-// lockstep's schema from another application's of the same name.
-const appName = "lockstep"
-
 // migrations[i] moves the tables from version i to i+1. They are run in
 // one transaction under a transaction-scoped advisory lock, together with
 // the rows of $S.schema_version that record them, so that any number of

@@ -25,13 +25,6 @@ type claimStep struct {
 	want    error
 }
 
-func short(s string) string {
-	if len(s) > 20 {
-		return s[:20] + "…"
-	}
-	return s
-}
-
 // checkClaimErr checks a claim's error against want, and that a mismatch
 // is typed, distinct from a duplicate, and names no payload.
 func checkClaimErr(t *testing.T, what string, c ledger.Claim, err, want error) {
