@@ -9,7 +9,7 @@
 //	...
 //	defer db.Close()
 //	r, err := g.Compile(graph.WithSaver(db.Saver()))
-//	ex := nodes.NewExecutor(nodes.WithLedger(db.Ledger()), ...)
+//	ex, err := nodes.NewExecutor(tools, nodes.WithLedger(db.Ledger()))
 //	inbox := approval.NewInbox(db.Saver(), db.Approvals())
 //
 // # Contract
@@ -58,8 +58,11 @@
 //
 // # One writer per thread, one round trip per step
 //
-// The threads row holds a thread's head and its lease (owner, runner,
-// epoch, until). A Put is one statement: it updates the threads row only
+// The threads row holds a namespace's head and, on the root row, the
+// thread's one lease (owner, runner, epoch, until), which every namespace
+// shares: a write in a subgraph's namespace runs in a transaction that
+// locks the root row, checks the lease rule there and takes the lease
+// there. A Put is one statement: it updates the threads row only
 // where the head is the new checkpoint's parent and the lease rule lets
 // the owner in (READ COMMITTED re-checks the row after any concurrent
 // update, so two writers can never both pass), and inserts the checkpoint
@@ -127,6 +130,8 @@
 //	  lease_owner, lease_runner   the run holding the thread and its runner (NULL when free)
 //	  lease_epoch                 how many times the lease passed to a new owner; kept on release
 //	  lease_until                 the lease's end, Unix nanoseconds (NULL when free)
+//	                              (the lease columns are the thread's one lease, on its root row,
+//	                              checkpoint_ns = ''; a subgraph's rows leave them NULL)
 //	  updated_at                  the last Put or PutWrites, Unix nanoseconds
 //
 //	checkpoints  one row per checkpoint
