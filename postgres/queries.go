@@ -3,8 +3,8 @@ package postgres
 import "strings"
 
 // leaseOK is the lease rule of package checkpoint on the threads row t,
-// for a request whose owner, runner, now, take-back and held flags are
-// the parameters named: a held request (Lease.Held, and every write of a
+// for a request whose owner, runner, now, take-back owner (” for none)
+// and held flag are the parameters named: a held request (Lease.Held, and every write of a
 // run after its first: the fence of D17) needs the row's owner to be its
 // own, live or lapsed with nobody having taken it since; any other needs
 // the lease free, lapsed, its own, or one its runner takes back.
@@ -15,7 +15,7 @@ import "strings"
 func leaseOK(owner, runner, now, takeback, held, skip string) string {
 	r := strings.NewReplacer("$O", owner, "$R", runner, "$N", now, "$T", takeback, "$H", held, "$K", skip)
 	return r.Replace(`($K OR (CASE WHEN $H THEN t.lease_owner IS NOT DISTINCT FROM $O
-		ELSE t.lease_owner IS NULL OR t.lease_until <= $N OR t.lease_owner = $O OR ($T AND $R <> '' AND t.lease_runner = $R) END))`)
+		ELSE t.lease_owner IS NULL OR t.lease_until <= $N OR t.lease_owner = $O OR ($T <> '' AND t.lease_owner = $T AND $R <> '' AND t.lease_runner = $R) END))`)
 }
 
 // leaseSet is the SET list that applies a request that passed leaseOK
@@ -62,7 +62,7 @@ upd AS (
 		AND (CASE WHEN $21::boolean THEN $3::text > coalesce(t.head, '')
 			AND EXISTS (SELECT 1 FROM $S.checkpoints p WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = $4::text)
 			ELSE t.head = $4::text END)
-		AND ` + leaseOK("$14::text", "$15::text", "$17::bigint", "$19::boolean", "$20::boolean", "$23::boolean") + `
+		AND ` + leaseOK("$14::text", "$15::text", "$17::bigint", "$19::text", "$20::boolean", "$23::boolean") + `
 		AND NOT EXISTS (SELECT 1 FROM $S.checkpoints p WHERE p.thread_id = $1 AND p.checkpoint_ns = $2 AND p.checkpoint_id = $4::text AND p.step >= $5::bigint)
 	RETURNING 1
 ),
@@ -74,7 +74,7 @@ ins AS (
 	WHERE $4::text IS NULL AND ($23::boolean OR NOT $20::boolean OR EXISTS (SELECT 1 FROM $S.threads WHERE thread_id = $1 AND checkpoint_ns = $2))
 	ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE SET head = excluded.head, updated_at = excluded.updated_at, ` + leaseSet("$14::text", "$15::text", "$16::bigint", "$17::bigint", "$18::boolean", "false", "$23::boolean") + `
 	WHERE (t.head IS NULL OR ($21::boolean AND $3::text > t.head))
-		AND ` + leaseOK("$14::text", "$15::text", "$17::bigint", "$19::boolean", "$20::boolean", "$23::boolean") + `
+		AND ` + leaseOK("$14::text", "$15::text", "$17::bigint", "$19::text", "$20::boolean", "$23::boolean") + `
 	RETURNING 1
 ),
 ok AS (SELECT 1 AS one FROM upd UNION ALL SELECT 1 FROM ins),
@@ -105,7 +105,7 @@ var putWritesSQL = `WITH
 upd AS (
 	UPDATE $S.threads t SET updated_at = $8::bigint, ` + leaseSet("$5::text", "$6::text", "$7::bigint", "$8::bigint", "$9::boolean", "false", "$12::boolean") + `
 	WHERE t.thread_id = $1::text AND t.checkpoint_ns = $2::text AND t.head = $3::text
-		AND ` + leaseOK("$5::text", "$6::text", "$8::bigint", "$10::boolean", "$11::boolean", "$12::boolean") + `
+		AND ` + leaseOK("$5::text", "$6::text", "$8::bigint", "$10::text", "$11::boolean", "$12::boolean") + `
 	RETURNING 1
 ),
 w AS (` + insertWrites("upd", "$4", "$3", "$8") + `)
@@ -119,7 +119,7 @@ var claimSQL = `WITH
 upd AS (
 	UPDATE $S.threads t SET ` + leaseSet("$4::text", "$5::text", "$6::bigint", "$7::bigint", "false", "true", "$10::boolean") + `
 	WHERE t.thread_id = $1::text AND t.checkpoint_ns = $2::text AND $3::text IS NOT NULL AND t.head = $3::text
-		AND ` + leaseOK("$4::text", "$5::text", "$7::bigint", "$8::boolean", "$9::boolean", "$10::boolean") + `
+		AND ` + leaseOK("$4::text", "$5::text", "$7::bigint", "$8::text", "$9::boolean", "$10::boolean") + `
 	RETURNING 1
 ),
 ins AS (
@@ -128,7 +128,7 @@ ins AS (
 		CASE WHEN $10::boolean THEN 0 ELSE 1 END, CASE WHEN $10::boolean THEN NULL ELSE $6::bigint END, $7::bigint
 	WHERE $3::text IS NULL AND ($10::boolean OR NOT $9::boolean OR EXISTS (SELECT 1 FROM $S.threads WHERE thread_id = $1 AND checkpoint_ns = $2))
 	ON CONFLICT (thread_id, checkpoint_ns) DO UPDATE SET ` + leaseSet("$4::text", "$5::text", "$6::bigint", "$7::bigint", "false", "true", "$10::boolean") + `
-	WHERE t.head IS NULL AND ` + leaseOK("$4::text", "$5::text", "$7::bigint", "$8::boolean", "$9::boolean", "$10::boolean") + `
+	WHERE t.head IS NULL AND ` + leaseOK("$4::text", "$5::text", "$7::bigint", "$8::text", "$9::boolean", "$10::boolean") + `
 	RETURNING 1
 )
 SELECT (SELECT count(*) FROM upd) + (SELECT count(*) FROM ins)`

@@ -150,9 +150,16 @@ func putArgs(req *checkpoint.PutRequest, now time.Time) ([]any, error) {
 		l.Owner, l.Runner, now.Add(l.TTL).UnixNano(), now.UnixNano(), req.Release, takesBack(l), l.Held, req.Fork, exactText(meta), req.NS != ""}, nil
 }
 
-// takesBack is the request's take-back flag as the statements apply it
-// (see checkpoint.Lease.TakesBack).
-func takesBack(l checkpoint.Lease) bool { return l.TakeBack && !l.Held && l.Runner != "" }
+// takesBack is the owner whose live lease the request may take back, as
+// the statements apply it ("" for none; see checkpoint.Lease.TakesBack:
+// the statements also need that owner to hold the lease, of the request's
+// runner).
+func takesBack(l checkpoint.Lease) string {
+	if l.Held || l.Runner == "" {
+		return ""
+	}
+	return l.TakeBack
+}
 
 // timeLayout writes times in UTC with nine fraction digits, as the SQLite
 // saver does: exact, and sortable as text.
@@ -443,7 +450,7 @@ func (st threadState) busy(thread, ns string, l checkpoint.Lease, now time.Time)
 		}
 		return nil
 	}
-	if st.owner != "" && st.owner != l.Owner && now.UnixNano() < st.until && !l.TakesBack(st.runner) {
+	if st.owner != "" && st.owner != l.Owner && now.UnixNano() < st.until && !l.TakesBack(st.owner, st.runner) {
 		return e
 	}
 	return nil
