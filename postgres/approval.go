@@ -1,10 +1,12 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,31 +31,65 @@ type approvalQueries struct {
 	insert, winner, get, decided, unresumed, claim, finish, retry, exists, recordOutcome, execution string
 }
 
+// The checksums of the approval rows (see Integrity in the package doc):
+// the schema's crc function over the approval ID and every column, JSONB
+// as PostgreSQL prints it, computed by the statement that writes the row
+// and checked on every read (and by the WHERE of every update, so that
+// nothing is written on a row that does not verify). The expressions name
+// the columns; writes substitute what they store.
+const (
+	approvalDecisionCRC  = `$S.crc(id, thread, checkpoint, tool, owner, outcome, reviewer, note, args::text, args_hash, decided_at, request::text)`
+	approvalResumeCRC    = `$S.crc(id, resumed_at, resume_note, resume_attempts::text, resume_error, resume_not_before)`
+	approvalExecutionCRC = `$S.crc(approval_id, idempotency_key, args_hash, result::text, error, recorded_at)`
+)
+
+// resumeCRCWith is approvalResumeCRC with the columns of set replaced by
+// the expressions that update them.
+func resumeCRCWith(set map[string]string) string {
+	cols := []string{"resumed_at", "resume_note", "resume_attempts::text", "resume_error", "resume_not_before"}
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = c
+		if e, ok := set[c]; ok {
+			out[i] = e
+		}
+	}
+	return `$S.crc(id, ` + strings.Join(out, ", ") + `)`
+}
+
 const approvalDecisionColumns = `id, outcome, reviewer, note, args, args_hash, decided_at`
 
-const approvalRecordColumns = `thread, checkpoint, request, ` + approvalDecisionColumns + `,
-	resumed_at, resume_note, resume_attempts, resume_error, resume_not_before`
+const approvalRecordColumns = `thread, checkpoint, tool, owner, request, ` + approvalDecisionColumns + `,
+	resumed_at, resume_note, resume_attempts, resume_error, resume_not_before, crc, resume_crc`
+
+// approvalIntact is the WHERE clause of an update: the row verifies.
+const approvalIntact = `crc = ` + approvalDecisionCRC + ` AND resume_crc = ` + approvalResumeCRC
 
 func newApprovalQueries(s func(string) string) approvalQueries {
 	return approvalQueries{
 		insert: s(`INSERT INTO $S.approval_decisions
-			(id, thread, checkpoint, tool, owner, outcome, reviewer, note, args, args_hash, decided_at, request)
-			VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text::jsonb, $10::text, $11::text, $12::text::jsonb)
+			(id, thread, checkpoint, tool, owner, outcome, reviewer, note, args, args_hash, decided_at, request, crc, resume_crc)
+			VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text::jsonb, $10::text, $11::text, $12::text::jsonb,
+				$S.crc($1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text::jsonb::text, $10::text, $11::text, $12::text::jsonb::text),
+				$S.crc($1::text, NULL, '', '0', '', ''))
 			ON CONFLICT (id) DO NOTHING`),
-		winner:    s(`SELECT ` + approvalDecisionColumns + ` FROM $S.approval_decisions WHERE id = $1::text`),
+		winner:    s(`SELECT ` + approvalRecordColumns + ` FROM $S.approval_decisions WHERE id = $1::text`),
 		get:       s(`SELECT ` + approvalRecordColumns + ` FROM $S.approval_decisions WHERE id = $1::text`),
 		decided:   s(`SELECT id FROM $S.approval_decisions WHERE id = ANY($1::text[])`),
 		unresumed: s(`SELECT ` + approvalRecordColumns + ` FROM $S.approval_decisions WHERE resumed_at IS NULL AND resume_not_before <= $1::text ORDER BY decided_at COLLATE "C", id COLLATE "C" LIMIT $2::bigint`),
-		claim: s(`UPDATE $S.approval_decisions SET resume_not_before = $2::text
-			WHERE id = $1::text AND resumed_at IS NULL AND resume_not_before <= $3::text`),
-		finish: s(`UPDATE $S.approval_decisions SET resumed_at = $2::text, resume_note = $3::text, resume_not_before = ''
-			WHERE id = $1::text AND resumed_at IS NULL`),
-		retry: s(`UPDATE $S.approval_decisions SET resume_attempts = resume_attempts + 1, resume_error = $2::text, resume_not_before = $3::text
-			WHERE id = $1::text AND resumed_at IS NULL`),
+		claim: s(`UPDATE $S.approval_decisions SET resume_not_before = $2::text, resume_crc = ` + resumeCRCWith(map[string]string{"resume_not_before": "$2::text"}) + `
+			WHERE id = $1::text AND resumed_at IS NULL AND resume_not_before <= $3::text AND ` + approvalIntact),
+		finish: s(`UPDATE $S.approval_decisions SET resumed_at = $2::text, resume_note = $3::text, resume_not_before = '',
+				resume_crc = ` + resumeCRCWith(map[string]string{"resumed_at": "$2::text", "resume_note": "$3::text", "resume_not_before": "''"}) + `
+			WHERE id = $1::text AND resumed_at IS NULL AND ` + approvalIntact),
+		retry: s(`UPDATE $S.approval_decisions SET resume_attempts = resume_attempts + 1, resume_error = $2::text, resume_not_before = $3::text,
+				resume_crc = ` + resumeCRCWith(map[string]string{"resume_attempts::text": "(resume_attempts + 1)::text", "resume_error": "$2::text", "resume_not_before": "$3::text"}) + `
+			WHERE id = $1::text AND resumed_at IS NULL AND ` + approvalIntact),
 		exists: s(`SELECT 1 FROM $S.approval_decisions WHERE id = $1::text`),
-		recordOutcome: s(`INSERT INTO $S.approval_executions (approval_id, idempotency_key, args_hash, result, error, recorded_at)
-			VALUES ($1::text, $2::text, $3::text, $4::text::jsonb, $5::text, $6::text) ON CONFLICT (approval_id) DO NOTHING`),
-		execution: s(`SELECT idempotency_key, args_hash, result, error, recorded_at FROM $S.approval_executions WHERE approval_id = $1::text`),
+		recordOutcome: s(`INSERT INTO $S.approval_executions (approval_id, idempotency_key, args_hash, result, error, recorded_at, crc)
+			VALUES ($1::text, $2::text, $3::text, $4::text::jsonb, $5::text, $6::text,
+				$S.crc($1::text, $2::text, $3::text, $4::text::jsonb::text, $5::text, $6::text)) ON CONFLICT (approval_id) DO NOTHING`),
+		execution: s(`SELECT idempotency_key, args_hash, result, error, recorded_at, crc FROM $S.approval_executions WHERE approval_id = $1::text`),
 	}
 }
 
@@ -93,75 +129,101 @@ func canonJSON(b []byte) (json.RawMessage, error) {
 	return canon.JSON(b)
 }
 
-type approvalRow struct {
-	id, outcome, reviewer, note, argsHash, decided string
-	args                                           []byte
+// approvalRecordRow is an approval_decisions row as read.
+type approvalRecordRow struct {
+	thread, checkpoint, tool, owner    string
+	request                            []byte
+	id, outcome, reviewer, note        string
+	args                               []byte
+	argsHash, decided                  string
+	resumed                            *string
+	resumeNote, resumeError, notBefore string
+	attempts                           int32
+	crc, resumeCRC                     []byte
 }
 
-func (d *approvalRow) dest() []any {
-	return []any{&d.id, &d.outcome, &d.reviewer, &d.note, &d.args, &d.argsHash, &d.decided}
+func (r *approvalRecordRow) dest() []any {
+	return []any{&r.thread, &r.checkpoint, &r.tool, &r.owner, &r.request, &r.id, &r.outcome, &r.reviewer, &r.note, &r.args, &r.argsHash, &r.decided,
+		&r.resumed, &r.resumeNote, &r.attempts, &r.resumeError, &r.notBefore, &r.crc, &r.resumeCRC}
 }
 
-func (d *approvalRow) decision() (approval.Decision, error) {
-	at, err := parseTime(d.decided)
+// errCopied is what a row whose checksum fails is.
+var errCopied = errors.New("its checksum does not match its approval ID and contents (damaged, edited by hand, or copied from another approval)")
+
+// record checks the row and decodes it: an *approval.CorruptError naming
+// the approval when it does not verify (approvalDecisionCRC,
+// approvalResumeCRC), does not decode strictly, or fails Record.Verify.
+func (r *approvalRecordRow) record() (approval.Record, error) {
+	if !bytes.Equal(r.crc, crcOf(str(r.id), str(r.thread), str(r.checkpoint), str(r.tool), str(r.owner), str(r.outcome), str(r.reviewer), str(r.note),
+		r.args, str(r.argsHash), str(r.decided), r.request)) {
+		return approval.Record{}, &approval.CorruptError{ID: r.id, What: "decision", Err: errCopied}
+	}
+	if !bytes.Equal(r.resumeCRC, crcOf(str(r.id), nstr(r.resumed), str(r.resumeNote), num(int64(r.attempts)), str(r.resumeError), str(r.notBefore))) {
+		return approval.Record{}, &approval.CorruptError{ID: r.id, What: "resume", Err: errCopied}
+	}
+	rec, what, err := r.decode()
 	if err != nil {
-		return approval.Decision{}, fmt.Errorf("decided_at: %w", err)
+		return approval.Record{}, &approval.CorruptError{ID: r.id, What: what, Err: err}
 	}
-	out := approval.Decision{ID: d.id, Outcome: approval.Outcome(d.outcome), Reviewer: d.reviewer, Note: d.note, ArgsHash: d.argsHash, DecidedAt: at}
-	if d.args != nil {
-		if out.Args, err = canonJSON(d.args); err != nil {
-			return approval.Decision{}, fmt.Errorf("args: %w", err)
-		}
-	}
-	return out, nil
-}
-
-func scanApproval(row pgx.Row) (approval.Record, error) {
-	var (
-		r                       approval.Record
-		dr                      approvalRow
-		request                 []byte
-		resumed                 *string
-		resumeNote, resumeError string
-		notBefore               string
-		attempts                int32
-	)
-	dest := append([]any{&r.Thread, &r.Checkpoint, &request}, dr.dest()...)
-	dest = append(dest, &resumed, &resumeNote, &attempts, &resumeError, &notBefore)
-	if err := row.Scan(dest...); err != nil {
+	if err := rec.Verify(); err != nil {
 		return approval.Record{}, err
 	}
-	r.ID = dr.id
-	corrupt := func(err error) (approval.Record, error) {
-		return approval.Record{}, fmt.Errorf("approval: stored approval %s does not decode: %w", quoteShort(r.ID), err)
+	return rec, nil
+}
+
+func (r *approvalRecordRow) decode() (approval.Record, string, error) {
+	rec := approval.Record{ID: r.id, Thread: r.thread, Checkpoint: r.checkpoint}
+	req, ok, err := approval.ParseRequest(json.RawMessage(r.request))
+	switch {
+	case err != nil:
+		return rec, "request", err
+	case !ok:
+		return rec, "request", errors.New("not an approval request")
+	case req.Tool != r.tool || req.Owner != r.owner:
+		return rec, "request", errors.New("its tool or owner is not the row's")
 	}
-	var err error
-	if r.Decision, err = dr.decision(); err != nil {
-		return corrupt(err)
-	}
-	if err := json.Unmarshal(request, &r.Request); err != nil {
-		return corrupt(fmt.Errorf("request: %w", err))
-	}
-	for _, f := range []*json.RawMessage{&r.Request.Args, &r.Request.Context, &r.Request.Schema} {
+	// JSONB keeps neither key order nor spacing: the request's JSON
+	// fields come back canonical, as every reader of them compares them.
+	for _, f := range []*json.RawMessage{&req.Args, &req.Context, &req.Schema} {
 		if len(*f) > 0 {
 			if *f, err = canon.JSON(*f); err != nil {
-				// not canonical when it was written: keep JSONB's form
-				continue
+				return rec, "request", err
 			}
 		}
 	}
-	if resumed != nil {
-		if r.Resume.At, err = parseTime(*resumed); err != nil {
-			return corrupt(fmt.Errorf("resumed_at: %w", err))
+	rec.Request = req
+	at, err := readTime(r.decided)
+	if err != nil {
+		return rec, "decision", fmt.Errorf("decided_at: %w", err)
+	}
+	rec.Decision = approval.Decision{ID: r.id, Outcome: approval.Outcome(r.outcome), Reviewer: r.reviewer, Note: r.note, ArgsHash: r.argsHash, DecidedAt: at}
+	if r.args != nil {
+		if rec.Decision.Args, err = canonJSON(r.args); err != nil {
+			return rec, "decision", fmt.Errorf("args: %w", err)
 		}
 	}
-	if notBefore != "" {
-		if r.Resume.NotBefore, err = parseTime(notBefore); err != nil {
-			return corrupt(fmt.Errorf("resume_not_before: %w", err))
+	if r.resumed != nil {
+		if rec.Resume.At, err = readTime(*r.resumed); err != nil {
+			return rec, "resume", fmt.Errorf("resumed_at: %w", err)
 		}
 	}
-	r.Resume.Note, r.Resume.Attempts, r.Resume.LastError = resumeNote, int(attempts), resumeError
-	return r, nil
+	if r.notBefore != "" {
+		if rec.Resume.NotBefore, err = readTime(r.notBefore); err != nil {
+			return rec, "resume", fmt.Errorf("resume_not_before: %w", err)
+		}
+	}
+	rec.Resume.Note, rec.Resume.Attempts, rec.Resume.LastError = r.resumeNote, int(r.attempts), r.resumeError
+	return rec, "", nil
+}
+
+// scanApproval reads and checks one row: pgx's error, or an
+// *approval.CorruptError.
+func scanApproval(row pgx.Row) (approval.Record, error) {
+	var r approvalRecordRow
+	if err := row.Scan(r.dest()...); err != nil {
+		return approval.Record{}, err
+	}
+	return r.record()
 }
 
 // Decide implements approval.Store: one INSERT ... ON CONFLICT DO
@@ -217,20 +279,27 @@ func (s *ApprovalStore) Decide(ctx context.Context, item approval.Item, v approv
 	return approval.Decision{}, &approval.AlreadyDecidedError{ID: item.ID, Winner: w}
 }
 
+// winner reads the decision recorded on id: ok false when there is
+// none, an *approval.CorruptError when its row does not verify.
 func (s *ApprovalStore) winner(ctx context.Context, id string) (approval.Decision, bool, error) {
-	var dr approvalRow
-	err := s.db.pool.QueryRow(ctx, s.db.q.approval.winner, id).Scan(dr.dest()...)
+	rec, err := scanApproval(s.db.pool.QueryRow(ctx, s.db.q.approval.winner, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return approval.Decision{}, false, nil
 	}
 	if err != nil {
-		return approval.Decision{}, false, s.fail("read", id, err)
+		return approval.Decision{}, false, s.readFail("read", id, err)
 	}
-	d, err := dr.decision()
-	if err != nil {
-		return approval.Decision{}, false, fmt.Errorf("approval: stored approval %s does not decode: %w", quoteShort(id), err)
+	return rec.Decision, true, nil
+}
+
+// readFail maps a failed read: an *approval.CorruptError as it is, the
+// database's errors as fail does.
+func (s *ApprovalStore) readFail(op, id string, err error) error {
+	var ce *approval.CorruptError
+	if errors.As(err, &ce) {
+		return err
 	}
-	return d, true, nil
+	return s.fail(op, id, err)
 }
 
 // Get implements approval.Store. It returns an *approval.Error matching
@@ -245,11 +314,7 @@ func (s *ApprovalStore) Get(ctx context.Context, id string) (approval.Record, er
 		return approval.Record{}, &approval.Error{ID: id, Kind: approval.ErrNotFound, Reason: "no decision"}
 	}
 	if err != nil {
-		var pe interface{ SQLState() string }
-		if errors.As(err, &pe) || connectionLost(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return approval.Record{}, s.fail("read", id, err)
-		}
-		return approval.Record{}, err
+		return approval.Record{}, s.readFail("read", id, err)
 	}
 	return r, nil
 }
@@ -301,7 +366,7 @@ func (s *ApprovalStore) Unresumed(ctx context.Context, limit int) ([]approval.Re
 	for rows.Next() {
 		r, err := scanApproval(rows)
 		if err != nil {
-			return nil, fmt.Errorf("approval: list unresumed decisions: %w", err)
+			return nil, s.readFail("list unresumed decisions", "", err)
 		}
 		out = append(out, r)
 	}
@@ -322,13 +387,11 @@ func (s *ApprovalStore) update(ctx context.Context, id, what, query string, args
 	if tag.RowsAffected() == 1 {
 		return true, nil
 	}
-	var one int
-	err = s.db.pool.QueryRow(ctx, s.db.q.approval.exists, id).Scan(&one)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, &approval.Error{ID: id, Kind: approval.ErrNotFound, Reason: "no decision"}
-	}
-	if err != nil {
-		return false, s.fail(what, id, err)
+	// Refused: no such approval (ErrNotFound), a row that does not verify
+	// (the update's WHERE checks it; Get says how), or a condition that
+	// did not hold.
+	if _, err := s.Get(ctx, id); err != nil {
+		return false, err
 	}
 	return false, nil
 }
@@ -415,24 +478,31 @@ func (s *ApprovalStore) RecordOutcome(ctx context.Context, id string, e approval
 	return &approval.Error{ID: id, Kind: approval.ErrOutcomeRecorded}
 }
 
+// execution reads the outcome recorded for id (nil when none): an
+// *approval.CorruptError when its row does not verify or decode strictly.
+// The caller checks it against its decision (Trail.Verify).
 func (s *ApprovalStore) execution(ctx context.Context, id string) (*approval.Execution, error) {
 	var (
 		e      approval.Execution
 		result []byte
 		at     string
+		crc    []byte
 	)
-	err := s.db.pool.QueryRow(ctx, s.db.q.approval.execution, id).Scan(&e.IdempotencyKey, &e.ArgsHash, &result, &e.Error, &at)
+	err := s.db.pool.QueryRow(ctx, s.db.q.approval.execution, id).Scan(&e.IdempotencyKey, &e.ArgsHash, &result, &e.Error, &at, &crc)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, s.fail("read outcome of", id, err)
 	}
-	if e.Result, err = canonJSON(result); err != nil {
-		return nil, fmt.Errorf("approval: stored result of approval %s does not decode: %w", quoteShort(id), err)
+	if !bytes.Equal(crc, crcOf(str(id), str(e.IdempotencyKey), str(e.ArgsHash), result, str(e.Error), str(at))) {
+		return nil, &approval.CorruptError{ID: id, What: "execution", Err: errCopied}
 	}
-	if e.At, err = parseTime(at); err != nil {
-		return nil, fmt.Errorf("approval: stored recorded_at of approval %s does not decode: %w", quoteShort(id), err)
+	if e.Result, err = canonJSON(result); err != nil {
+		return nil, &approval.CorruptError{ID: id, What: "execution", Err: fmt.Errorf("result: %w", err)}
+	}
+	if e.At, err = readTime(at); err != nil {
+		return nil, &approval.CorruptError{ID: id, What: "execution", Err: fmt.Errorf("recorded_at: %w", err)}
 	}
 	return &e, nil
 }
@@ -451,5 +521,9 @@ func (s *ApprovalStore) Audit(ctx context.Context, id string) (approval.Trail, e
 	if err != nil {
 		return approval.Trail{}, err
 	}
-	return approval.Trail{Record: rec, Execution: e}, nil
+	trail := approval.Trail{Record: rec, Execution: e}
+	if err := trail.Verify(); err != nil {
+		return approval.Trail{}, err
+	}
+	return trail, nil
 }

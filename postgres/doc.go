@@ -44,17 +44,25 @@
 //
 // # Integrity
 //
-// Every row of checkpoints, blobs and writes carries a checksum (crc, an
+// Every row of checkpoints, blobs, writes, approval_decisions (two:
+// the decision and its snapshot, and the worker's progress),
+// approval_executions, ledger and messages carries a checksum (crc, an
 // MD5) over its key and every column, with each JSONB column as
 // PostgreSQL prints it, computed by the database when the row is written
-// (the schema's crc function) and checked by the saver when it reads the
-// row. JSONB's rewriting therefore never fails it, while a row edited by
+// (the schema's crc function) and checked by the store when it reads the
+// row; every update of an approval or ledger row also checks it in its
+// WHERE clause, so that nothing is written on a row that does not verify. JSONB's rewriting therefore never fails it, while a row edited by
 // hand (a value changed in psql) or copied under another key (another
 // thread's write) reads as a *checkpoint.CorruptError naming thread and
 // checkpoint, never as another value. What a checksum cannot see, a row
 // edited and re-checksummed, is then checked as the SQLite saver checks
 // it: strictly decoded metadata and versions, checkpoint.VerifyTuple and
-// VerifyStep.
+// VerifyStep for checkpoints; approval.ParseRequest, Record.Verify and
+// Trail.Verify for approvals; ledger.DecodeFailure and Entry.Verify for
+// the ledger. A row that fails is an *approval.CorruptError or a
+// *ledger.CorruptError naming the approval or the key, from every read
+// and every write on it; ledger.Ledger.Forget still deletes it. A
+// topology's data must hash to its fingerprint.
 //
 // # One writer per thread, one round trip per step
 //
@@ -163,17 +171,30 @@
 //	approval_decisions   one row per decision (approval.Store), as in approval.SQLStore
 //	  id, thread, checkpoint, tool, owner, outcome, reviewer, note, args (JSONB), args_hash,
 //	  decided_at, request (JSONB: the request as shown), resumed_at, resume_note,
-//	  resume_attempts, resume_error, resume_not_before
+//	  resume_attempts, resume_error, resume_not_before, crc, resume_crc
 //	approval_executions  what ran for an approved call
-//	  approval_id, idempotency_key, args_hash, result (JSONB), error, recorded_at
+//	  approval_id, idempotency_key, args_hash, result (JSONB), error, recorded_at, crc
 //
 //	ledger       one row per idempotency key (ledger.Ledger), as in ledger.SQL
 //	  key, tool, args_hash, state ('pending' or 'done'), result (JSONB), failure (JSONB),
-//	  owner, lease_until, created_at, completed_at (Unix nanoseconds), thread_id, run_id
+//	  owner, lease_until, created_at, completed_at (Unix nanoseconds), thread_id, run_id, crc
 //	messages     claimed message IDs (ledger.Ledger.ClaimMessage)
-//	  scope, id, fingerprint, claimed_at (Unix nanoseconds)
+//	  scope, id, fingerprint, claimed_at (Unix nanoseconds), crc
+//
+//	topologies   one row per distinct graph topology (checkpoint.TopologyStore)
+//	  fingerprint                 the key, which every checkpoint's metadata names as topology-fp
+//	  name                        the graph's name (graph.WithName)
+//	  data                        the topology's exact JSON text (its fingerprint hashes these bytes)
+//	  topology                    the same as JSONB, for psql (generated from data)
+//	  created_at, stored_at       first and last stored, RFC 3339
+//	  stored_seq                  the order of the stores of a name: the newest is the largest
 //
 //	schema_version  one row per applied version: version, app ('lockstep'), applied_at
+//
+// Version 2 added topologies and the crc columns of the approval and
+// ledger tables (approval_decisions.crc and resume_crc,
+// approval_executions.crc, ledger.crc, messages.crc), computed once for
+// the rows of version 1.
 //
 // Every thread's latest checkpoint, with psql:
 //

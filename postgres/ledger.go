@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,36 +29,74 @@ type Ledger struct {
 var _ ledger.Ledger = (*Ledger)(nil)
 
 type ledgerQueries struct {
-	insert, selectForUpdate, takeOver, restart, complete, release, resolve, exists, forget, get, pruneDone, pruneMessages, claim, claimRead string
+	insert, selectForUpdate, takeOver, restart, complete, release, resolve, forget, get, pruneCandidates, pruneDone, pruneMessages, claim, claimRead string
 }
 
-const ledgerColumns = `key, tool, args_hash, state, result, failure, owner, lease_until, created_at, completed_at, thread_id, run_id`
+const ledgerColumns = `key, tool, args_hash, state, result, failure, owner, lease_until, created_at, completed_at, thread_id, run_id, crc`
+
+// The checksums of the ledger's rows (see Integrity in the package doc):
+// the schema's crc function over the key (a claim's scope and ID) and
+// every column, JSONB as PostgreSQL prints it, computed by the statement
+// that writes the row and checked on every read, and by the WHERE of
+// every update, so that nothing is written on a row that does not verify.
+var ledgerCRCColumns = []string{"key", "tool", "args_hash", "state", "result::text", "failure::text", "owner",
+	"lease_until::text", "created_at::text", "completed_at::text", "thread_id", "run_id"}
+
+// ledgerCRCWith is the checksum of a ledger row with the columns of set
+// replaced by the expressions that write them.
+func ledgerCRCWith(set map[string]string) string {
+	out := make([]string, len(ledgerCRCColumns))
+	for i, c := range ledgerCRCColumns {
+		out[i] = c
+		if e, ok := set[c]; ok {
+			out[i] = e
+		}
+	}
+	return `$S.crc(` + strings.Join(out, ", ") + `)`
+}
+
+// ledgerIntact is the WHERE clause of a write on a record: it verifies.
+var ledgerIntact = `crc = ` + ledgerCRCWith(nil)
+
+// messageCRC is the checksum of a messages row.
+const messageCRC = `$S.crc(scope, id, fingerprint, claimed_at::text)`
 
 func newLedgerQueries(s func(string) string) ledgerQueries {
 	return ledgerQueries{
-		insert: s(`INSERT INTO $S.ledger (key, tool, args_hash, state, owner, lease_until, created_at, thread_id, run_id)
-			VALUES ($1::text, $2::text, $3::text, 'pending', $4::text, $5::bigint, $6::bigint, $7::text, $8::text) ON CONFLICT (key) DO NOTHING`),
+		insert: s(`INSERT INTO $S.ledger (key, tool, args_hash, state, owner, lease_until, created_at, thread_id, run_id, crc)
+			VALUES ($1::text, $2::text, $3::text, 'pending', $4::text, $5::bigint, $6::bigint, $7::text, $8::text, ` + ledgerCRCWith(map[string]string{
+			"key": "$1::text", "tool": "$2::text", "args_hash": "$3::text", "state": "'pending'", "result::text": "NULL", "failure::text": "NULL",
+			"owner": "$4::text", "lease_until::text": "$5::bigint::text", "created_at::text": "$6::bigint::text", "completed_at::text": "NULL",
+			"thread_id": "$7::text", "run_id": "$8::text"}) + `) ON CONFLICT (key) DO NOTHING`),
 		selectForUpdate: s(`SELECT ` + ledgerColumns + ` FROM $S.ledger WHERE key = $1::text FOR UPDATE`),
-		takeOver:        s(`UPDATE $S.ledger SET owner = $2::text, lease_until = $3::bigint, thread_id = $4::text, run_id = $5::text WHERE key = $1::text`),
+		takeOver: s(`UPDATE $S.ledger SET owner = $2::text, lease_until = $3::bigint, thread_id = $4::text, run_id = $5::text, crc = ` + ledgerCRCWith(map[string]string{
+			"owner": "$2::text", "lease_until::text": "$3::bigint::text", "thread_id": "$4::text", "run_id": "$5::text"}) + `
+			WHERE key = $1::text AND ` + ledgerIntact),
 		restart: s(`UPDATE $S.ledger SET tool = $2::text, args_hash = $3::text, state = 'pending', result = NULL, failure = NULL, owner = $4::text,
-			lease_until = $5::bigint, created_at = $6::bigint, completed_at = NULL, thread_id = $7::text, run_id = $8::text WHERE key = $1::text`),
-		complete: s(`UPDATE $S.ledger SET state = 'done', result = $3::text::jsonb, failure = $4::text::jsonb, completed_at = $5::bigint
-			WHERE key = $1::text AND state = 'pending' AND owner = $2::text`),
-		release: s(`DELETE FROM $S.ledger WHERE key = $1::text AND state = 'pending' AND owner = $2::text`),
-		resolve: s(`UPDATE $S.ledger SET state = 'done', result = $2::text::jsonb, failure = $3::text::jsonb, completed_at = $4::bigint
-			WHERE key = $1::text AND state = 'pending'`),
-		exists:        s(`SELECT 1 FROM $S.ledger WHERE key = $1::text`),
-		forget:        s(`DELETE FROM $S.ledger WHERE key = $1::text`),
-		get:           s(`SELECT ` + ledgerColumns + ` FROM $S.ledger WHERE key = $1::text`),
-		pruneDone:     s(`DELETE FROM $S.ledger WHERE state = 'done' AND created_at <= $1::bigint`),
-		pruneMessages: s(`DELETE FROM $S.messages WHERE claimed_at <= $1::bigint`),
-		claim: s(`INSERT INTO $S.messages AS m (scope, id, fingerprint, claimed_at)
-			SELECT $1::text, $2::text, $3::text, $4::bigint
-			WHERE NOT EXISTS (SELECT 1 FROM $S.messages WHERE scope = '' AND id = $2::text AND claimed_at > $5::bigint)
-			ON CONFLICT (scope, id) DO UPDATE SET fingerprint = excluded.fingerprint, claimed_at = excluded.claimed_at
-			WHERE m.claimed_at <= $5::bigint`),
-		claimRead: s(`SELECT fingerprint, claimed_at FROM $S.messages WHERE id = $1::text AND (scope = $2::text OR scope = '') AND claimed_at > $3::bigint
-			ORDER BY scope COLLATE "C" DESC LIMIT 1`),
+			lease_until = $5::bigint, created_at = $6::bigint, completed_at = NULL, thread_id = $7::text, run_id = $8::text, crc = ` + ledgerCRCWith(map[string]string{
+			"tool": "$2::text", "args_hash": "$3::text", "state": "'pending'", "result::text": "NULL", "failure::text": "NULL",
+			"owner": "$4::text", "lease_until::text": "$5::bigint::text", "created_at::text": "$6::bigint::text", "completed_at::text": "NULL",
+			"thread_id": "$7::text", "run_id": "$8::text"}) + `
+			WHERE key = $1::text AND ` + ledgerIntact),
+		complete: s(`UPDATE $S.ledger SET state = 'done', result = $3::text::jsonb, failure = $4::text::jsonb, completed_at = $5::bigint, crc = ` + ledgerCRCWith(map[string]string{
+			"state": "'done'", "result::text": "$3::text::jsonb::text", "failure::text": "$4::text::jsonb::text", "completed_at::text": "$5::bigint::text"}) + `
+			WHERE key = $1::text AND state = 'pending' AND owner = $2::text AND ` + ledgerIntact),
+		release: s(`DELETE FROM $S.ledger WHERE key = $1::text AND state = 'pending' AND owner = $2::text AND ` + ledgerIntact),
+		resolve: s(`UPDATE $S.ledger SET state = 'done', result = $2::text::jsonb, failure = $3::text::jsonb, completed_at = $4::bigint, crc = ` + ledgerCRCWith(map[string]string{
+			"state": "'done'", "result::text": "$2::text::jsonb::text", "failure::text": "$3::text::jsonb::text", "completed_at::text": "$4::bigint::text"}) + `
+			WHERE key = $1::text AND state = 'pending' AND ` + ledgerIntact),
+		forget:          s(`DELETE FROM $S.ledger WHERE key = $1::text`),
+		get:             s(`SELECT ` + ledgerColumns + ` FROM $S.ledger WHERE key = $1::text`),
+		pruneCandidates: s(`SELECT ` + ledgerColumns + ` FROM $S.ledger WHERE state = 'done' AND created_at <= $1::bigint FOR UPDATE`),
+		pruneDone:       s(`DELETE FROM $S.ledger WHERE state = 'done' AND created_at <= $1::bigint`),
+		pruneMessages:   s(`DELETE FROM $S.messages WHERE claimed_at <= $1::bigint`),
+		claim: s(`INSERT INTO $S.messages AS m (scope, id, fingerprint, claimed_at, crc)
+			SELECT $1::text, $2::text, $3::text, $4::bigint, $S.crc($1::text, $2::text, $3::text, $4::bigint::text)
+			WHERE NOT EXISTS (SELECT 1 FROM $S.messages WHERE scope = '' AND id = $2::text AND (claimed_at > $5::bigint OR crc <> ` + messageCRC + `))
+			ON CONFLICT (scope, id) DO UPDATE SET fingerprint = excluded.fingerprint, claimed_at = excluded.claimed_at, crc = excluded.crc
+			WHERE m.claimed_at <= $5::bigint AND m.crc = $S.crc(m.scope, m.id, m.fingerprint, m.claimed_at::text)`),
+		claimRead: s(`SELECT scope, id, fingerprint, claimed_at, crc FROM $S.messages WHERE id = $1::text AND (scope = $2::text OR scope = '')
+			ORDER BY scope COLLATE "C" DESC`),
 	}
 }
 
@@ -105,7 +144,7 @@ func (l *Ledger) wrap(op, key string, err error) error {
 		ou *ledger.OutcomeUnknownError
 	)
 	if errors.As(err, &kr) || errors.As(err, &ip) || errors.As(err, &ou) || errors.Is(err, ledger.ErrNotHeld) || errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrInvalid) ||
-		errors.Is(err, ledger.ErrDuplicateMessage) || errors.Is(err, ledger.ErrDuplicateMismatch) {
+		errors.Is(err, ledger.ErrDuplicateMessage) || errors.Is(err, ledger.ErrDuplicateMismatch) || errors.Is(err, ledger.ErrCorrupt) {
 		return err
 	}
 	if l.db.closed.Load() {
@@ -116,6 +155,9 @@ func (l *Ledger) wrap(op, key string, err error) error {
 
 func nanos(t time.Time) int64 { return t.UnixNano() }
 
+// scanEntry reads and checks one record: pgx's error, or a
+// *ledger.CorruptError naming the key when the row does not verify, its
+// failure does not decode strictly, or it fails Entry.Verify.
 func scanEntry(row pgx.Row) (ledger.Entry, error) {
 	var (
 		e               ledger.Entry
@@ -123,9 +165,17 @@ func scanEntry(row pgx.Row) (ledger.Entry, error) {
 		result, failure []byte
 		lease, created  int64
 		completed       *int64
+		crc             []byte
 	)
-	if err := row.Scan(&e.Key, &e.Tool, &e.ArgsHash, &state, &result, &failure, &e.Owner, &lease, &created, &completed, &e.Thread, &e.Run); err != nil {
+	if err := row.Scan(&e.Key, &e.Tool, &e.ArgsHash, &state, &result, &failure, &e.Owner, &lease, &created, &completed, &e.Thread, &e.Run, &crc); err != nil {
 		return ledger.Entry{}, err
+	}
+	var done []byte
+	if completed != nil {
+		done = num(*completed)
+	}
+	if !bytes.Equal(crc, crcOf(str(e.Key), str(e.Tool), str(e.ArgsHash), str(state), result, failure, str(e.Owner), num(lease), num(created), done, str(e.Thread), str(e.Run))) {
+		return ledger.Entry{}, &ledger.CorruptError{Key: e.Key, What: "record", Err: errors.New("its checksum does not match its key and contents (damaged, edited by hand, or copied from another key)")}
 	}
 	e.State = ledger.State(state)
 	e.LeaseUntil, e.CreatedAt = time.Unix(0, lease), time.Unix(0, created)
@@ -136,20 +186,38 @@ func scanEntry(row pgx.Row) (ledger.Entry, error) {
 		e.Outcome.Result = json.RawMessage(result)
 	}
 	if failure != nil {
-		var f ledger.Failure
-		if err := json.Unmarshal(failure, &f); err != nil {
-			return ledger.Entry{}, fmt.Errorf("ledger: key %s: stored failure does not decode: %w", ledger.ShortKey(e.Key), err)
+		f, err := ledger.DecodeFailure(failure)
+		if err != nil {
+			return ledger.Entry{}, &ledger.CorruptError{Key: e.Key, What: "failure", Err: err}
 		}
-		e.Outcome.Failure = &f
+		e.Outcome.Failure = f
+	}
+	if err := e.Verify(); err != nil {
+		return ledger.Entry{}, err
 	}
 	return e, nil
 }
 
+// diagnose says why a write on key's record changed nothing: the
+// record's *ledger.CorruptError (the write's WHERE refuses a row that
+// does not verify), ledger.ErrNotFound, or refused (nil: the caller's
+// rule did not hold).
+func (l *Ledger) diagnose(ctx context.Context, op, key string) error {
+	_, err := scanEntry(l.db.pool.QueryRow(ctx, l.db.q.ledger.get, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ledger.NotFoundError(key)
+	}
+	if err != nil {
+		return l.wrap(op, key, err)
+	}
+	return nil
+}
+
 func outcomeArgs(o ledger.Outcome) (result, failure any, err error) {
+	if err := o.Validate(); err != nil {
+		return nil, nil, err
+	}
 	if o.Result != nil {
-		if !json.Valid(o.Result) {
-			return nil, nil, fmt.Errorf("%w: the result is not JSON", ledger.ErrInvalid)
-		}
 		if err := storable(o.Result); err != nil {
 			return nil, nil, fmt.Errorf("%w: %w", ledger.ErrInvalid, err)
 		}
@@ -244,6 +312,9 @@ func (l *Ledger) Complete(ctx context.Context, key, owner string, o ledger.Outco
 		return l.wrap("complete", key, err)
 	}
 	if tag.RowsAffected() != 1 {
+		if err := l.diagnose(ctx, "complete", key); err != nil && !errors.Is(err, ledger.ErrNotFound) {
+			return err
+		}
 		return ledger.NotHeldError(key, "")
 	}
 	return nil
@@ -257,6 +328,9 @@ func (l *Ledger) Release(ctx context.Context, key, owner string) error {
 		return l.wrap("release", key, err)
 	}
 	if tag.RowsAffected() != 1 {
+		if err := l.diagnose(ctx, "release", key); err != nil && !errors.Is(err, ledger.ErrNotFound) {
+			return err
+		}
 		return ledger.NotHeldError(key, "")
 	}
 	return nil
@@ -277,12 +351,8 @@ func (l *Ledger) Resolve(ctx context.Context, key string, o ledger.Outcome) erro
 	if tag.RowsAffected() == 1 {
 		return nil
 	}
-	var one int
-	switch err := l.db.pool.QueryRow(ctx, l.db.q.ledger.exists, key).Scan(&one); {
-	case errors.Is(err, pgx.ErrNoRows):
-		return ledger.NotFoundError(key)
-	case err != nil:
-		return l.wrap("resolve", key, err)
+	if err := l.diagnose(ctx, "resolve", key); err != nil {
+		return err
 	}
 	return ledger.NotHeldError(key, "already has an outcome")
 }
@@ -312,6 +382,30 @@ func (l *Ledger) Prune(ctx context.Context) (int, error) {
 	cut := nanos(l.opts.Now().Add(-l.opts.Retention))
 	var n int64
 	err := pgx.BeginFunc(ctx, l.db.pool, func(tx pgx.Tx) error {
+		// Nothing is deleted when a row it would delete does not verify.
+		rows, err := tx.Query(ctx, l.db.q.ledger.pruneCandidates, cut)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			if _, err := scanEntry(rows); err != nil {
+				rows.Close()
+				return err
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		var bad []byte
+		var badScope, badID string
+		err = tx.QueryRow(ctx, sqlFor(l.db.schema, `SELECT scope, id, crc FROM $S.messages WHERE claimed_at <= $1::bigint AND crc <> `+messageCRC+` LIMIT 1`), cut).Scan(&badScope, &badID, &bad)
+		if err == nil {
+			return &ledger.CorruptError{Key: badID, Scope: badScope, What: "message claim", Err: errClaimCopied}
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
 		for _, q := range []string{l.db.q.ledger.pruneDone, l.db.q.ledger.pruneMessages} {
 			tag, err := tx.Exec(ctx, q, cut)
 			if err != nil {
@@ -351,6 +445,7 @@ func (l *Ledger) ClaimMessageTx(ctx context.Context, tx pgx.Tx, c ledger.Claim) 
 
 func (l *Ledger) claimIn(ctx context.Context, q interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }, c ledger.Claim) error {
 	if err := textOnly("message scope", c.Scope, "message ID", c.ID, "message fingerprint", c.Fingerprint); err != nil {
 		return err
@@ -366,12 +461,59 @@ func (l *Ledger) claimIn(ctx context.Context, q interface {
 	if n == 1 {
 		return nil
 	}
-	var (
-		fp string
-		at int64
-	)
-	if err := q.QueryRow(ctx, l.db.q.ledger.claimRead, c.ID, c.Scope, cut).Scan(&fp, &at); err != nil {
-		return l.wrap("claim message", "", fmt.Errorf("read the claim of message %q: %w", c.ID, err))
+	// Refused: a live claim of the message (in its scope, or one without
+	// a scope from before scopes), or a claim that does not verify.
+	rows, err := q.Query(ctx, l.db.q.ledger.claimRead, c.ID, c.Scope)
+	if err != nil {
+		return l.wrap("claim message", "", err)
 	}
-	return ledger.DuplicateError(c, fp, time.Unix(0, at))
+	defer rows.Close()
+	var live *messageRow
+	for rows.Next() {
+		var m messageRow
+		if err := rows.Scan(&m.scope, &m.id, &m.fingerprint, &m.at, &m.crc); err != nil {
+			return l.wrap("claim message", "", err)
+		}
+		if err := m.verify(); err != nil {
+			return err
+		}
+		if live == nil && m.at > cut {
+			live = &m
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return l.wrap("claim message", "", err)
+	}
+	if live == nil {
+		return l.wrap("claim message", "", fmt.Errorf("the claim of message %q was refused but none is live (a concurrent prune?); claim it again", c.ID))
+	}
+	return ledger.DuplicateError(c, live.fingerprint, time.Unix(0, live.at))
+}
+
+// messageRow is a messages row as read.
+type messageRow struct {
+	scope, id, fingerprint string
+	at                     int64
+	crc                    []byte
+}
+
+var errClaimCopied = errors.New("its checksum does not match its scope, ID and contents (damaged, edited by hand, or copied from another message)")
+
+// verify returns a *ledger.CorruptError when the claim does not verify
+// or is not one the ledger writes (an ID; a scope and a fingerprint, or
+// neither).
+func (m *messageRow) verify() error {
+	var err error
+	switch {
+	case !bytes.Equal(m.crc, crcOf(str(m.scope), str(m.id), str(m.fingerprint), num(m.at))):
+		err = errClaimCopied
+	case m.id == "":
+		err = errors.New("no message ID")
+	case (m.scope == "") != (m.fingerprint == ""):
+		err = errors.New("a scope without a fingerprint, or a fingerprint without a scope")
+	}
+	if err != nil {
+		return &ledger.CorruptError{Key: m.id, Scope: m.scope, What: "message claim", Err: err}
+	}
+	return nil
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lockstepgo/lockstep/checkpoint"
 )
 
 // helperOpen opens the database of LOCKSTEP_POSTGRES_URL in the schema
@@ -253,4 +255,63 @@ func TestOpenRefuses(t *testing.T) {
 			t.Errorf("OpenExisting created %s", s)
 		}
 	})
+}
+
+// TestMigrateForwardFromVersion1: a schema at version 1 (no topologies)
+// holding a thread is brought to SchemaVersion by 8 openers at once: each
+// succeeds, every version is recorded once, the thread reads back as it
+// was, and the tables of the later versions work.
+func TestMigrateForwardFromVersion1(t *testing.T) {
+	url := testURL(t)
+	schema := newSchemaName()
+	t.Cleanup(func() { dropSchema(t, url, schema) })
+	q := pgx.Identifier{schema}.Sanitize()
+	execSQL(t, url, `CREATE SCHEMA `+q, sqlFor(schema, versionTable), sqlFor(schema, migrations[0]),
+		sqlFor(schema, `INSERT INTO $S.schema_version (version) VALUES (1)`),
+		sqlFor(schema, `INSERT INTO $S.threads (thread_id, checkpoint_ns, lease_owner, lease_epoch, lease_until, updated_at) VALUES ('thread-1', '', 'run-1', 3, 1, 1)`),
+		sqlFor(schema, `INSERT INTO $S.ledger (key, tool, args_hash, state, result, owner, lease_until, created_at, completed_at, thread_id, run_id)
+			VALUES ('key-1', 'charge', 'hash-1', 'done', '{"id": 7}', 'run-1', 5, 1, 2, 'thread-1', 'run-1')`))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() {
+			<-start
+			db, err := Open(context.Background(), url, Config{Schema: schema, MaxConns: 1})
+			if err == nil {
+				db.Close()
+			}
+			errs[i] = err
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("opener %d: %v", i, err)
+		}
+	}
+	want := []int{}
+	for v := 1; v <= SchemaVersion; v++ {
+		want = append(want, v)
+	}
+	if got := schemaRows(t, url, schema); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("schema_version holds %v, want %v", got, want)
+	}
+	db := openTest(t, Config{Schema: schema, MaxConns: 2})
+	info, err := db.Saver().Lease(t.Context(), "thread-1", "")
+	if err != nil || info.Owner != "run-1" || info.Epoch != 3 {
+		t.Errorf("Lease(thread-1) after the migration = %+v, %v; want owner run-1, epoch 3", info, err)
+	}
+	if e, err := db.Ledger().Get(t.Context(), "key-1"); err != nil || string(e.Outcome.Result) != `{"id": 7}` {
+		t.Errorf("Ledger.Get(key-1) after the migration = %+v, %v; want the done record of version 1, its checksum computed", e, err)
+	}
+	data := []byte(`{"name":"orders","nodes":["a"]}`)
+	tp := checkpoint.Topology{Fingerprint: checkpoint.TopologyFingerprint(data), Name: "orders", Data: data}
+	if err := db.Saver().PutTopology(t.Context(), tp); err != nil {
+		t.Fatalf("PutTopology after the migration: %v", err)
+	}
+	if got, err := db.Saver().LatestTopology(t.Context(), "orders"); err != nil || string(got.Data) != string(data) {
+		t.Errorf("LatestTopology after the migration = %s, %v; want %s", got.Data, err, data)
+	}
 }

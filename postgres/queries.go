@@ -268,6 +268,7 @@ const leaseSQL = `SELECT lease_owner, lease_runner, lease_epoch, lease_until FRO
 // queries are the statements with the schema name in place.
 type queries struct {
 	put, putWrites, claim, release, deleteThread, thread, checkpointStep, interruptIDs, lockThread, rootLease, takeRoot string
+	putTopology, topologyName, getTopology, latestTopology                                                              string
 	get, list, listWrites, listBlobs, threads, interruptWrites, headWrites, lease                                       string
 	approval                                                                                                            approvalQueries
 	ledger                                                                                                              ledgerQueries
@@ -280,6 +281,7 @@ func newQueries(schema string) *queries {
 		thread: s(threadSQL), checkpointStep: s(checkpointStepSQL), interruptIDs: s(interruptIDsSQL), lockThread: s(lockThreadSQL), rootLease: s(rootLeaseSQL), takeRoot: s(takeRootSQL),
 		get: s(getSQL), list: s(listSQL), listWrites: s(listWritesSQL), listBlobs: s(listBlobsSQL), threads: s(threadsSQL),
 		interruptWrites: s(interruptWritesSQL), headWrites: s(headWritesSQL), lease: s(leaseSQL),
+		putTopology: s(putTopologySQL), topologyName: s(topologyNameSQL), getTopology: s(getTopologySQL), latestTopology: s(latestTopologySQL),
 		approval: newApprovalQueries(s), ledger: newLedgerQueries(s),
 	}
 }

@@ -13,7 +13,7 @@ import (
 // SchemaVersion is the version of the tables this code writes. Open
 // migrates older ones forward; both Open and OpenExisting refuse newer
 // ones.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrations[i] moves the tables from version i to i+1. They are run in
 // one transaction under a transaction-scoped advisory lock, together with
@@ -133,6 +133,40 @@ var migrations = []string{
 		LANGUAGE sql IMMUTABLE PARALLEL SAFE
 		RETURN decode(md5(coalesce((SELECT string_agg(coalesce(octet_length(p)::text || ':' || p, '-'), '' ORDER BY i)
 			FROM unnest(parts) WITH ORDINALITY AS u(p, i)), '')), 'hex');`,
+	// Version 2: the topologies of the graphs that write to the schema
+	// (checkpoint.TopologyStore), one row per distinct topology, keyed by
+	// its fingerprint. data is the topology's exact text (its fingerprint
+	// hashes those bytes, which JSONB would respell); topology is the same
+	// document as JSONB, for psql. stored_seq orders the stores of one
+	// name: the newest is the largest.
+	`CREATE TABLE $S.topologies (
+		fingerprint text COLLATE "C" PRIMARY KEY CHECK (fingerprint ~ '^[0-9a-f]{32}$'),
+		name        text COLLATE "C" NOT NULL CHECK (name <> ''),
+		data        text NOT NULL,
+		topology    jsonb GENERATED ALWAYS AS (data::jsonb) STORED,
+		created_at  text COLLATE "C" NOT NULL,
+		stored_at   text COLLATE "C" NOT NULL,
+		stored_seq  bigint NOT NULL
+	);
+	CREATE INDEX topologies_newest ON $S.topologies (name, stored_seq);
+	-- Every approval and ledger row carries a checksum over its key and
+	-- every column (see Integrity in the package doc), computed here once
+	-- for the rows of version 1, which carried none to check first.
+	ALTER TABLE $S.approval_decisions ADD COLUMN crc bytea, ADD COLUMN resume_crc bytea;
+	UPDATE $S.approval_decisions SET
+		crc = $S.crc(id, thread, checkpoint, tool, owner, outcome, reviewer, note, args::text, args_hash, decided_at, request::text),
+		resume_crc = $S.crc(id, resumed_at, resume_note, resume_attempts::text, resume_error, resume_not_before);
+	ALTER TABLE $S.approval_decisions ALTER COLUMN crc SET NOT NULL, ALTER COLUMN resume_crc SET NOT NULL;
+	ALTER TABLE $S.approval_executions ADD COLUMN crc bytea;
+	UPDATE $S.approval_executions SET crc = $S.crc(approval_id, idempotency_key, args_hash, result::text, error, recorded_at);
+	ALTER TABLE $S.approval_executions ALTER COLUMN crc SET NOT NULL;
+	ALTER TABLE $S.ledger ADD COLUMN crc bytea;
+	UPDATE $S.ledger SET crc = $S.crc(key, tool, args_hash, state, result::text, failure::text, owner,
+		lease_until::text, created_at::text, completed_at::text, thread_id, run_id);
+	ALTER TABLE $S.ledger ALTER COLUMN crc SET NOT NULL;
+	ALTER TABLE $S.messages ADD COLUMN crc bytea;
+	UPDATE $S.messages SET crc = $S.crc(scope, id, fingerprint, claimed_at::text);
+	ALTER TABLE $S.messages ALTER COLUMN crc SET NOT NULL;`,
 }
 
 // versionTable creates the table that records the applied versions.
