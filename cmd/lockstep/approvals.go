@@ -183,10 +183,10 @@ func (e *env) printApprovals(out approvalsJSON, f approval.Filter) error {
 		case out.ExpiryRecorded:
 		case e.readOnly:
 			msg = fmt.Sprintf("%d expired request(s) not listed: an expired request is rejected (not recorded here: %s is read-only to you; the application's expiry sweeper records it)",
-				out.Expired, e.opts.db)
+				out.Expired, e.dbName())
 		default:
 			msg = fmt.Sprintf("%d expired request(s) not listed: an expired request is rejected (not recorded here: %s has no approval tables yet; the application's expiry sweeper records it)",
-				out.Expired, e.opts.db)
+				out.Expired, e.dbName())
 		}
 		if _, err := fmt.Fprintln(w, msg); err != nil {
 			return err

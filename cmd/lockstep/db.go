@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -14,21 +15,65 @@ import (
 	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
+	"github.com/lockstepgo/lockstep/postgres"
 )
 
 // sqliteMagic starts every SQLite database file.
 const sqliteMagic = "SQLite format 3\x00"
 
+// database is a lockstep database as the commands read it: a SQLite file
+// (*sqlite.Saver) or a PostgreSQL schema (pgDatabase).
+type database interface {
+	checkpoint.Saver
+	checkpoint.ThreadLister
+	checkpoint.InterruptLister
+	checkpoint.LeaseInspector
+	checkpoint.TopologyStore
+	Close() error
+}
+
+var (
+	_ database = (*sqlite.Saver)(nil)
+	_ database = pgDatabase{}
+)
+
+// pgDatabase is a PostgreSQL database opened with postgres.OpenExisting:
+// its saver, and its approval store for the commands that read or record
+// decisions.
+type pgDatabase struct {
+	*postgres.Saver
+	db *postgres.DB
+}
+
+// Close closes the pool.
+func (p pgDatabase) Close() error { return p.db.Close() }
+
+// dbName names --db in messages: the path, or a URL without its password.
+func (e *env) dbName() string {
+	if postgres.IsURL(e.opts.db) {
+		if u, err := url.Parse(e.opts.db); err == nil {
+			return u.Redacted()
+		}
+		return "the PostgreSQL database of --db"
+	}
+	return e.opts.db
+}
+
 // openSaver opens the database named by --db, for a command that writes
-// to it when write is set. It never creates, migrates or otherwise changes
-// a file to open it: a missing, empty, non-SQLite or non-lockstep file, or
-// one an older lockstep wrote, is a failure that says what to do, and so is
-// a database the user may only read when write is set or when reading it
-// would create files (see readOnly). The caller closes the saver.
-func (e *env) openSaver(write bool) (*sqlite.Saver, error) {
+// to it when write is set: a PostgreSQL URL (postgres:// or
+// postgresql://) or a SQLite file. It never creates, migrates or otherwise
+// changes a database to open it: a missing, empty, non-SQLite or
+// non-lockstep file, or one an older lockstep wrote, is a failure that
+// says what to do, and so is a database the user may only read when write
+// is set or when reading it would create files (see readOnly). The caller
+// closes the saver.
+func (e *env) openSaver(write bool) (database, error) {
 	path := e.opts.db
 	if path == "" {
-		return nil, usageError("--db needs a file path", "pass --db PATH, or leave it out for ./lockstep.db")
+		return nil, usageError("--db needs a file path or a PostgreSQL URL", "pass --db PATH or --db postgres://..., or leave it out for ./lockstep.db")
+	}
+	if postgres.IsURL(path) {
+		return e.openPostgres()
 	}
 	noDB := func(msg string, err error) error {
 		return &failure{code: exitInternal, kind: kindNoDatabase, msg: msg,
@@ -73,6 +118,36 @@ func (e *env) openSaver(write bool) (*sqlite.Saver, error) {
 			hint: "check that --db names a lockstep database, that you may write to it and its directory (SQLite keeps -wal and -shm files beside it), and that this lockstep is as new as the program that wrote it", err: err}
 	}
 	return s, nil
+}
+
+// openPostgres opens the PostgreSQL database of --db with
+// postgres.OpenExisting, which creates and migrates nothing.
+func (e *env) openPostgres() (database, error) {
+	name := e.dbName()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := postgres.OpenExisting(ctx, e.opts.db, postgres.Config{Schema: os.Getenv("LOCKSTEP_POSTGRES_SCHEMA"), MaxConns: 4, Now: e.now})
+	noDB := func(msg, hint string) error {
+		return &failure{code: exitInternal, kind: kindNoDatabase, msg: msg, hint: hint, err: err}
+	}
+	switch {
+	case err == nil:
+		return pgDatabase{Saver: db.Saver(), db: db}, nil
+	case errors.Is(err, postgres.ErrNotLockstep):
+		return nil, noDB(name+" holds no lockstep tables in its schema (nothing was changed)",
+			"open it once with postgres.Open from the program that runs the graphs, or set LOCKSTEP_POSTGRES_SCHEMA to the schema it uses (Config.Schema)")
+	case errors.Is(err, postgres.ErrSchemaTooOld):
+		return nil, noDB(name+" was written by an older lockstep (it was not modified)",
+			"open it once with the program that uses it, which upgrades it, or with this version's library")
+	case errors.Is(err, postgres.ErrSchemaTooNew), errors.Is(err, postgres.ErrSchemaInvalid):
+		return nil, &failure{code: exitInternal, kind: kindInternal, msg: fmt.Sprintf("cannot open %s: %v", name, err), hint: "use a newer lockstep", err: err}
+	case errors.Is(err, postgres.ErrNotPostgres), errors.Is(err, postgres.ErrInvalidConfig):
+		f := usageError(fmt.Sprintf("--db %s: %v", name, err), "pass --db postgres://USER@HOST:PORT/DATABASE, or the path of a SQLite file")
+		f.err = err
+		return nil, f
+	}
+	return nil, &failure{code: exitInternal, kind: kindInternal, msg: fmt.Sprintf("cannot open %s: %v", name, err),
+		hint: "check that the server is up and reachable, and that the URL's user may read the lockstep schema", err: err}
 }
 
 // readOnly decides whether a database the user may not write (cause says
@@ -144,11 +219,15 @@ func isSQLite(path string) (bool, error) {
 // there are no approval tables (reading never creates them), and a view
 // of the SQL store whose decisions stay in memory when the file is
 // read-only to the user.
-func (e *env) readDecisions(ctx context.Context, s *sqlite.Saver) (_ approval.Store, durable bool, _ error) {
+func (e *env) readDecisions(ctx context.Context, db database) (_ approval.Store, durable bool, _ error) {
+	if p, ok := db.(pgDatabase); ok {
+		return p.db.Approvals(), true, nil
+	}
+	s := db.(*sqlite.Saver)
 	var n int
 	err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'approval_schema'`).Scan(&n)
 	if err != nil {
-		return nil, false, fmt.Errorf("read the approval tables of %s: %w", e.opts.db, err)
+		return nil, false, fmt.Errorf("read the approval tables of %s: %w", e.dbName(), err)
 	}
 	if n == 0 {
 		return approval.NewMemoryStore(e.now), false, nil
@@ -181,27 +260,31 @@ func (r readOnlyStore) Decide(ctx context.Context, item approval.Item, v approva
 // refused and left as they are, as OpenExisting refuses the saver's: a
 // program that still runs the older version writes rows this one would
 // read as corrupt once the CLI had upgraded them.
-func (e *env) writeDecisions(ctx context.Context, s *sqlite.Saver) (approval.Store, error) {
+func (e *env) writeDecisions(ctx context.Context, db database) (approval.Store, error) {
+	if p, ok := db.(pgDatabase); ok {
+		return p.db.Approvals(), nil
+	}
+	s := db.(*sqlite.Saver)
 	var version sql.NullInt64
 	err := s.DB().QueryRowContext(ctx, `SELECT max(version) FROM approval_schema`).Scan(&version)
 	if err == nil && version.Valid && version.Int64 < approval.SchemaVersion {
 		return nil, &failure{code: exitInternal, kind: kindNoDatabase,
-			msg:  fmt.Sprintf("the approval tables of %s were written by an older lockstep (approval schema version %d; this one writes %d), and were not modified", e.opts.db, version.Int64, approval.SchemaVersion),
+			msg:  fmt.Sprintf("the approval tables of %s were written by an older lockstep (approval schema version %d; this one writes %d), and were not modified", e.dbName(), version.Int64, approval.SchemaVersion),
 			hint: "open it once with the program that uses it, which upgrades it, or with this version's library"}
 	}
 	st, err := approval.OpenSQLStore(ctx, s.DB(), e.now)
 	if err != nil {
-		return nil, fmt.Errorf("open the approval decisions of %s: %w", e.opts.db, err)
+		return nil, fmt.Errorf("open the approval decisions of %s: %w", e.dbName(), err)
 	}
 	return st, nil
 }
 
 // readHead reads a thread's latest checkpoint. An unknown thread is a
 // not-found failure that says how to list the threads.
-func (e *env) readHead(ctx context.Context, s *sqlite.Saver, thread string) (*checkpoint.Tuple, error) {
+func (e *env) readHead(ctx context.Context, s database, thread string) (*checkpoint.Tuple, error) {
 	head, err := s.Get(ctx, checkpoint.Ref{Thread: thread}, checkpoint.GetOptions{})
 	if errors.Is(err, checkpoint.ErrNotFound) {
-		return nil, notFound(fmt.Sprintf("no thread %s in %s", quote(thread), e.opts.db), "run `lockstep threads` to list the threads", err)
+		return nil, notFound(fmt.Sprintf("no thread %s in %s", quote(thread), e.dbName()), "run `lockstep threads` to list the threads", err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read thread %s: %w", quote(thread), err)
@@ -213,7 +296,7 @@ func (e *env) readHead(ctx context.Context, s *sqlite.Saver, thread string) (*ch
 // (checkpoint.LeaseInspector): the run holding it (or that held it last,
 // if it lapsed), its runner, its epoch and until when. It returns nil when
 // no run holds it (released, or never taken).
-func (e *env) readLease(ctx context.Context, s *sqlite.Saver, thread string, now time.Time) (*leaseJSON, error) {
+func (e *env) readLease(ctx context.Context, s database, thread string, now time.Time) (*leaseJSON, error) {
 	info, err := s.Lease(ctx, thread, "")
 	switch {
 	case errors.Is(err, checkpoint.ErrNotFound):

@@ -73,7 +73,7 @@ func decideCommand(fs *flag.FlagSet, outcome approval.Outcome) runner {
 		}
 		item, err := approval.NewInbox(s, read).Get(ctx, id)
 		if errors.Is(err, approval.ErrNotFound) {
-			return notFound(fmt.Sprintf("no pending approval %s in %s", quote(id), e.opts.db),
+			return notFound(fmt.Sprintf("no pending approval %s in %s", quote(id), e.dbName()),
 				"run `lockstep approvals` to list the pending approvals and pass the full ID", err)
 		}
 		var lost *approval.AlreadyDecidedError

@@ -13,9 +13,14 @@
 //
 //	lockstep [--db PATH] [--json] COMMAND [ARGS]
 //
-// --db names the SQLite file (default ./lockstep.db). lockstep never
-// creates it: a missing, empty or non-SQLite file is an error that says
-// what to do. --json prints one JSON document (stable field names, times
+// --db names the SQLite file (default ./lockstep.db), or a PostgreSQL
+// database by its URL (postgres://USER@HOST:PORT/DATABASE or
+// postgresql://...), whose lockstep tables are in the schema named by the
+// environment variable LOCKSTEP_POSTGRES_SCHEMA (default lockstep, as
+// postgres.Config.Schema). lockstep never creates or migrates either: a
+// missing, empty or non-SQLite file, or a schema without lockstep's
+// tables, is an error that says what to do. Messages name a URL without
+// its password. --json prints one JSON document (stable field names, times
 // in RFC 3339 UTC) instead of a table. Both global flags may also follow
 // the command, and a command's flags may follow its arguments.
 //

@@ -62,19 +62,23 @@ type graphChanges struct {
 // readGraph reads the graph cp was saved under. It returns nil when cp
 // names no topology (a checkpoint written before lockstep recorded
 // them), and an error for a stored topology that cannot be read.
-func (e *env) readGraph(ctx context.Context, s *sqlite.Saver, cp checkpoint.Checkpoint) (*graphInfo, error) {
+func (e *env) readGraph(ctx context.Context, s database, cp checkpoint.Checkpoint) (*graphInfo, error) {
 	fp := cp.Metadata.Topology
 	if fp == "" {
 		return nil, nil
 	}
 	gi := &graphInfo{Fingerprint: fp}
-	var n int
-	if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'topologies'`).Scan(&n); err != nil {
-		return nil, fmt.Errorf("read the topologies of %s: %w", e.opts.db, err)
-	}
-	if n == 0 {
-		gi.noTable = true
-		return gi, nil
+	if sq, ok := s.(*sqlite.Saver); ok {
+		// A SQLite file of schema 4 has no topologies table (a PostgreSQL
+		// schema OpenExisting opens always has one).
+		var n int
+		if err := sq.DB().QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'topologies'`).Scan(&n); err != nil {
+			return nil, fmt.Errorf("read the topologies of %s: %w", e.dbName(), err)
+		}
+		if n == 0 {
+			gi.noTable = true
+			return gi, nil
+		}
 	}
 	t, ok, err := graph.LoadTopology(ctx, s, fp)
 	if err != nil {
@@ -231,10 +235,10 @@ func graphCommand(fs *flag.FlagSet) runner {
 			return notFound(where+" names no graph: it was written before lockstep recorded the graph of each checkpoint",
 				"run the thread with a current lockstep (its next checkpoint names its graph), or draw the graph in the application with Runnable.Mermaid", nil)
 		case gi.noTable:
-			return notFound(fmt.Sprintf("%s was saved under graph %s, but %s stores no graph topologies (an older lockstep wrote it)", where, gi.Fingerprint, e.opts.db),
+			return notFound(fmt.Sprintf("%s was saved under graph %s, but %s stores no graph topologies (an older lockstep wrote it)", where, gi.Fingerprint, e.dbName()),
 				"open the database once with the program that uses it, which upgrades it and stores its graph on its next run", nil)
 		case !gi.Stored:
-			return notFound(fmt.Sprintf("%s was saved under graph %s, whose topology %s does not hold", where, gi.Fingerprint, e.opts.db),
+			return notFound(fmt.Sprintf("%s was saved under graph %s, whose topology %s does not hold", where, gi.Fingerprint, e.dbName()),
 				"the saver that wrote it keeps no topologies, or the topologies table lost the row: draw the graph in the application with Runnable.Mermaid", nil)
 		}
 		waiting := waitingNodes(in)

@@ -116,7 +116,7 @@ func findCommand(name string) (command, bool) {
 // globalFlags registers --db and --json on fs, defaulting to their current
 // values (so that a command's flag set keeps what came before the command).
 func (e *env) globalFlags(fs *flag.FlagSet) {
-	fs.StringVar(&e.opts.db, "db", e.opts.db, "the lockstep database `PATH` (never created by this tool)")
+	fs.StringVar(&e.opts.db, "db", e.opts.db, "the lockstep database: a SQLite file `PATH` or a postgres:// URL (never created by this tool)")
 	fs.BoolVar(&e.opts.json, "json", e.opts.json, "print one JSON document instead of a table")
 }
 

@@ -16,7 +16,7 @@ import (
 	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/approval/reviewweb"
 	"github.com/lockstepgo/lockstep/checkpoint"
-	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
+	"github.com/lockstepgo/lockstep/postgres"
 )
 
 // backend is a lockstep database that serve runs the inbox on: the
@@ -41,6 +41,7 @@ type backendOpener struct {
 func backends() []backendOpener {
 	return []backendOpener{
 		{name: "sqlite", match: func(db string) bool { return !strings.Contains(db, "://") }, open: openSQLiteBackend},
+		{name: "postgres", match: postgres.IsURL, open: openPostgresBackend},
 	}
 }
 
@@ -54,7 +55,7 @@ func (e *env) openBackend(ctx context.Context) (*backend, error) {
 	}
 	scheme, _, _ := strings.Cut(e.opts.db, "://")
 	return nil, usageError(fmt.Sprintf("--db %s: this lockstep cannot open %s databases", quote(scheme+"://…"), quote(scheme)),
-		"pass the path of a lockstep SQLite file")
+		"pass the path of a lockstep SQLite file or a postgres:// URL")
 }
 
 // openSQLiteBackend opens a SQLite file as the other commands do: never
@@ -69,13 +70,25 @@ func openSQLiteBackend(ctx context.Context, e *env) (*backend, error) {
 	return &backend{saver: s, store: &lazyStore{e: e, s: s}, close: s.Close}, nil
 }
 
+// openPostgresBackend opens a PostgreSQL database as the other commands
+// do (postgres.OpenExisting: nothing created or migrated); its approval
+// tables always exist.
+func openPostgresBackend(ctx context.Context, e *env) (*backend, error) {
+	s, err := e.openSaver(true)
+	if err != nil {
+		return nil, err
+	}
+	p := s.(pgDatabase)
+	return &backend{saver: p, store: p.db.Approvals(), close: p.Close}, nil
+}
+
 // lazyStore is the approval store of a SQLite database whose approval
 // tables may not exist yet: it reads nothing until they do, and creates
 // them for the first decision that passes the rules (a refused one
 // writes nothing).
 type lazyStore struct {
 	e  *env
-	s  *sqlite.Saver
+	s  database
 	mu sync.Mutex
 	st approval.Store // the SQL store, once its tables exist
 }
@@ -230,7 +243,7 @@ func serveCommand(fs *flag.FlagSet) runner {
 		if host, _, _ := net.SplitHostPort(ln.Addr().String()); !net.ParseIP(host).IsLoopback() {
 			fmt.Fprintf(e.stderr, "lockstep: warning: serving on %s, not loopback: the session cookie travels over plain HTTP; put a TLS proxy in front\n", ln.Addr())
 		}
-		fmt.Fprintf(e.stdout, "lockstep approvals for %s on %s\n", e.opts.db, base)
+		fmt.Fprintf(e.stdout, "lockstep approvals for %s on %s\n", e.dbName(), base)
 		fmt.Fprintf(e.stdout, "open %s/login?token=%s\n", base, url.QueryEscape(tok))
 		fmt.Fprintf(e.stdout, "login token (works once, for one hour, signs in as %s): %s\n", name, tok)
 		fmt.Fprintf(e.stdout, "decisions are recorded only: a process running approval.Worker with the graph resumes the threads. Ctrl-C stops.\n")

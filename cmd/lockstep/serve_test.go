@@ -203,7 +203,7 @@ func TestServeRefusals(t *testing.T) {
 		{missing, nil, exitInternal, "no database at " + missing},
 		{notDB, nil, exitInternal, "is not a SQLite database"},
 		{appDB, nil, exitInternal, "is not a lockstep database"},
-		{"postgres://localhost/lockstep", nil, exitUsage, `cannot open "postgres" databases`},
+		{"mysql://localhost/lockstep", nil, exitUsage, `cannot open "mysql" databases`},
 		{missing, []string{"--reviewer", "system:me"}, exitUsage, "cannot identify a reviewer"},
 		{missing, []string{"extra"}, exitUsage, "unexpected argument"},
 	} {

@@ -128,7 +128,7 @@ func (e *env) printThreads(out threadsJSON, continued bool) error {
 		if continued {
 			msg = "no more threads in %s\n"
 		}
-		_, err := fmt.Fprintf(e.stdout, msg, e.opts.db)
+		_, err := fmt.Fprintf(e.stdout, msg, e.dbName())
 		return err
 	}
 	t := newTable(e.stdout)
