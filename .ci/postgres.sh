@@ -8,14 +8,16 @@
 #                                         export LOCKSTEP_POSTGRES_URL=...
 #   .ci/postgres.sh stop DIR               stop the cluster and remove DIR
 #   .ci/postgres.sh restart DIR            restart it (fast shutdown), same port
+#   .ci/postgres.sh down DIR               stop it (fast shutdown), keeping DIR
+#   .ci/postgres.sh up DIR                 start it again after down, same port
 #
 # PGPORT picks the port (default 55432). Binaries come from PATH or Debian's
 # /usr/lib/postgresql/<version>/bin. With PGBOUNCER=1 (and pgbouncer
 # installed) start also runs a pgbouncer in transaction mode in front of it
 # and prints LOCKSTEP_PGBOUNCER_URL too.
 set -euo pipefail
-cmd=${1:?usage: postgres.sh start|stop|restart DIR}
-dir=${2:?usage: postgres.sh start|stop|restart DIR}
+cmd=${1:?usage: postgres.sh start|stop|restart|down|up DIR}
+dir=${2:?usage: postgres.sh start|stop|restart|down|up DIR}
 port=${PGPORT:-55432}
 bouncer_port=$((port + 1))
 
@@ -32,14 +34,16 @@ as_pg() { # run a command as the postgres user when we are root
   fi
 }
 
+server_opts() { echo "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=on -c synchronous_commit=on -c max_connections=200"; }
+
 case "$cmd" in
 start)
   mkdir -p "$dir"
   if [ "$(id -u)" -eq 0 ]; then chown postgres: "$dir"; fi
   as_pg "${bindir}initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 ||
     { cat "$dir/initdb.log" >&2; exit 1; }
-  as_pg "${bindir}pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=on -c synchronous_commit=on -c max_connections=200" start >/dev/null ||
+  echo "$port" >"$dir/port"
+  as_pg "${bindir}pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -o "$(server_opts)" start >/dev/null ||
     { cat "$dir/server.log" >&2; exit 1; }
   as_pg "${bindir}psql" -h "$dir" -p "$port" -U postgres -q -c "CREATE DATABASE lockstep" postgres >/dev/null
   echo "export LOCKSTEP_POSTGRES_URL='postgres://postgres@127.0.0.1:$port/lockstep?sslmode=disable'"
@@ -71,11 +75,19 @@ INI
 restart)
   as_pg "${bindir}pg_ctl" -D "$dir/data" -m fast -w -t 60 restart >/dev/null
   ;;
+down)
+  as_pg "${bindir}pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >/dev/null
+  ;;
+up)
+  port=$(cat "$dir/port")
+  as_pg "${bindir}pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 -o "$(server_opts)" start >/dev/null ||
+    { cat "$dir/server.log" >&2; exit 1; }
+  ;;
 stop)
   if [ -s "$dir/pgbouncer.pid" ]; then kill "$(cat "$dir/pgbouncer.pid")" 2>/dev/null || true; fi
   if [ -d "$dir/data" ]; then as_pg "${bindir}pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true; fi
   rm -rf "$dir"
   ;;
 *)
-  echo "usage: postgres.sh start|stop|restart DIR" >&2; exit 2 ;;
+  echo "usage: postgres.sh start|stop|restart|down|up DIR" >&2; exit 2 ;;
 esac
