@@ -349,6 +349,7 @@ func BenchmarkW3InterruptResume(b *testing.B) {
 		b.ReportMetric(float64(getDur.Nanoseconds())/1e3/float64(n), "us/getstate")
 		b.ReportMetric(float64(fullDur)/float64(emptyDur), "prefilled/empty")
 	})
+	b.Run("saver=postgres", w3Postgres)
 }
 
 // timedSaver times each call the runtime makes to a SQLite saver, by kind.

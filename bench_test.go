@@ -62,7 +62,7 @@ func baseSavers() []benchSaver {
 // tracer provider, every span sampled and batched to an exporter that
 // discards them): the hook's overhead, which should stay within 10%.
 func BenchmarkW1Linear(b *testing.B) {
-	for _, sv := range append(baseSavers(), sqliteSavers()...) {
+	for _, sv := range append(append(baseSavers(), sqliteSavers()...), postgresSavers()...) {
 		b.Run("saver="+sv.name, func(b *testing.B) {
 			if sv.name != "sqlite-normal" {
 				w1Linear(b, sv, nil)
