@@ -79,6 +79,8 @@ func runHelper(role string) int {
 	switch role {
 	case "open":
 		return helperOpen()
+	case "load":
+		return helperLoad()
 	}
 	return 3
 }
