@@ -128,7 +128,6 @@ func ExampleRunnable_Stream() {
 	}
 	// Output:
 	// step -1: log []
-	// step 0: __start__ wrote []
 	// step 0: log []
 	// step 1: a wrote [Log]
 	// step 1: log [a]

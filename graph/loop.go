@@ -1412,9 +1412,10 @@ func (ru *run[S]) config() Config {
 }
 
 // send streams an event. A consumer that stops reading is honoured at the
-// next step boundary, so the step in progress is still saved.
+// next step boundary, so the step in progress is still saved. Events of
+// the hidden __start__ task are not streamed (hiddenEvent).
 func (ru *run[S]) send(e Event[S]) {
-	if ru.emit != nil && !ru.stopped.Load() && !ru.emit(e) {
+	if ru.emit != nil && !ru.stopped.Load() && !hiddenEvent(e) && !ru.emit(e) {
 		ru.stopped.Store(true)
 	}
 }

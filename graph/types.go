@@ -133,7 +133,10 @@ const (
 	// with EventCheckpoint.
 	EventValues EventKind = "values"
 	// EventUpdates carries one task's writes after its step. Cached is set
-	// for writes that were saved before and not computed again.
+	// for writes that were saved before and not computed again. As in
+	// LangGraph, the hidden __start__ task streams no EventUpdates,
+	// EventTask or EventTaskResult: the input shows in the values event
+	// of step 0.
 	EventUpdates EventKind = "updates"
 	// EventTask announces a task about to run (debug).
 	EventTask EventKind = "task"
