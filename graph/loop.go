@@ -79,9 +79,10 @@ func (r *Runnable[S]) Resume(ctx context.Context, thread string, cmd Command[S],
 }
 
 // Continue runs a thread's pending tasks: after a failure, a crash, a
-// static breakpoint, or a NodeInterrupt whose state a reviewer updated (as
-// the node before it: UpdateState's default in a one-node graph is the
-// node itself, which moves the thread past it, as in LangGraph).
+// static breakpoint, or a NodeInterrupt whose state a reviewer updated
+// (UpdateState without AsNode acts, as in LangGraph, as the node that
+// wrote last, START when the interrupted node is the first, so the
+// interrupted node is due again and runs with the updated state).
 // Interrupted tasks run again (and pause again unless something changed).
 // On a done thread it does nothing. It fails with ErrThreadNotFound on an
 // unknown thread and otherwise returns what Invoke returns.

@@ -342,9 +342,13 @@ type UpdateOptions struct {
 	// tasks, as if the node had returned the update. START applies it as
 	// the start step would; END (with a zero update) finishes the pending
 	// step with the writes its tasks already saved; AsInput and AsCopy are
-	// described with them. Empty means: the only node of the graph; START
-	// on a thread with no checkpoint; otherwise the node whose step
-	// produced the checkpoint (ErrAmbiguousUpdate when several did).
+	// described with them. Empty means, as in LangGraph, the node that
+	// wrote last: START on a thread with no checkpoint, otherwise the node
+	// whose step produced the checkpoint (START after the start step;
+	// ErrAmbiguousUpdate when several nodes wrote in that step). A node
+	// that raised a NodeInterrupt has not written, so an update without
+	// AsNode acts as the node before it and the interrupted node runs
+	// again on Continue, with the updated state.
 	AsNode string
 	// CheckpointID updates an older checkpoint instead of the head; the
 	// result starts a new branch that becomes the thread's head.
@@ -552,14 +556,16 @@ func (ru *run[S]) saveUpdate(ctx context.Context, n *frame[S], source checkpoint
 	return nil
 }
 
-// defaultAsNode resolves an empty AsNode: the only node; START on a fresh
-// thread; otherwise the node whose task produced the checkpoint, found in
-// the pending writes its parent holds.
+// defaultAsNode resolves an empty AsNode as LangGraph resolves as_node:
+// START on a fresh thread; otherwise the node that wrote last, the one
+// whose task produced the checkpoint (START for the start step), found in
+// the pending writes its parent holds. A node that raised a NodeInterrupt
+// did not write, so the update acts as the node before it and the
+// interrupted node is due again. There is no shortcut for a graph of one
+// node: LangGraph's counts __start__ among its nodes, so that its rule
+// never applies to a state graph.
 func (r *Runnable[S]) defaultAsNode(ctx context.Context, pl place, f *frame[S], fresh bool) (string, error) {
 	thread := pl.thread
-	if len(r.nodeNames) == 1 {
-		return r.nodeNames[0], nil
-	}
 	if fresh {
 		return START, nil
 	}
