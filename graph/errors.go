@@ -31,7 +31,8 @@ var (
 	// breakpoint.
 	ErrNothingToResume = errors.New("graph: nothing to resume")
 	// ErrAmbiguousResume: one plain resume value while several interrupts
-	// are pending; answer by interrupt ID.
+	// are pending (answer by interrupt ID), or while several tasks are held
+	// at a static breakpoint (Continue, then answer what each asks).
 	ErrAmbiguousResume = errors.New("graph: several interrupts are pending; resume by interrupt ID")
 	// ErrUnknownInterrupt: a resume answers an interrupt ID that is not
 	// pending on the thread.

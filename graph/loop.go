@@ -66,6 +66,12 @@ func (r *Runnable[S]) Invoke(ctx context.Context, thread string, input Update[S]
 // fails with a *NodeError around the *interrupt.AnswerError, and the
 // interrupt waits for another answer.
 //
+// At a static breakpoint, where nothing has asked yet, cmd.Resume is kept,
+// as LangGraph keeps it: it is the answer of the first Ask of the task
+// held there, which returns it without pausing (a node that never asks
+// ignores it). With several tasks held, it is a *ResumeError matching
+// ErrAmbiguousResume.
+//
 // Resume fails closed: ErrNothingToResume when the thread does not wait,
 // a *ResumeError (ErrAmbiguousResume, ErrUnknownInterrupt,
 // ErrAlreadyAnswered, ErrNotAnswerable for a NodeInterrupt) when the
@@ -736,7 +742,14 @@ func (ru *run[S]) resumeAt(ctx context.Context, f *frame[S], tp *checkpoint.Tupl
 	case cmd.Resume != nil:
 		switch len(pending) {
 		case 0:
-			return fmt.Errorf("%w: thread %q has no pending interrupt to answer", ErrNothingToResume, ru.thread)
+			id, t, ok, err := breakpointAnswer(ru.thread, tp.Pending, tasks)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("%w: thread %q has no pending interrupt to answer", ErrNothingToResume, ru.thread)
+			}
+			answers[id], owner[id] = cmd.Resume, t
 		case 1:
 			answers[pending[0].ID] = cmd.Resume
 		default:
