@@ -90,6 +90,7 @@ type joinSpec struct {
 type routerSpec[S any] struct {
 	route Router[S]
 	send  SendRouter[S]
+	mixed RouteFunc[S] // names and Sends together (AddRouteEdges)
 	dests []string
 }
 

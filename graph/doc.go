@@ -5,8 +5,10 @@
 // channel with a [Reducer] (last value by default; append and merge by
 // struct tag or [Graph.Reducer]; custom with [ReduceFunc]). Nodes return the
 // fields they write ([Set]) and may route with [Update.Goto] and
-// [Update.Send]. [Graph.Compile] validates the graph and returns a
-// [Runnable].
+// [Update.Send]; routers after a node choose the next nodes
+// ([Graph.AddConditionalEdges]), Sends ([Graph.AddSendEdges]) or both at
+// once ([Graph.AddRouteEdges]). [Graph.Compile] validates the graph and
+// returns a [Runnable].
 //
 // # Supersteps
 //

@@ -742,6 +742,12 @@ func (r *Runnable[S]) edgeWrites(ctx context.Context, node string, writes []twri
 		return nil, err
 	}
 	for _, rt := range rs {
+		if rt.mixed != nil {
+			if writes, err = r.routeWrites(ctx, node, rt, local, writes); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if rt.route != nil {
 			dests, err := callRouter(ctx, r.abandoned, node, "router", func() ([]string, error) { return rt.route(ctx, r.view(local)) })
 			if err != nil {

@@ -43,7 +43,8 @@ type Topology struct {
 	Edges []Edge `json:"edges"`
 	// Joins are the waiting edges (AddJoin).
 	Joins []Join `json:"joins"`
-	// Branches are the routers (AddConditionalEdges, AddSendEdges).
+	// Branches are the routers (AddConditionalEdges, AddSendEdges, and
+	// AddRouteEdges, which is a conditional edge here).
 	Branches []Branch `json:"branches"`
 	// InterruptBefore and InterruptAfter are the compile-time breakpoints
 	// (WithInterruptBefore, WithInterruptAfter); "*" stands for every node.
