@@ -214,9 +214,9 @@ func (g *Graph[S]) AddSendEdges(from string, route SendRouter[S], destinations .
 	return g
 }
 
-// Reducer sets how field combines writes (see Reducer). A field that does
-// not exist, or a reducer that does not fit its type, is reported by
-// Compile.
+// Reducer sets how field combines writes (see Reducer); field is its Go
+// name or its json key, as in Set. A field that does not exist, or a
+// reducer that does not fit its type, is reported by Compile.
 func (g *Graph[S]) Reducer(field string, r Reducer) *Graph[S] {
 	if g.schema == nil {
 		return g

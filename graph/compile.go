@@ -500,5 +500,6 @@ func (r *Runnable[S]) endReachable() bool {
 // Nodes returns the graph's node names, sorted.
 func (r *Runnable[S]) Nodes() []string { return slices.Clone(r.nodeNames) }
 
-// Fields returns the state's channel names (the exported fields of S).
+// Fields returns the state's channel names: the Go names of the exported
+// fields of S, as they are stored (Set also accepts their json keys).
 func (r *Runnable[S]) Fields() []string { return r.schema.names() }

@@ -2,7 +2,8 @@
 // saving a checkpoint after every one.
 //
 // A graph is built over a state struct S ([New]); each exported field is a
-// channel with a [Reducer] (last value by default; append and merge by
+// channel, named by its Go name (stored and shown so) or, wherever a
+// channel is named, by its json tag's key, with a [Reducer] (last value by default; append and merge by
 // struct tag or [Graph.Reducer]; custom with [ReduceFunc]). Nodes return the
 // fields they write ([Set]) and may route with [Update.Goto] and
 // [Update.Send]; routers after a node choose the next nodes

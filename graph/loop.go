@@ -650,11 +650,12 @@ func (r *Runnable[S]) encodeInput(ctx context.Context, input Update[S]) (*startI
 	in := &startInput{fields: map[string]json.RawMessage{}}
 	v := reflectValue(&input.value)
 	for _, name := range input.Fields() {
-		i, ok := r.schema.byName[name]
+		i, ok := r.schema.lookup(name)
 		if !ok {
 			return nil, &UnknownFieldError{Field: name}
 		}
 		fl := &r.schema.fields[i]
+		name = fl.name // stored by its Go name, whichever name the caller used
 		b, err := encodeValue(ctx, r.abandoned, v.Field(fl.index), fl, where{prefix: "input field", field: name}, r.cfg.maxValueBytes)
 		if err != nil {
 			return nil, err

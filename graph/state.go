@@ -64,7 +64,8 @@ func (r Reducer) String() string {
 
 // field is one channel of the state: an exported field of S.
 type field struct {
-	name    string
+	name    string // the Go field name: the channel's stored name
+	key     string // the json tag's key when it differs from name (an alias)
 	index   int
 	typ     reflect.Type
 	strict  *strictjson.Schema // refuses stored JSON that Marshal never writes for typ
@@ -77,6 +78,7 @@ type schema struct {
 	typ    reflect.Type
 	fields []field
 	byName map[string]int
+	byKey  map[string]int // json keys that differ from the Go name (lookup)
 }
 
 // newSchema reflects over the state type. Tags `lockstep:"append"` and
@@ -113,6 +115,7 @@ func newSchema(t reflect.Type) (*schema, []error) {
 		s.byName[f.name] = len(s.fields)
 		s.fields = append(s.fields, f)
 	}
+	errs = append(errs, s.addAliases(t)...)
 	return s, errs
 }
 
@@ -136,7 +139,7 @@ func checkReducer(r Reducer, t reflect.Type) error {
 
 // setReducer replaces a field's reducer (Graph.Reducer).
 func (s *schema) setReducer(name string, r Reducer) error {
-	i, ok := s.byName[name]
+	i, ok := s.lookup(name)
 	if !ok {
 		return &CompileError{Problem: "reducer on a field that does not exist", Field: name}
 	}

@@ -680,10 +680,12 @@ func (r *Runnable[S]) resolve(ctx context.Context, t *task[S], u Update[S], f *f
 	writes := make([]twrite, 0, len(u.fields)+len(u.overwrite)+len(r.edgesFrom[t.name])+len(u.gotos))
 	v := reflect.ValueOf(&u.value).Elem()
 	add := func(name string, over bool) error {
-		i, ok := r.schema.byName[name]
+		i, ok := r.schema.lookup(name)
 		if !ok {
 			return &UnknownFieldError{Field: name, Node: t.name}
 		}
+		// Stored and shown by its Go name, whichever name the update used.
+		name = r.schema.fields[i].name
 		for k := range writes { // updates name a handful of fields: scan
 			if writes[k].field == i {
 				writes[k].overwrite = writes[k].overwrite || over

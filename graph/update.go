@@ -25,9 +25,12 @@ func (u Update[S]) empty() bool {
 	return len(u.fields) == 0 && len(u.overwrite) == 0 && len(u.gotos) == 0 && len(u.sends) == 0
 }
 
-// Set returns an Update that writes the named fields of value. Naming a
-// field that S does not have is an *UnknownFieldError when the update is
-// applied.
+// Set returns an Update that writes the named fields of value. A field is
+// named by its Go name or by the key of its json tag (the state key a
+// LangGraph user knows it by): a field Count tagged json:"count" is
+// "Count" or "count". Either way it is stored and shown (Task.Result,
+// Runnable.Fields, the CLI) by its Go name. Naming a field that S does
+// not have is an *UnknownFieldError when the update is applied.
 func Set[S any](value S, fields ...string) Update[S] {
 	return Update[S]{value: value, fields: fields}
 }
