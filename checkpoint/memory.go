@@ -278,10 +278,19 @@ func (s *MemorySaver) List(ctx context.Context, thread string, opts ListOptions)
 	if err := validThread(thread); err != nil {
 		return nil, err
 	}
-	for k := range opts.Filter {
-		if !ValidFilterKey(k) {
-			return nil, fmt.Errorf("%w: filter key %q is not [A-Za-z0-9_]{1,64}", ErrInvalid, k)
-		}
+	return s.list(ctx, func(t string) bool { return t == thread }, opts)
+}
+
+// Search implements Searcher: List over every thread, in one read. It
+// fails as List does.
+func (s *MemorySaver) Search(ctx context.Context, opts ListOptions) ([]*Tuple, error) {
+	return s.list(ctx, func(string) bool { return true }, opts)
+}
+
+// list is List over the threads thread selects.
+func (s *MemorySaver) list(ctx context.Context, thread func(string) bool, opts ListOptions) ([]*Tuple, error) {
+	if err := ValidateFilter(opts.Filter); err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -290,7 +299,7 @@ func (s *MemorySaver) List(ctx context.Context, thread string, opts ListOptions)
 	defer s.mu.RUnlock()
 	var keys []threadKey
 	for k := range s.threads {
-		if k.thread == thread && (opts.AllNamespaces || k.ns == opts.NS) {
+		if thread(k.thread) && (opts.AllNamespaces || k.ns == opts.NS) {
 			keys = append(keys, k)
 		}
 	}
@@ -312,11 +321,14 @@ func (s *MemorySaver) List(ctx context.Context, thread string, opts ListOptions)
 			items = append(items, item{k, c})
 		}
 	}
-	// Newest first; the same ID in several namespaces by namespace, as the
-	// SQLite saver orders them.
+	// Newest first; the same ID in several threads or namespaces by
+	// thread, then namespace, as the SQLite saver orders them.
 	sort.Slice(items, func(i, j int) bool {
 		if a, b := items[i].c.cp.ID, items[j].c.cp.ID; a != b {
 			return a > b
+		}
+		if a, b := items[i].key.thread, items[j].key.thread; a != b {
+			return a < b
 		}
 		return items[i].key.ns < items[j].key.ns
 	})

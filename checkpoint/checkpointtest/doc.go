@@ -90,7 +90,11 @@
 //     nothing), Context (a cancelled write writes nothing) and Aliasing
 //     (savers copy requests; returned tuples belong to the caller).
 //   - Reopen, when Options.Reopen is set.
-//   - ThreadLister, InterruptLister, Pruner, Vacuumer, ChainPutter
+//   - Searcher (LangGraph's list(None, filter): every thread's
+//     checkpoints newest first across threads, the root namespace by
+//     default, filters, Before and Limit across threads as List's,
+//     each result the tuple List returns, deleted threads gone),
+//     ThreadLister, InterruptLister, Pruner, Vacuumer, ChainPutter
 //     (a chain reads back as Puts one by one would, and is refused as a
 //     whole, or as not a chain, writing nothing) and LeaseInspector (the
 //     epoch counts the claims: 1 after a thread's first Put, one more each

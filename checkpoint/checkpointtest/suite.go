@@ -90,6 +90,7 @@ func groups() []group {
 		{name: "Context", cases: contextCases()},
 		{name: "Aliasing", cases: aliasingCases()},
 		{name: "Reopen", reopen: true, cases: reopenCases()},
+		{name: "Searcher", needs: "Searcher", has: func(s checkpoint.Saver) bool { _, ok := s.(checkpoint.Searcher); return ok }, cases: searcherCases()},
 		{name: "ThreadLister", needs: "ThreadLister", has: func(s checkpoint.Saver) bool { _, ok := s.(checkpoint.ThreadLister); return ok }, cases: threadListerCases()},
 		{name: "InterruptLister", needs: "InterruptLister", has: func(s checkpoint.Saver) bool { _, ok := s.(checkpoint.InterruptLister); return ok }, cases: interruptListerCases()},
 		{name: "Pruner", needs: "Pruner", has: func(s checkpoint.Saver) bool { _, ok := s.(checkpoint.Pruner); return ok }, cases: prunerCases()},

@@ -1,5 +1,5 @@
 // Package sqlite is the SQLite checkpoint saver: a [checkpoint.Saver] (and
-// ThreadLister, InterruptLister, Pruner, Vacuumer, ChainPutter,
+// Searcher, ThreadLister, InterruptLister, Pruner, Vacuumer, ChainPutter,
 // LeaseInspector and TopologyStore) on one database file,
 // built on github.com/mattn/go-sqlite3. It is the only package of the
 // module that imports the driver.

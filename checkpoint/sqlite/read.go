@@ -533,7 +533,18 @@ func listQuery(thread string, opts checkpoint.ListOptions) (string, []any, goFil
 	var b strings.Builder
 	// CAST: see headOf (the query orders by the index it seeks).
 	b.WriteString(`SELECT ` + cpColumns + ` FROM checkpoints WHERE thread_id = CAST(? AS TEXT) AND pruned = 0`)
-	args := []any{thread}
+	args, post := listWhere(&b, []any{thread}, opts)
+	b.WriteString(` ORDER BY checkpoint_id DESC, checkpoint_ns`)
+	if opts.Limit > 0 && len(post) == 0 {
+		b.WriteString(` LIMIT ` + strconv.Itoa(opts.Limit))
+	}
+	return b.String(), args, post
+}
+
+// listWhere appends to b the conditions of opts after a WHERE clause
+// (namespace, Before, the filters SQL can check) and returns the
+// arguments and the filters left to check after decoding.
+func listWhere(b *strings.Builder, args []any, opts checkpoint.ListOptions) ([]any, goFilter) {
 	if !opts.AllNamespaces {
 		b.WriteString(` AND checkpoint_ns = CAST(? AS TEXT)`)
 		args = append(args, opts.NS)
@@ -557,11 +568,7 @@ func listQuery(thread string, opts checkpoint.ListOptions) (string, []any, goFil
 		b.WriteString(clause)
 		args = append(args, cargs...)
 	}
-	b.WriteString(` ORDER BY checkpoint_id DESC, checkpoint_ns`)
-	if opts.Limit > 0 && len(post) == 0 {
-		b.WriteString(` LIMIT ` + strconv.Itoa(opts.Limit))
-	}
-	return b.String(), args, post
+	return args, post
 }
 
 // filterClause returns the SQL for one metadata filter, comparing as
