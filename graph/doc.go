@@ -103,7 +103,8 @@
 // [Runnable.GetState] and [Runnable.History] return [Snapshot] values:
 // state, next tasks, tasks with their errors and interrupts, metadata and a
 // [Status] (done, waiting, failed, pending). [Runnable.UpdateState] edits
-// state as a node would; [Runnable.Replay] forks from an older checkpoint.
+// state as a node would ([Runnable.BulkUpdateState]: several steps of
+// updates at once, all or nothing); [Runnable.Replay] forks from an older checkpoint.
 // [Runnable.Mermaid] draws the graph.
 //
 // # Topology
