@@ -46,6 +46,9 @@ func TestMain(m *testing.M) {
 		if role == fenceRole {
 			os.Exit(runFenceChild())
 		}
+		if role == w6Role {
+			os.Exit(runW6Child())
+		}
 		os.Exit(runChild(role))
 	}
 	goleak.VerifyTestMain(m)
