@@ -27,9 +27,12 @@
 //     is resumed with the decision, by an approval.Worker on the same
 //     store whose resumes run on the pool's slots.
 //
-// On Postgres the claims take rows with FOR UPDATE SKIP LOCKED, so that
-// workers never wait on each other; on SQLite they are the database's one
-// writer at a time. A claim is the thread's lease (checkpoint.Lease) under
+// The pool runs on a saver that keeps due work and queued input
+// (checkpoint.DueWork and checkpoint.InputQueue: the memory saver, for
+// one process, and the SQLite saver); New fails with ErrUnsupported for
+// one that does not. On SQLite the claims are the database's one writer
+// at a time, so that two workers never claim one thread (a Postgres
+// saver is to take rows with FOR UPDATE SKIP LOCKED). A claim is the thread's lease (checkpoint.Lease) under
 // the Runnable's runner name, which the run the pool starts takes over; the
 // run renews it while it works (graph.WithLeaseTTL). A claimed thread stays
 // marked due until the pool settles it, so work is never lost: a worker
