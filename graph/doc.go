@@ -98,6 +98,17 @@
 // its namespace ([Event].NS); [ToParent] lets a subgraph's node route in
 // its parent. A graph's [Topology] holds its subgraphs' topologies.
 //
+// # Streaming
+//
+// [Runnable.Stream] yields values, updates and debug events (task, task
+// result, checkpoint, interrupt) as a run makes them. Any node or tool
+// body can add its own with [Emit] (an [EventCustom] event), and model
+// nodes stream their model's output with [EmitMessage]
+// ([EventMessages]); both carry the task's node and ID, and they are best
+// effort: not saved, sent again by a task that runs again, and not sent
+// at all (a nil check, [Streaming] reports false) when the run is not
+// streamed.
+//
 // # Inspecting
 //
 // [Runnable.GetState] and [Runnable.History] return [Snapshot] values:

@@ -226,10 +226,13 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 	}
 	lease, leave := r.lease(r.cfg.runIDs())
 	defer leave() // after finish: the lease is released (or its release failed)
-	if emit != nil && ro.subgraphs {
-		// Events of subgraphs come from the tasks that run them, on
-		// their goroutines: the consumer gets them one at a time.
-		emit = serialized(emit)
+	var closeEmit func()
+	if emit != nil {
+		// Events of subgraphs, and what nodes emit (Emit, EmitMessage),
+		// come from the tasks, on their goroutines: the consumer gets
+		// them one at a time, and none after the run returned.
+		emit, closeEmit = serialized(emit)
+		defer closeEmit()
 	}
 	ru := &run[S]{
 		r: r, thread: thread, opts: ro, saver: r.cfg.saver, emit: emit,
@@ -300,11 +303,12 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 }
 
 // serialized returns emit guarded by a mutex, with a stop it reports
-// once for every later event.
-func serialized[S any](emit func(Event[S]) bool) func(Event[S]) bool {
+// once for every later event, and close, after which it emits nothing
+// (a node the run left behind cannot reach a consumer that is gone).
+func serialized[S any](emit func(Event[S]) bool) (send func(Event[S]) bool, close func()) {
 	var mu sync.Mutex
 	stopped := false
-	return func(e Event[S]) bool {
+	send = func(e Event[S]) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		if stopped {
@@ -313,6 +317,12 @@ func serialized[S any](emit func(Event[S]) bool) func(Event[S]) bool {
 		stopped = !emit(e)
 		return !stopped
 	}
+	close = func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+	}
+	return send, close
 }
 
 // sameRun reports whether key is the RunKey of the thread's latest input
@@ -1435,6 +1445,16 @@ func (ru *run[S]) send(e Event[S]) {
 	}
 }
 
+// sendLive streams an event a node emitted mid-step and reports whether
+// the consumer took it.
+func (ru *run[S]) sendLive(e Event[S]) bool {
+	if ru.stopped.Load() {
+		return false
+	}
+	ru.send(e)
+	return !ru.stopped.Load()
+}
+
 func (ru *run[S]) result(st Status, values S, interrupts []interrupt.Interrupt, next []string) Result[S] {
 	return Result[S]{Values: ru.r.view(values), Status: st, Interrupts: interrupts, Next: next, Config: ru.config()}
 }
@@ -1716,6 +1736,12 @@ func (ru *run[S]) scratchFor(t *task[S]) *scratch {
 			Run: ru.lease.Owner, Leased: ru.saver != nil},
 		answers: t.answers, steps: maps.Clone(t.steps), slots: t.stepSlots, maxBytes: ru.r.cfg.maxValueBytes,
 		aband: ru.r.abandoned,
+	}
+	if ru.emit != nil {
+		step, node, id := ru.step, t.name, t.id
+		sp.stream = func(kind EventKind, data any) bool {
+			return ru.sendLive(Event[S]{Kind: kind, Step: step, Node: node, TaskID: id, Data: data, Config: Config{Thread: ru.thread, NS: ru.ns}})
+		}
 	}
 	if spec := ru.r.nodes[t.name]; spec != nil && spec.sub != nil {
 		sp.outer = ru.outer()

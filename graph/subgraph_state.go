@@ -213,11 +213,12 @@ type nestedEvent struct {
 	config         Config
 	values, update any // the subgraph's S and Update[S]
 	event          any // the subgraph's Event[S]
+	data           any // EventMessages and EventCustom
 }
 
 func nestedOf[S any](ns string, e Event[S]) nestedEvent {
 	ne := nestedEvent{ns: ns, kind: e.Kind, step: e.Step, node: e.Node, taskID: e.TaskID, cached: e.Cached, err: e.Err,
-		interrupts: e.Interrupts, next: e.Next, config: e.Config, values: e.Values, update: e.Update}
+		interrupts: e.Interrupts, next: e.Next, config: e.Config, values: e.Values, update: e.Update, data: e.Data}
 	e.NS = ns
 	ne.event = e
 	return ne
@@ -225,7 +226,7 @@ func nestedOf[S any](ns string, e Event[S]) nestedEvent {
 
 func eventOf[S any](ne nestedEvent) Event[S] {
 	e := Event[S]{Kind: ne.kind, Step: ne.step, Node: ne.node, TaskID: ne.taskID, Cached: ne.cached, Err: ne.err,
-		Interrupts: ne.interrupts, Next: ne.next, Config: ne.config, NS: ne.ns, Subgraph: ne.event}
+		Interrupts: ne.interrupts, Next: ne.next, Config: ne.config, NS: ne.ns, Subgraph: ne.event, Data: ne.data}
 	if v, ok := ne.values.(S); ok {
 		e.Values = v
 	}

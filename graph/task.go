@@ -227,6 +227,9 @@ type scratch struct {
 	fence    func(ctx context.Context) error // confirms the run still owns the thread
 	maxBytes int                             // the cap on a result (WithMaxValueBytes)
 	aband    *safe.Counter                   // the runnable's abandoned calls (nil outside a run)
+	// stream sends an EventMessages or EventCustom event of the task;
+	// nil when the run is not streamed.
+	stream func(kind EventKind, data any) bool
 
 	// outer is the run a subgraph node's subgraph runs inside (nil for
 	// other nodes), and breakpoint where that subgraph stopped at one.

@@ -148,6 +148,15 @@ const (
 	// EventInterrupt ends a run that stopped waiting: Interrupts (empty at a
 	// static breakpoint) and Next.
 	EventInterrupt EventKind = "interrupt"
+	// EventMessages carries a chunk of a model's output as it arrives
+	// (Data: the model node's chunk, nodes.MessageChunk), with the Node
+	// and TaskID of the task whose model call produced it (EmitMessage).
+	// Best effort: chunks are not saved; the message they make up is,
+	// with the task's update.
+	EventMessages EventKind = "messages"
+	// EventCustom carries a value a node or tool body emitted (Emit), with
+	// the Node and TaskID of its task. Best effort: it is not saved.
+	EventCustom EventKind = "custom"
 )
 
 // Event is one item of a streamed run. Which fields are set depends on Kind.
@@ -163,6 +172,8 @@ type Event[S any] struct {
 	Interrupts []interrupt.Interrupt
 	Next       []string
 	Config     Config
+	// Data is what an EventMessages or EventCustom event carries.
+	Data any
 	// NS is the namespace of the graph the event comes from: "" for the
 	// graph that was run, a subgraph's namespace (checkpoint.TaskNS) for
 	// the events of its subgraphs, which a stream yields with
