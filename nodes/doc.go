@@ -272,6 +272,15 @@
 // executor as sent, so a malformed argument is a tool result the model
 // can correct.
 //
+// In a streamed run (graph's Runnable.Stream) the model node streams its
+// model's answer as it arrives: a graph.EventMessages event per chunk,
+// whose Data is a MessageChunk (the node, the message's ID, text, or a
+// piece of a tool call). FromLangchaingo asks its client for a token
+// stream through langchaingo's streaming callback only then (Streamed),
+// so a run that is not streamed costs nothing extra; another Model
+// streams with StreamChunk. Chunks are best effort: joined, they are the
+// message the node saves, and only that message is durable.
+//
 // # The agent
 //
 // NewAgent (or NewAgentFor, over a state of your own) builds the prebuilt

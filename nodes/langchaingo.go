@@ -116,6 +116,13 @@ func (l *langchaingoModel) Generate(ctx context.Context, messages []Message, too
 	if len(tools) > 0 {
 		opts = append(opts, llms.WithTools(toLangchaingoTools(tools)))
 	}
+	if Streamed(ctx) {
+		// Only a streamed run asks for the client's token stream.
+		opts = append(opts, llms.WithStreamingFunc(func(cctx context.Context, chunk []byte) error {
+			streamLangchaingo(ctx, chunk)
+			return nil
+		}))
+	}
 	resp, err := l.m.GenerateContent(ctx, mc, opts...)
 	if err != nil {
 		return Message{}, err

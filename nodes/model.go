@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/lockstepgo/lockstep/graph"
@@ -52,6 +53,7 @@ type modelNode struct {
 	tools  []Definition
 	system string
 	obs    *hookcall.Caller // the observer; nil without one
+	calls  atomic.Int64     // model calls made, numbering streamed messages
 }
 
 // WithModelObserver reports every call of the node's model to h
@@ -112,6 +114,9 @@ func ReportUsage(ctx context.Context, u Usage) {
 
 // callModel calls the model, observed when the node has an observer.
 func (n *modelNode) callModel(ctx context.Context, node string, msgs []Message) (Message, error) {
+	if graph.Streaming(ctx) {
+		ctx = streamCall(ctx, node, int(n.calls.Add(1)))
+	}
 	if n.obs == nil {
 		return n.model.Generate(ctx, msgs, cloneDefinitions(n.tools))
 	}
