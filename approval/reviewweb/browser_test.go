@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
@@ -115,6 +116,34 @@ func signIn(t testing.TB, ctx context.Context, base string, lt *reviewweb.LocalT
 	who, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(".who")))
 	if err != nil || !strings.Contains(who, name) {
 		t.Fatalf("signed in as %q (%v), want %s", who, err, name)
+	}
+}
+
+// withoutLiveUpdates makes the tab's pages run as in a browser without
+// EventSource: app.js leaves each page as the server rendered it. A test
+// that clicks a button on a page that is out of date on purpose (the
+// request expired, or another reviewer decided it) needs this: with live
+// updates the page replaces its decision section as soon as the server's
+// poller sees the change, and the button the test means to click is gone
+// (the click then waits for it until the test's deadline, or finds the
+// node removed under it: "Could not find node with given id").
+func withoutLiveUpdates(t testing.TB, ctx context.Context) {
+	t.Helper()
+	err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: "delete window.EventSource;"})
+		return err
+	}))
+	if err != nil {
+		t.Fatalf("turn off live updates: %v", err)
+	}
+}
+
+// noLiveUpdates fails the test unless the page has no EventSource (so
+// withoutLiveUpdates took).
+func noLiveUpdates(t testing.TB, ctx context.Context) {
+	t.Helper()
+	if ty, err := chromedp.Run(ctx, chromedp.Evaluate[string](`typeof window.EventSource`)); err != nil || ty != "undefined" {
+		t.Fatalf("the page still has live updates (EventSource is %q, %v)", ty, err)
 	}
 }
 
@@ -241,11 +270,16 @@ func browserFixture(t *testing.T) (*fixture, *server, *reviewweb.LocalToken) {
 
 // TestBrowserRace: two browser sessions decide one approval at once: one
 // wins, the other is shown the winner, and one decision is recorded. The
-// list page of a third changes in place, without a reload.
+// two deciding pages run without live updates, so that both still offer
+// their buttons when they click (with them, the loser's page could show
+// the winner's decision before its click, and the click find no button).
+// The list page of a third changes in place, without a reload.
 func TestBrowserRace(t *testing.T) {
 	f, s, lt := browserFixture(t)
 	id := f.start(t, "race", defaultCall())
 	bob, carol, watcher := newBrowser(t), newBrowser(t), newBrowser(t)
+	withoutLiveUpdates(t, bob)
+	withoutLiveUpdates(t, carol)
 	signIn(t, bob, s.srv.URL, lt, "bob")
 	signIn(t, carol, s.srv.URL, lt, "carol")
 	signIn(t, watcher, s.srv.URL, lt, "dan")
@@ -254,6 +288,7 @@ func TestBrowserRace(t *testing.T) {
 		if err := chromedp.Do(b, chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS("#approve"))); err != nil {
 			t.Fatal(err)
 		}
+		noLiveUpdates(t, b)
 	}
 	// A new approval appears in the watcher's list without a reload.
 	id2 := f.start(t, "race-2", defaultCall())
@@ -507,28 +542,60 @@ func TestBrowserHostile(t *testing.T) {
 }
 
 // TestBrowserExpired: a request that expires while its page is open
-// cannot be approved.
+// cannot be approved. With live updates the page says so by itself; a page
+// without them (or one whose update has not arrived yet) still offers
+// Approve, and the click is refused with the reason.
 func TestBrowserExpired(t *testing.T) {
 	f, s, lt := browserFixture(t)
-	id := f.start(t, "expiring", defaultCall())
-	b := newBrowser(t)
-	signIn(t, b, s.srv.URL, lt, "bob")
-	if err := chromedp.Do(b, chromedp.Navigate(s.srv.URL+"/approvals/"+id), chromedp.WaitVisible(chromedp.CSS("#approve"))); err != nil {
-		t.Fatal(err)
-	}
-	f.clock.Add(2 * time.Hour)
-	if err := chromedp.Do(b, chromedp.Click(chromedp.CSS("#approve")), chromedp.WaitVisible(chromedp.CSS("#decision-error"))); err != nil {
-		t.Fatal(err)
-	}
-	if msg := text(t, b, "#decision-error"); !strings.Contains(msg, "expired") || !strings.Contains(msg, "can no longer be approved") {
-		t.Errorf("the page reads %q", msg)
-	}
-	if n, err := chromedp.Run(b, chromedp.Evaluate[int](`document.querySelectorAll("#approve").length`)); err != nil || n != 0 {
-		t.Errorf("the expired page still offers to approve (%d, %v)", n, err)
-	}
-	if d := f.decided(t, id); d != nil && d.Outcome != approval.Expired {
-		t.Fatalf("an expired request was decided %s", d.Outcome)
-	}
+	t.Run("live", func(t *testing.T) {
+		id := f.start(t, "expiring-live", defaultCall())
+		b := newBrowser(t)
+		signIn(t, b, s.srv.URL, lt, "bob")
+		if err := chromedp.Do(b, chromedp.Navigate(s.srv.URL+"/approvals/"+id), chromedp.WaitVisible(chromedp.CSS("#approve"))); err != nil {
+			t.Fatal(err)
+		}
+		f.clock.Add(2 * time.Hour)
+		if err := chromedp.Do(b, chromedp.WaitVisible(chromedp.CSS("#outcome.outcome-expired"))); err != nil {
+			t.Fatalf("the page did not show the expiry: %v", err)
+		}
+		// Before the expiry sweeper records it, the page reads that it can
+		// no longer be approved; after, that it was rejected as expired.
+		if o := text(t, b, "#outcome"); !strings.HasPrefix(o, "Expired") {
+			t.Errorf("the page reads %q", o)
+		}
+		if st := text(t, b, "#state"); st != "Expired: it can no longer be approved." {
+			t.Errorf("the state line reads %q, want the expiry (not a decision)", st)
+		}
+		if n, err := chromedp.Run(b, chromedp.Evaluate[int](`document.querySelectorAll("#approve, #reject").length`)); err != nil || n != 0 {
+			t.Errorf("the expired page still offers to decide (%d, %v)", n, err)
+		}
+		if d := f.decided(t, id); d != nil && d.Outcome != approval.Expired {
+			t.Fatalf("an expired request was decided %s", d.Outcome)
+		}
+	})
+	t.Run("stale page", func(t *testing.T) {
+		id := f.start(t, "expiring-stale", defaultCall())
+		b := newBrowser(t)
+		withoutLiveUpdates(t, b)
+		signIn(t, b, s.srv.URL, lt, "bob")
+		if err := chromedp.Do(b, chromedp.Navigate(s.srv.URL+"/approvals/"+id), chromedp.WaitVisible(chromedp.CSS("#approve"))); err != nil {
+			t.Fatal(err)
+		}
+		noLiveUpdates(t, b)
+		f.clock.Add(2 * time.Hour)
+		if err := chromedp.Do(b, chromedp.Click(chromedp.CSS("#approve")), chromedp.WaitVisible(chromedp.CSS("#decision-error"))); err != nil {
+			t.Fatal(err)
+		}
+		if msg := text(t, b, "#decision-error"); !strings.Contains(msg, "expired") || !strings.Contains(msg, "can no longer be approved") {
+			t.Errorf("the page reads %q", msg)
+		}
+		if n, err := chromedp.Run(b, chromedp.Evaluate[int](`document.querySelectorAll("#approve").length`)); err != nil || n != 0 {
+			t.Errorf("the expired page still offers to approve (%d, %v)", n, err)
+		}
+		if d := f.decided(t, id); d != nil && d.Outcome != approval.Expired {
+			t.Fatalf("an expired request was decided %s", d.Outcome)
+		}
+	})
 }
 
 // BenchmarkDecisionToResume measures the time from a click on Approve to

@@ -106,10 +106,11 @@
     const got = await fragment(prefix + "/approvals/" + encodeURIComponent(id) + "?fragment=decision");
     if (!got) return;
     if (catchUp && got.querySelector("#approve")) return; // still pending
+    const expired = !!got.querySelector(".outcome-expired");
     sec.replaceChildren(got);
     const st = document.getElementById("state");
-    if (st) st.textContent = "Decided elsewhere: see below.";
-    say("This approval was decided.");
+    if (st) st.textContent = expired ? "Expired: it can no longer be approved." : "Decided elsewhere: see below.";
+    say(expired ? "This approval expired." : "This approval was decided.");
   }
 
   if (!window.EventSource || (page !== "list" && page !== "approval")) return;
