@@ -72,6 +72,12 @@ type Resume struct {
 	// NotBefore is when the next attempt may start (a worker's claim, or
 	// a backoff after a failure); zero means now.
 	NotBefore time.Time `json:"not_before,omitzero"`
+	// Claimant and Claim name the worker (WorkerOptions.Name) and the
+	// claim that hold the resume until NotBefore, as a ResumeClaimer
+	// records them; both are empty otherwise (no claim, a backoff, or a
+	// claim of ClaimResume, which names no holder).
+	Claimant string `json:"claimant,omitempty"`
+	Claim    string `json:"claim,omitempty"`
 }
 
 // checkVerdict checks what a verdict says on its own: the outcome, the

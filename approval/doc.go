@@ -126,7 +126,16 @@
 // The [Worker] lists decided approvals whose thread was not resumed
 // ([Store.Unresumed]), claims one at a time ([Store.ClaimResume], a lease
 // that lapses if the worker dies and is handed back if it is stopped),
-// and calls its [ResumeFunc] with the decision. The worker has no clock:
+// and calls its [ResumeFunc] with the decision. Over a [ResumeClaimer]
+// (MemoryStore, SQLStore) a claim names its holder, the worker's name
+// ([WorkerOptions].Name) and the claim's own ID, and a worker takes back
+// at once the claims of its name that none of its attempts holds: those
+// a killed process of the same name left (SIGKILL, a crash) are resumed
+// when it runs again, not after the lease. The store takes a claim back
+// only while that very claim holds the approval, and a worker never
+// names a claim one of its attempts holds, so no decision is resumed by
+// two workers at once; what it needs is that no two workers that run at
+// the same time share a name (the default name is random per Worker). The worker has no clock:
 // it passes the store durations (the claim's lease, a retry's backoff),
 // and the store stamps them on its own clock, the one that later compares
 // them, so no stored time comes from another clock. It marks the approval resumed when the call returned nil, or
@@ -200,7 +209,8 @@
 //	approval_decisions.crc         "lockstep/approval/decision/v1", id, thread, checkpoint, tool,
 //	                               owner, outcome, reviewer, note, args, args_hash, decided_at, request
 //	approval_decisions.resume_crc  "lockstep/approval/resume/v1", id, resumed_at, resume_note,
-//	                               resume_attempts (INTEGER), resume_error, resume_not_before
+//	                               resume_attempts (INTEGER), resume_error, resume_not_before,
+//	                               then resume_claimant, resume_claim only when either is set
 //	approval_executions.crc        "lockstep/approval/execution/v1", approval_id, idempotency_key,
 //	                               args_hash, result, error, recorded_at
 //
@@ -210,7 +220,9 @@
 // transaction that records version 2, so a row damaged before that
 // upgrade is caught only by the strict decoding. A build that knows only
 // version 1 refuses a database of version 2 ([ErrSchemaVersion]) and
-// leaves it unchanged.
+// leaves it unchanged. Version 3 adds resume_claimant and resume_claim
+// (the holder of a resume claim, empty in the rows it upgrades, whose
+// checksums stay valid as they are).
 //
 // # Concurrency
 //

@@ -131,6 +131,12 @@ func (s *MemoryStore) Unresumed(ctx context.Context, limit int) ([]Record, error
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	return s.list(limit, func(r Resume, now time.Time) bool { return r.At.IsZero() && !r.NotBefore.After(now) })
+}
+
+// list returns up to limit records whose resume progress passes keep at
+// the store's now, oldest decision first (limit <= 0: all).
+func (s *MemoryStore) list(limit int, keep func(r Resume, now time.Time) bool) ([]Record, error) {
 	now := s.now()
 	s.mu.Lock()
 	if err := s.closedError(""); err != nil {
@@ -139,7 +145,7 @@ func (s *MemoryStore) Unresumed(ctx context.Context, limit int) ([]Record, error
 	}
 	var out []Record
 	for _, r := range s.recs {
-		if r.rec.Resume.At.IsZero() && !r.rec.Resume.NotBefore.After(now) {
+		if keep(r.rec.Resume, now) {
 			out = append(out, cloneRecord(r.rec))
 		}
 	}
@@ -175,11 +181,43 @@ func (s *MemoryStore) ClaimResume(ctx context.Context, id string, lease time.Dur
 	if !ok {
 		return false, newError(id, ErrNotFound, "no decision")
 	}
-	if !r.rec.Resume.At.IsZero() || r.rec.Resume.NotBefore.After(now) {
-		return false, nil
+	return r.rec.Resume.claim(Claim{Lease: lease}, now), nil
+}
+
+var _ ResumeClaimer = (*MemoryStore)(nil)
+
+// ClaimResumeAs implements ResumeClaimer. After Close it fails with an
+// *Error matching ErrClosed.
+func (s *MemoryStore) ClaimResumeAs(ctx context.Context, id string, c Claim) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
 	}
-	r.rec.Resume.NotBefore = now.Add(lease).UTC()
-	return true, nil
+	if err := checkClaim(id, c); err != nil {
+		return false, err
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.closedError(id); err != nil {
+		return false, err
+	}
+	r, ok := s.recs[id]
+	if !ok {
+		return false, newError(id, ErrNotFound, "no decision")
+	}
+	return r.rec.Resume.claim(c, now), nil
+}
+
+// Claims implements ResumeClaimer. After Close it fails with an *Error
+// matching ErrClosed.
+func (s *MemoryStore) Claims(ctx context.Context, worker string, limit int) ([]Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkWorkerName("", worker); err != nil {
+		return nil, err
+	}
+	return s.list(limit, func(r Resume, now time.Time) bool { return r.claimedBy(worker, now) })
 }
 
 // FinishResume implements Store. After Close it fails with an *Error matching
@@ -200,6 +238,7 @@ func (s *MemoryStore) FinishResume(ctx context.Context, id, note string) error {
 	}
 	if r.rec.Resume.At.IsZero() {
 		r.rec.Resume.At, r.rec.Resume.Note, r.rec.Resume.NotBefore = now.UTC(), truncate(note, maxErrorBytes), time.Time{}
+		r.rec.Resume.Claimant, r.rec.Resume.Claim = "", ""
 	}
 	return nil
 }
@@ -226,6 +265,7 @@ func (s *MemoryStore) RetryResume(ctx context.Context, id, reason string, after 
 	if r.rec.Resume.At.IsZero() {
 		r.rec.Resume.Attempts++
 		r.rec.Resume.LastError, r.rec.Resume.NotBefore = truncate(reason, maxErrorBytes), now.Add(after).UTC()
+		r.rec.Resume.Claimant, r.rec.Resume.Claim = "", ""
 	}
 	return nil
 }

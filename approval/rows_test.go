@@ -221,6 +221,15 @@ func TestSQLStoreCorruptRows(t *testing.T) {
 		{name: "a finished resume with a next attempt", id: "resumed",
 			edits:      []string{`UPDATE approval_decisions SET resume_not_before = '2026-03-02T09:00:00.000000000Z' WHERE id = 'resumed'`},
 			rechecksum: true, what: "resume", ops: resumedOps},
+		{name: "a claimant without a claim", id: "approved",
+			edits:      []string{`UPDATE approval_decisions SET resume_claimant = 'w1', resume_not_before = '2026-03-02T09:00:00.000000000Z' WHERE id = 'approved'`},
+			rechecksum: true, what: "resume", ops: decisionOps},
+		{name: "a claimant on a finished resume", id: "resumed",
+			edits:      []string{`UPDATE approval_decisions SET resume_claimant = 'w1', resume_claim = 'c1' WHERE id = 'resumed'`},
+			rechecksum: true, what: "resume", ops: resumedOps},
+		{name: "a claim holder damaged", id: "approved",
+			edits: []string{`UPDATE approval_decisions SET resume_claimant = 'w1', resume_claim = 'c1', resume_not_before = '2026-03-02T09:00:00.000000000Z' WHERE id = 'approved'`},
+			what:  "resume", ops: decisionOps},
 		// The outcome row.
 		{name: "result with a duplicate key", id: "approved",
 			edits:      []string{`UPDATE approval_executions SET result = '{"refund_id":"r-1","refund_id":"r-2"}' WHERE approval_id = 'approved'`},
@@ -464,6 +473,7 @@ func TestSQLStoreMigratesVersion1(t *testing.T) {
 // rows kept: the checksum columns dropped, and approval_schema saying 1.
 func toVersion1(t *testing.T, db *sql.DB) {
 	t.Helper()
+	toVersion2(t, db)
 	for _, q := range []string{
 		`ALTER TABLE approval_decisions DROP COLUMN crc`,
 		`ALTER TABLE approval_decisions DROP COLUMN resume_crc`,
@@ -473,5 +483,54 @@ func toVersion1(t *testing.T, db *sql.DB) {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
+	}
+}
+
+// toVersion2 turns the approval tables of db back into schema version 2,
+// rows kept: the claim holder's columns dropped, and approval_schema
+// saying 2.
+func toVersion2(t *testing.T, db *sql.DB) {
+	t.Helper()
+	for _, q := range []string{
+		`DROP INDEX approval_decisions_claimant`,
+		`ALTER TABLE approval_decisions DROP COLUMN resume_claimant`,
+		`ALTER TABLE approval_decisions DROP COLUMN resume_claim`,
+		`DELETE FROM approval_schema WHERE version > 2`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// TestSQLStoreMigratesVersion2 (schema 3): a database of schema version 2
+// gains the claim holder's columns, empty, and its rows keep their
+// checksums and read the same; a claim recorded afterwards names its
+// holder and verifies.
+func TestSQLStoreMigratesVersion2(t *testing.T) {
+	ctx := context.Background()
+	f := newRowsFixture(t)
+	ids := []string{"approved", "twin", "edited", "rejected", "expired", "resumed"}
+	want := dumpAudits(t, f.store, ids)
+	toVersion2(t, f.db)
+	v2 := dumpTables(t, f.db)
+	s := openSQLStore(t, f.db, f.clock.Now)
+	if diff := cmp.Diff(want, dumpAudits(t, s, ids)); diff != "" {
+		t.Errorf("the upgraded rows read differently (-before +after):\n%s", diff)
+	}
+	toVersion2(t, f.db)
+	if diff := cmp.Diff(v2, dumpTables(t, f.db)); diff != "" {
+		t.Errorf("the upgrade changed the rows of version 2 besides adding columns:\n%s", diff)
+	}
+	s = openSQLStore(t, f.db, f.clock.Now)
+	if ok, err := s.ClaimResumeAs(ctx, "approved", approval.Claim{Worker: "w1", ID: "c1", Lease: time.Minute}); err != nil || !ok {
+		t.Fatalf("ClaimResumeAs = %v, %v", ok, err)
+	}
+	rec, err := s.Get(ctx, "approved")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Resume.Claimant != "w1" || rec.Resume.Claim != "c1" {
+		t.Errorf("after the claim: %+v, want it held by w1's claim c1", rec.Resume)
 	}
 }

@@ -23,7 +23,12 @@ import (
 //     approval_executions.crc over the outcome), so that a row damaged or
 //     copied from another approval does not verify. The upgrade computes
 //     the checksums of the rows of version 1 once, in its transaction.
-const SchemaVersion = 2
+//   - 3: approval_decisions.resume_claimant and resume_claim name the
+//     worker and the claim that hold a resume (ResumeClaimer), so that a
+//     worker takes back at once a claim a killed process of its name
+//     left. Both are empty in the rows of version 2, whose checksums stay as
+//     they are: the resume checksum covers them only when one is set.
+const SchemaVersion = 3
 
 // migration upgrades the tables by one version: stmts, then data (rows
 // rewritten in Go, where checksums are computed), in the transaction of
@@ -74,6 +79,10 @@ CREATE TABLE IF NOT EXISTS approval_executions (
 ALTER TABLE approval_decisions ADD COLUMN resume_crc INTEGER NOT NULL DEFAULT -1;
 ALTER TABLE approval_executions ADD COLUMN crc INTEGER NOT NULL DEFAULT -1;`,
 		data: checksumRows},
+	// 2 -> 3: the holder of a resume claim.
+	{stmts: `ALTER TABLE approval_decisions ADD COLUMN resume_claimant TEXT NOT NULL DEFAULT '';
+ALTER TABLE approval_decisions ADD COLUMN resume_claim TEXT NOT NULL DEFAULT '';
+CREATE INDEX IF NOT EXISTS approval_decisions_claimant ON approval_decisions (resume_claimant) WHERE resumed_at IS NULL AND resume_claimant <> '';`},
 }
 
 // sqlTimeLayout writes times in UTC with nine fractional digits, so that
@@ -416,25 +425,32 @@ func (s *SQLStore) Unresumed(ctx context.Context, limit int) (_ []Record, err er
 		return nil, err
 	}
 	defer s.closedDB("", &err)
+	return s.list(ctx, "list unresumed decisions", `resume_not_before <= ?`, limit, sqlTime(s.now()))
+}
+
+// list returns up to limit unresumed records (limit <= 0: all) that also
+// match where, with args, oldest decision first; what names the listing
+// in errors.
+func (s *SQLStore) list(ctx context.Context, what, where string, limit int, args ...any) ([]Record, error) {
 	if limit <= 0 {
 		limit = -1
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT `+recordColumns+` FROM approval_decisions
-		WHERE resumed_at IS NULL AND resume_not_before <= ? ORDER BY decided_at, id LIMIT ?`, sqlTime(s.now()), limit)
+		WHERE resumed_at IS NULL AND `+where+` ORDER BY decided_at, id LIMIT ?`, append(args, limit)...)
 	if err != nil {
-		return nil, fmt.Errorf("approval: list unresumed decisions: %w", err)
+		return nil, fmt.Errorf("approval: %s: %w", what, err)
 	}
 	defer rows.Close()
 	var out []Record
 	for rows.Next() {
 		r, err := scanRecord(rows)
 		if err != nil {
-			return nil, fmt.Errorf("approval: list unresumed decisions: %w", err)
+			return nil, fmt.Errorf("approval: %s: %w", what, err)
 		}
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("approval: list unresumed decisions: %w", err)
+		return nil, fmt.Errorf("approval: %s: %w", what, err)
 	}
 	return out, nil
 }
@@ -462,10 +478,11 @@ func (s *SQLStore) changeResume(ctx context.Context, id, what string, step func(
 		}
 		old, nr := row.resume, resumeRowOf(id, next)
 		res, err := s.db.ExecContext(ctx, `UPDATE approval_decisions
-			SET resumed_at = ?, resume_note = ?, resume_attempts = ?, resume_error = ?, resume_not_before = ?, resume_crc = ?
-			WHERE id = ? AND resumed_at IS ? AND resume_note = ? AND resume_attempts = ? AND resume_error = ? AND resume_not_before = ? AND resume_crc = ?`,
-			nr.resumedAt, nr.note, nr.attempts, nr.lastError, nr.notBefore, nr.crc,
-			id, old.resumedAt, old.note, old.attempts, old.lastError, old.notBefore, old.crc)
+			SET resumed_at = ?, resume_note = ?, resume_attempts = ?, resume_error = ?, resume_not_before = ?, resume_claimant = ?, resume_claim = ?, resume_crc = ?
+			WHERE id = ? AND resumed_at IS ? AND resume_note = ? AND resume_attempts = ? AND resume_error = ? AND resume_not_before = ?
+				AND resume_claimant = ? AND resume_claim = ? AND resume_crc = ?`,
+			nr.resumedAt, nr.note, nr.attempts, nr.lastError, nr.notBefore, nr.claimant, nr.claim, nr.crc,
+			id, old.resumedAt, old.note, old.attempts, old.lastError, old.notBefore, old.claimant, old.claim, old.crc)
 		if err != nil {
 			return false, fmt.Errorf("approval: %s approval %s: %w", what, quoteShort(id), err)
 		}
@@ -496,14 +513,44 @@ func (s *SQLStore) ClaimResume(ctx context.Context, id string, lease time.Durati
 		return false, err
 	}
 	defer s.closedDB(id, &err)
-	return s.changeResume(ctx, id, "claim", func(r *Resume) bool {
-		now := s.now()
-		if !r.At.IsZero() || r.NotBefore.After(now) {
-			return false
-		}
-		r.NotBefore = now.Add(lease).UTC()
-		return true
-	})
+	return s.changeResume(ctx, id, "claim", func(r *Resume) bool { return r.claim(Claim{Lease: lease}, s.now()) })
+}
+
+var _ ResumeClaimer = (*SQLStore)(nil)
+
+// ClaimResumeAs implements ResumeClaimer: the claim is taken in one
+// write that holds only if the row is still as it was read (so a claim
+// taken back is the one read, and still holds the approval). A row that
+// does not verify is a *CorruptError naming the approval, and is not
+// claimed.
+//
+// After Close, or once the database was closed, it fails with an *Error
+// matching ErrClosed.
+func (s *SQLStore) ClaimResumeAs(ctx context.Context, id string, c Claim) (_ bool, err error) {
+	if err := s.live(id); err != nil {
+		return false, err
+	}
+	if err := checkClaim(id, c); err != nil {
+		return false, err
+	}
+	defer s.closedDB(id, &err)
+	return s.changeResume(ctx, id, "claim", func(r *Resume) bool { return r.claim(c, s.now()) })
+}
+
+// Claims implements ResumeClaimer. A row that does not verify is a
+// *CorruptError naming its approval.
+//
+// After Close, or once the database was closed, it fails with an *Error
+// matching ErrClosed.
+func (s *SQLStore) Claims(ctx context.Context, worker string, limit int) (_ []Record, err error) {
+	if err := s.live(""); err != nil {
+		return nil, err
+	}
+	if err := checkWorkerName("", worker); err != nil {
+		return nil, err
+	}
+	defer s.closedDB("", &err)
+	return s.list(ctx, "list the claims of worker "+quoteShort(worker), `resume_claimant = ? AND resume_not_before > ?`, limit, worker, sqlTime(s.now()))
 }
 
 // FinishResume implements Store. A row that does not verify is a
@@ -521,6 +568,7 @@ func (s *SQLStore) FinishResume(ctx context.Context, id, note string) (err error
 			return false
 		}
 		r.At, r.Note, r.NotBefore = s.now().UTC(), truncate(note, maxErrorBytes), time.Time{}
+		r.Claimant, r.Claim = "", ""
 		return true
 	})
 	return err
@@ -545,6 +593,7 @@ func (s *SQLStore) RetryResume(ctx context.Context, id, reason string, after tim
 		}
 		r.Attempts++
 		r.LastError, r.NotBefore = truncate(reason, maxErrorBytes), s.now().Add(after).UTC()
+		r.Claimant, r.Claim = "", ""
 		return true
 	})
 	return err

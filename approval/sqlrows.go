@@ -44,6 +44,7 @@ type resumeRow struct {
 	note                 string
 	attempts             int64
 	lastError, notBefore string
+	claimant, claim      string // since schema 3
 	crc                  int64
 }
 
@@ -55,13 +56,18 @@ type executionRow struct {
 	crc               int64
 }
 
-// recordColumns are the columns of a decisionRow, in dest's order.
-const recordColumns = `id, thread, checkpoint, tool, owner, outcome, reviewer, note, args, args_hash, decided_at, request, crc,
+// recordColumns2 are the columns of a decisionRow in schema 2, in the
+// order of dest's first ones: the migration to schema 2 reads them.
+const recordColumns2 = `id, thread, checkpoint, tool, owner, outcome, reviewer, note, args, args_hash, decided_at, request, crc,
 	resumed_at, resume_note, resume_attempts, resume_error, resume_not_before, resume_crc`
+
+// recordColumns are the columns of a decisionRow, in dest's order.
+const recordColumns = recordColumns2 + `, resume_claimant, resume_claim`
 
 func (r *decisionRow) dest() []any {
 	return []any{&r.id, &r.thread, &r.checkpoint, &r.tool, &r.owner, &r.outcome, &r.reviewer, &r.note, &r.args, &r.argsHash, &r.decidedAt, &r.request, &r.crc,
-		&r.resume.resumedAt, &r.resume.note, &r.resume.attempts, &r.resume.lastError, &r.resume.notBefore, &r.resume.crc}
+		&r.resume.resumedAt, &r.resume.note, &r.resume.attempts, &r.resume.lastError, &r.resume.notBefore, &r.resume.crc,
+		&r.resume.claimant, &r.resume.claim}
 }
 
 // sum is the checksum of the decision columns, bound to the approval ID.
@@ -71,10 +77,17 @@ func (r *decisionRow) sum() int64 {
 		String(r.decidedAt).String(r.request).Value()
 }
 
-// sum is the checksum of the resume columns of approval id.
+// sum is the checksum of the resume columns of approval id. The claim's
+// holder (schema 3) is covered only when set, so that the rows of schema
+// 2, which have none, keep their checksums: the fields are
+// self-delimiting, so a row with a holder never sums as one without.
 func (r *resumeRow) sum(id string) int64 {
-	return rowsum.New(resumeDomain).String(id).NullString(r.resumedAt.String, r.resumedAt.Valid).String(r.note).
-		Int(r.attempts).String(r.lastError).String(r.notBefore).Value()
+	s := rowsum.New(resumeDomain).String(id).NullString(r.resumedAt.String, r.resumedAt.Valid).String(r.note).
+		Int(r.attempts).String(r.lastError).String(r.notBefore)
+	if r.claimant != "" || r.claim != "" {
+		s = s.String(r.claimant).String(r.claim)
+	}
+	return s.Value()
 }
 
 // sum is the checksum of the execution columns, bound to the approval ID.
@@ -85,7 +98,7 @@ func (r *executionRow) sum() int64 {
 
 // resumeRowOf is the stored form of r.
 func resumeRowOf(id string, r Resume) resumeRow {
-	row := resumeRow{note: r.Note, attempts: int64(r.Attempts), lastError: r.LastError}
+	row := resumeRow{note: r.Note, attempts: int64(r.Attempts), lastError: r.LastError, claimant: r.Claimant, claim: r.Claim}
 	if !r.At.IsZero() {
 		row.resumedAt = sql.NullString{String: sqlTime(r.At), Valid: true}
 	}
@@ -159,7 +172,7 @@ func (r *decisionRow) decode() (Record, string, error) {
 }
 
 func (r *resumeRow) decode() (Resume, error) {
-	out := Resume{Note: r.note, LastError: r.lastError, Attempts: int(r.attempts)}
+	out := Resume{Note: r.note, LastError: r.lastError, Attempts: int(r.attempts), Claimant: r.claimant, Claim: r.claim}
 	var err error
 	if r.resumedAt.Valid {
 		if out.At, err = readTime("resumed_at", r.resumedAt.String); err != nil {
@@ -204,18 +217,24 @@ func (r *executionRow) execution() (*Execution, error) {
 // was damaged before the upgrade is caught by the strict decoding of
 // every read, not by its checksum.
 func checksumRows(ctx context.Context, tx *sql.Tx) error {
+	return rechecksum(ctx, tx, recordColumns2, 19)
+}
+
+// rechecksum gives every row the checksums of what it holds: the
+// decision rows read as columns, the first n of dest's.
+func rechecksum(ctx context.Context, tx *sql.Tx, columns string, n int) error {
 	type fix struct {
 		id          string
 		crc, resume int64
 	}
 	var fixes []fix
-	rows, err := tx.QueryContext(ctx, `SELECT `+recordColumns+` FROM approval_decisions`)
+	rows, err := tx.QueryContext(ctx, `SELECT `+columns+` FROM approval_decisions`)
 	if err != nil {
 		return err
 	}
 	for rows.Next() {
 		var r decisionRow
-		if err := rows.Scan(r.dest()...); err != nil {
+		if err := rows.Scan(r.dest()[:n]...); err != nil {
 			rows.Close()
 			return err
 		}

@@ -77,10 +77,11 @@ type Store interface {
 
 	// ClaimResume sets Resume.NotBefore to the store's now plus lease if
 	// the approval is still unresumed and its Resume.NotBefore has passed,
-	// so that one worker at a time resumes it. It reports whether the
-	// claim was taken, and returns an error matching ErrNotFound for an
-	// unknown ID and an *Error matching ErrInvalidConfig for a lease that
-	// is not positive.
+	// so that one worker at a time resumes it. The claim names no holder
+	// (see ResumeClaimer for claims that do): it is taken over only once
+	// it lapses. It reports whether the claim was taken, and returns an
+	// error matching ErrNotFound for an unknown ID and an *Error matching
+	// ErrInvalidConfig for a lease that is not positive.
 	ClaimResume(ctx context.Context, id string, lease time.Duration) (bool, error)
 
 	// FinishResume marks the approval resumed now with note. Finishing a
@@ -90,6 +91,8 @@ type Store interface {
 	// RetryResume records a failed resume attempt (reason, truncated),
 	// and that the next may start after the delay after, from the store's
 	// now (Resume.NotBefore; 0: at once, which also hands back a claim).
+	// The wait names no holder: FinishResume and RetryResume clear
+	// Resume.Claimant and Resume.Claim.
 	// A negative delay is an *Error matching ErrInvalidConfig.
 	RetryResume(ctx context.Context, id, reason string, after time.Duration) error
 
@@ -100,6 +103,102 @@ type Store interface {
 	// Now reads the store's clock: the one that stamps its decisions,
 	// claims and retries and judges expiry. An Inbox reads time from it.
 	Now() time.Time
+}
+
+// ResumeClaimer is a Store whose resume claims name their holder: the
+// worker (WorkerOptions.Name) and the claim. A Worker over a store that
+// implements it takes back at once a claim that a killed process of its
+// own name left (SIGKILL, a crash, a lost machine), instead of waiting
+// out the claim's lease; over a store that does not, such a claim lapses
+// after its lease. MemoryStore and SQLStore implement it.
+//
+// The store applies the rule in the write that takes the claim: a claim
+// is taken over only while the very claim it names holds the approval,
+// so that one decision is never resumed by two workers at once. Which
+// claims have ended is the worker's knowledge, not the store's: a worker
+// names only a claim of its own name that none of its attempts holds,
+// which is why no two workers that run at the same time may share a name.
+type ResumeClaimer interface {
+	// ClaimResumeAs is ClaimResume that records c.Worker and c.ID as the
+	// holder of the claim (Resume.Claimant, Resume.Claim). With
+	// c.TakeBack set, it also takes the approval while it is still
+	// claimed, if that claim is c.Worker's claim c.TakeBack. It reports
+	// whether the claim was taken, and returns an error matching
+	// ErrNotFound for an unknown ID and an *Error matching
+	// ErrInvalidConfig for an invalid c (see Claim).
+	ClaimResumeAs(ctx context.Context, id string, c Claim) (bool, error)
+
+	// Claims returns up to limit unresumed approvals (limit <= 0: all)
+	// whose claim by worker is still live, oldest decision first: those
+	// its attempts hold, and those a killed process of its name left. It
+	// fails only when the store does (ErrClosed, a database error, ctx's
+	// error), or, for a worker name that is not valid (see Claim), with
+	// an *Error matching ErrInvalidConfig.
+	Claims(ctx context.Context, worker string, limit int) ([]Record, error)
+}
+
+// MaxClaimBytes caps a worker's name and a claim ID (Claim).
+const MaxClaimBytes = 256
+
+// Claim is a worker's claim on resuming one approval (ResumeClaimer).
+type Claim struct {
+	// Worker is the claiming worker's name (WorkerOptions.Name): 1 to
+	// MaxClaimBytes bytes of UTF-8.
+	Worker string
+	// ID names this claim among the worker's claims, never reused: 1 to
+	// MaxClaimBytes bytes of UTF-8.
+	ID string
+	// Lease is how long the claim holds, from the store's now; it must
+	// be positive.
+	Lease time.Duration
+	// TakeBack, if not "", is the ID of a claim of Worker that holds the
+	// approval and has ended without finishing: its process was killed,
+	// or one of the worker's attempts ended without handing it back. The
+	// worker states that nothing runs under it any more.
+	TakeBack string
+}
+
+// checkClaim refuses a claim that is not valid (see Claim).
+func checkClaim(id string, c Claim) error {
+	if err := checkWorkerName(id, c.Worker); err != nil {
+		return err
+	}
+	if c.ID == "" || len(c.ID) > MaxClaimBytes || !utf8.ValidString(c.ID) || len(c.TakeBack) > MaxClaimBytes || !utf8.ValidString(c.TakeBack) {
+		return newError(id, ErrInvalidConfig, "a resume claim needs an ID of 1 to %d bytes of UTF-8 (and a TakeBack of at most as many)", MaxClaimBytes)
+	}
+	return checkLease(id, c.Lease)
+}
+
+// checkWorkerName refuses a worker name that is not 1 to MaxClaimBytes
+// bytes of UTF-8.
+func checkWorkerName(id, name string) error {
+	if name == "" || len(name) > MaxClaimBytes || !utf8.ValidString(name) {
+		return newError(id, ErrInvalidConfig, "a worker name of %d bytes: want 1 to %d bytes of UTF-8", len(name), MaxClaimBytes)
+	}
+	return nil
+}
+
+// claim applies claim c (its lease stamped at now) to r, and reports
+// whether it was taken: r is unresumed and either not claimed any more
+// (its NotBefore has passed) or held by the claim c takes back. c.Worker
+// == "" is a claim of ClaimResume, which names no holder.
+func (r *Resume) claim(c Claim, now time.Time) bool {
+	if !r.At.IsZero() {
+		return false
+	}
+	back := c.TakeBack != "" && c.Worker != "" && r.Claimant == c.Worker && r.Claim == c.TakeBack
+	if r.NotBefore.After(now) && !back {
+		return false
+	}
+	r.NotBefore = now.Add(c.Lease).UTC()
+	r.Claimant, r.Claim = c.Worker, c.ID
+	return true
+}
+
+// claimedBy reports whether r is unresumed and held, at now, by a claim
+// of worker.
+func (r Resume) claimedBy(worker string, now time.Time) bool {
+	return r.At.IsZero() && r.Claimant == worker && r.NotBefore.After(now)
 }
 
 // OutcomeRecorder is the one part of a Store the tool node needs: it

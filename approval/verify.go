@@ -104,6 +104,11 @@ func (r Resume) verify() error {
 		return errors.New("a finished resume with a next attempt")
 	case len(r.Note) > maxErrorBytes || len(r.LastError) > maxErrorBytes:
 		return errors.New("an oversized note or error")
+	case (r.Claimant == "") != (r.Claim == "") || len(r.Claimant) > MaxClaimBytes || len(r.Claim) > MaxClaimBytes ||
+		!utf8.ValidString(r.Claimant) || !utf8.ValidString(r.Claim):
+		return errors.New("a claimant without a claim, or either oversized or not UTF-8")
+	case r.Claimant != "" && (!r.At.IsZero() || r.NotBefore.IsZero()):
+		return errors.New("a claimant on a resume that is finished or not claimed")
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package approval
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -132,6 +134,18 @@ type WorkerOptions struct {
 	// when the worker's context ends is given up on, and it is not called
 	// again.
 	Observer observe.Hook
+	// Name is the worker's identity, which its claims record when the
+	// store is a ResumeClaimer (Resume.Claimant): 1 to MaxClaimBytes
+	// bytes of UTF-8. The default is a random name per Worker: only the
+	// Worker itself takes its claims back (one whose attempt ended
+	// without handing it back). Give a name that stays the same across
+	// restarts ("billing-worker-1") to let the process run again take
+	// back at once, rather than after Lease, the claims a killed process
+	// of the same name left; then no two Workers that run at the same
+	// time, in this process or another, may share the name, since each
+	// takes back whatever claim of the name none of its own attempts
+	// holds.
+	Name string
 }
 
 // Worker resumes the threads of decided approvals, so that the process
@@ -156,12 +170,23 @@ type Worker struct {
 	resume ResumeFunc
 	o      WorkerOptions
 	obs    *hookcall.Caller // o.Observer's; nil without one
+	// claimer is store as a ResumeClaimer, nil when it is not one.
+	claimer ResumeClaimer
+	// prefix and seq make the IDs of the worker's claims, unique to it.
+	prefix string
+	seq    atomic.Uint64
+	// live holds the IDs of the claims the worker's attempts hold: a claim
+	// of its name that is not in it has ended, for good (IDs are not
+	// reused).
+	liveMu sync.Mutex
+	live   map[string]bool
 }
 
 // NewWorker returns a worker that resumes the decisions of store with
 // resume. It returns an *Error matching ErrInvalidConfig when store or
-// resume is nil, a field of opts is negative, or opts.Retry is invalid
-// (its Err then wraps the *retry.PolicyError) or sets MaxAttempts.
+// resume is nil, a field of opts is negative, opts.Name is set but not 1
+// to MaxClaimBytes bytes of UTF-8, or opts.Retry is invalid (its Err then
+// wraps the *retry.PolicyError) or sets MaxAttempts.
 func NewWorker(store Store, resume ResumeFunc, opts WorkerOptions) (*Worker, error) {
 	o := opts
 	switch {
@@ -175,6 +200,12 @@ func NewWorker(store Store, resume ResumeFunc, opts WorkerOptions) (*Worker, err
 		return nil, newError("", ErrInvalidConfig, "WorkerOptions.Lease is %v (0 means a minute)", o.Lease)
 	case o.Retry != nil && o.Retry.MaxAttempts != 0:
 		return nil, newError("", ErrInvalidConfig, "WorkerOptions.Retry.MaxAttempts is %d: a decision is retried until its thread resumes, leave it 0", o.Retry.MaxAttempts)
+	case o.Name != "" && checkWorkerName("", o.Name) != nil:
+		return nil, newError("", ErrInvalidConfig, "WorkerOptions.Name is %d bytes: want 1 to %d bytes of UTF-8 (or none: a random name)", len(o.Name), MaxClaimBytes)
+	}
+	prefix := randomName()
+	if o.Name == "" {
+		o.Name = "worker-" + prefix
 	}
 	if o.Retry == nil {
 		p := DefaultWorkerRetry()
@@ -200,7 +231,44 @@ func NewWorker(store Store, resume ResumeFunc, opts WorkerOptions) (*Worker, err
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Worker{store: store, resume: resume, o: o, obs: hookcall.New(o.Observer, nil, o.Logger)}, nil
+	w := &Worker{store: store, resume: resume, o: o, obs: hookcall.New(o.Observer, nil, o.Logger), prefix: prefix, live: map[string]bool{}}
+	w.claimer, _ = store.(ResumeClaimer)
+	return w, nil
+}
+
+// randomName returns 16 random hex digits from the OS.
+func randomName() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+// Name returns the worker's name (WorkerOptions.Name, or the random one it
+// was given): the one its claims record.
+func (w *Worker) Name() string { return w.o.Name }
+
+// enter returns a new claim ID, registered as held by one of the
+// worker's attempts until leave.
+func (w *Worker) enter() string {
+	id := fmt.Sprintf("%s-%d", w.prefix, w.seq.Add(1))
+	w.liveMu.Lock()
+	w.live[id] = true
+	w.liveMu.Unlock()
+	return id
+}
+
+// leave ends the registration of claim id (see enter).
+func (w *Worker) leave(id string) {
+	w.liveMu.Lock()
+	delete(w.live, id)
+	w.liveMu.Unlock()
+}
+
+// holds reports whether one of the worker's attempts holds claim id.
+func (w *Worker) holds(id string) bool {
+	w.liveMu.Lock()
+	defer w.liveMu.Unlock()
+	return w.live[id]
 }
 
 // DefaultWorkerRetry is the retry policy of a worker whose
@@ -220,12 +288,19 @@ type WorkerReport struct {
 	Deferred int
 	// Skipped counts approvals another worker had claimed.
 	Skipped int
+	// TakenBack counts claims of the worker's name that had ended without
+	// finishing (a killed process of the name left them) and that it took
+	// back before their lease ran out; each is also counted by what its
+	// resume then did.
+	TakenBack int
 }
 
 // RunOnce resumes every decision that is due now, each at most once per
-// call, and returns what it did. It stops at the first error of the store
-// or of ctx (resumes in flight finish first); a resume's own failure is
-// recorded on the approval and retried later, not returned.
+// call, and returns what it did. Over a ResumeClaimer it first takes back
+// the claims of its name that none of its attempts holds (a killed
+// process of the name left them). It stops at the first error of the
+// store or of ctx (resumes in flight finish first); a resume's own
+// failure is recorded on the approval and retried later, not returned.
 func (w *Worker) RunOnce(ctx context.Context) (WorkerReport, error) {
 	var (
 		rep     WorkerReport
@@ -237,17 +312,36 @@ func (w *Worker) RunOnce(ctx context.Context) (WorkerReport, error) {
 	if w.o.Threads != nil {
 		batch = 0 // others' approvals could fill every batch: read them all
 	}
+	var back []Record
+	if w.claimer != nil {
+		var err error
+		if back, err = w.claimer.Claims(ctx, w.o.Name, 0); err != nil {
+			return rep, err
+		}
+	}
 	for {
 		recs, err := w.store.Unresumed(ctx, batch)
 		if err != nil {
 			return rep, err
 		}
+		// Claims to take back go first, in the first batch: each is
+		// named by the claim read, and taken only if that claim still
+		// holds the approval.
+		recs = append(back, recs...)
+		back = nil
 		var g errgroup.Group
 		g.SetLimit(w.o.Concurrency)
 		fresh := 0
 		for _, rec := range recs {
 			if seen[rec.ID] {
 				continue
+			}
+			takeBack := ""
+			if rec.Resume.Claim != "" && rec.Resume.Claimant == w.o.Name {
+				if w.holds(rec.Resume.Claim) {
+					continue // one of this worker's attempts (another RunOnce) holds it
+				}
+				takeBack = rec.Resume.Claim
 			}
 			seen[rec.ID] = true
 			if w.o.Threads != nil && !w.owns(ctx, rec) {
@@ -264,7 +358,7 @@ func (w *Worker) RunOnce(ctx context.Context) (WorkerReport, error) {
 					r   WorkerReport
 					err error
 				)
-				if p := safe.Call(func() { r, err = w.handle(ctx, rec) }); p != nil {
+				if p := safe.Call(func() { r, err = w.handle(ctx, rec, takeBack) }); p != nil {
 					err = &ResumePanicError{ID: rec.ID, In: "the worker", Value: p.Value, Stack: p.Stack}
 				}
 				mu.Lock()
@@ -287,16 +381,36 @@ func (r *WorkerReport) add(o WorkerReport) {
 	r.Stale += o.Stale
 	r.Deferred += o.Deferred
 	r.Skipped += o.Skipped
+	r.TakenBack += o.TakenBack
 }
 
-// handle claims and resumes one decision, observed.
-func (w *Worker) handle(ctx context.Context, rec Record) (WorkerReport, error) {
+// claim claims rec for one attempt of the worker, taking back the ended
+// claim takeBack of its name when not "", and returns the claim's ID
+// (registered as live: leave it once the attempt wrote its end) and
+// whether the claim was taken.
+func (w *Worker) claim(ctx context.Context, rec Record, takeBack string) (string, bool, error) {
+	if w.claimer == nil {
+		ok, err := w.store.ClaimResume(ctx, rec.ID, w.o.Lease)
+		return "", ok, err
+	}
+	id := w.enter()
+	ok, err := w.claimer.ClaimResumeAs(ctx, rec.ID, Claim{Worker: w.o.Name, ID: id, Lease: w.o.Lease, TakeBack: takeBack})
+	if err != nil || !ok {
+		w.leave(id)
+		return "", ok, err
+	}
+	return id, true, nil
+}
+
+// handle claims and resumes one decision, observed; takeBack is an ended
+// claim of the worker's name that holds it ("" for none).
+func (w *Worker) handle(ctx context.Context, rec Record, takeBack string) (WorkerReport, error) {
 	if w.obs == nil {
-		return w.resumeOne(ctx, rec)
+		return w.resumeOne(ctx, rec, takeBack)
 	}
 	e := requestEvent(observe.KindApprovalResume, rec.ID, rec.Thread, rec.Request)
 	sp := w.obs.Start(ctx, e)
-	rep, err := w.resumeOne(observe.WithLinks(sp.Ctx, rec.Request.TraceParent), rec)
+	rep, err := w.resumeOne(observe.WithLinks(sp.Ctx, rec.Request.TraceParent), rec, takeBack)
 	switch {
 	case rep.Resumed > 0:
 		e.Outcome = "resumed"
@@ -319,17 +433,26 @@ func (w *Worker) handle(ctx context.Context, rec Record) (WorkerReport, error) {
 	return rep, err
 }
 
-// resumeOne claims and resumes one decision.
-func (w *Worker) resumeOne(ctx context.Context, rec Record) (WorkerReport, error) {
+// resumeOne claims and resumes one decision (see handle).
+func (w *Worker) resumeOne(ctx context.Context, rec Record, takeBack string) (WorkerReport, error) {
 	var rep WorkerReport
 	log := w.o.Logger.With(slog.String("approval", rec.ID), slog.String("thread", rec.Thread))
-	ok, err := w.store.ClaimResume(ctx, rec.ID, w.o.Lease)
+	id, ok, err := w.claim(ctx, rec, takeBack)
 	if err != nil {
 		return rep, err
 	}
 	if !ok {
 		rep.Skipped++
 		return rep, nil
+	}
+	if id != "" {
+		// Left once the attempt's end is written (or failed to be): a
+		// claim no attempt holds is one the worker takes back.
+		defer w.leave(id)
+	}
+	if takeBack != "" {
+		log.LogAttrs(ctx, slog.LevelDebug, "took back a claim of this worker's name that had ended", slog.String("claim", takeBack))
+		rep.TakenBack++
 	}
 	rerr := w.callResume(ctx, rec)
 	switch {

@@ -1021,3 +1021,219 @@ func TestWorkerRetrySchedule(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestWorkerTakesBackAKilledProcessesClaim: a worker killed after its
+// claim (SIGKILL: nothing handed back) leaves a claim that names it. A
+// worker of another name waits it out, as before; the process of the
+// same name run again takes it back at once, without waiting out the
+// lease, and resumes the thread once.
+func TestWorkerTakesBackAKilledProcessesClaim(t *testing.T) {
+	if os.Getenv(helperEnv) != "" {
+		t.Skip("parent only")
+	}
+	ctx := context.Background()
+	clock := newClock()
+	db, path := tempDB(t)
+	store := openSQLStore(t, db, clock.Now)
+	f := newFixture(t, clock, store)
+	id := f.start(t, "killed", "order-killed", 30)
+	if _, err := approval.NewInbox(f.saver, store).Approve(ctx, id, "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperClaimThenDie$", "-test.count=1")
+	cmd.Env = append(os.Environ(), helperEnv+"=1", "APPROVAL_DB="+path)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("child: %v, want it killed\n%s", err, out)
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("child ended with %v, want SIGKILL\n%s", err, out)
+	}
+	rec, err := store.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Resume.Claimant != "billing-1" || rec.Resume.Claim == "" || !rec.Resume.NotBefore.After(clock.Now()) {
+		t.Fatalf("after the kill: %+v, want a live claim of billing-1", rec.Resume)
+	}
+
+	other := newWorker(t, store, approval.ResumeGraph(f.run), approval.WorkerOptions{Name: "billing-2"})
+	if rep, err := other.RunOnce(ctx); err != nil || rep != (approval.WorkerReport{}) {
+		t.Fatalf("another worker: %+v, %v; want it to leave the claim alone", rep, err)
+	}
+	again := newWorker(t, store, approval.ResumeGraph(f.run), approval.WorkerOptions{Name: "billing-1"})
+	if rep, err := again.RunOnce(ctx); err != nil || rep != (approval.WorkerReport{Resumed: 1, TakenBack: 1}) {
+		t.Fatalf("billing-1 run again: %+v, %v; want the claim taken back and the thread resumed", rep, err)
+	}
+	if s := f.state(t, "killed"); s.Status != graph.StatusDone || f.witness.count("killed") != 1 {
+		t.Errorf("after the take-back: %s, paid %d times; want done, once", s.Status, f.witness.count("killed"))
+	}
+}
+
+// TestHelperClaimThenDie is the crash child of
+// TestWorkerTakesBackAKilledProcessesClaim: a worker named billing-1
+// claims the decision and kills itself where it would resume the thread.
+func TestHelperClaimThenDie(t *testing.T) {
+	if os.Getenv(helperEnv) == "" {
+		t.Skip("crash child only")
+	}
+	ctx := context.Background()
+	db, err := sql.Open("sqlite3", sqliteDSN(os.Getenv("APPROVAL_DB")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := approval.OpenSQLStore(ctx, db, func() time.Time { return epoch })
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := approval.NewWorker(store, func(context.Context, approval.Record) error {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL) // mid-resume
+		time.Sleep(time.Minute)
+		return nil
+	}, approval.WorkerOptions{Name: "billing-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.RunOnce(ctx)
+	t.Fatalf("the worker came back from its resume: %v", err)
+}
+
+// TestWorkerNeverTakesALiveClaim: a claim of the worker's name is taken
+// back only when it has ended. While one attempt of a worker resumes a
+// decision, another pass of the same worker and a worker of another name
+// both leave it alone (each store kind); a claim of the name that no
+// attempt holds (a killed process's) is taken back, once, even by two
+// passes at once; and a backoff after a failed attempt is never taken for
+// a claim.
+func TestWorkerNeverTakesALiveClaim(t *testing.T) {
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := newClock()
+			store, _ := k.open(t, clock.Now)
+			f := newFixture(t, clock, store)
+			in := approval.NewInbox(f.saver, store)
+			id := f.start(t, "live", "order-live", 10)
+			if _, err := in.Approve(ctx, id, "alice", ""); err != nil {
+				t.Fatal(err)
+			}
+			entered, release := make(chan struct{}), make(chan struct{})
+			resume := approval.ResumeGraph(f.run)
+			w := newWorker(t, store, func(ctx context.Context, rec approval.Record) error {
+				close(entered)
+				<-release
+				return resume(ctx, rec)
+			}, approval.WorkerOptions{Name: "billing-1"})
+			first := make(chan approval.WorkerReport, 1)
+			go func() {
+				rep, err := w.RunOnce(ctx)
+				if err != nil {
+					t.Error(err)
+				}
+				first <- rep
+			}()
+			<-entered
+			if rep, err := w.RunOnce(ctx); err != nil || rep != (approval.WorkerReport{}) {
+				t.Errorf("a second pass of the worker while its attempt runs: %+v, %v; want nothing", rep, err)
+			}
+			other := newWorker(t, store, resume, approval.WorkerOptions{Name: "billing-2"})
+			if rep, err := other.RunOnce(ctx); err != nil || rep != (approval.WorkerReport{}) {
+				t.Errorf("another worker while the attempt runs: %+v, %v; want nothing", rep, err)
+			}
+			close(release)
+			if rep := <-first; rep != (approval.WorkerReport{Resumed: 1}) {
+				t.Errorf("the attempt: %+v, want it resumed", rep)
+			}
+			if n := f.witness.count("live"); n != 1 {
+				t.Errorf("paid %d times, want 1", n)
+			}
+
+			// A claim a killed process of the name left: two passes at
+			// once take it back once between them.
+			claimer := store.(approval.ResumeClaimer)
+			id2 := f.start(t, "left", "order-left", 20)
+			if _, err := in.Approve(ctx, id2, "alice", ""); err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := claimer.ClaimResumeAs(ctx, id2, approval.Claim{Worker: "billing-1", ID: "killed-1", Lease: time.Hour}); err != nil || !ok {
+				t.Fatalf("the killed process's claim: %v, %v", ok, err)
+			}
+			again := newWorker(t, store, resume, approval.WorkerOptions{Name: "billing-1"})
+			var wg sync.WaitGroup
+			reps := make([]approval.WorkerReport, 2)
+			for i := range reps {
+				wg.Go(func() {
+					r, err := again.RunOnce(ctx)
+					if err != nil {
+						t.Error(err)
+					}
+					reps[i] = r
+				})
+			}
+			wg.Wait()
+			if got := reps[0].TakenBack + reps[1].TakenBack; got != 1 || reps[0].Resumed+reps[1].Resumed != 1 {
+				t.Errorf("two passes over the killed process's claim: %+v; want it taken back and resumed once", reps)
+			}
+			if n := f.witness.count("left"); n != 1 {
+				t.Errorf("paid %d times, want 1", n)
+			}
+
+			// A failed attempt's backoff names no claimant: it is waited out.
+			id3 := f.start(t, "backoff", "order-backoff", 5)
+			if _, err := in.Approve(ctx, id3, "alice", ""); err != nil {
+				t.Fatal(err)
+			}
+			failing := newWorker(t, store, func(context.Context, approval.Record) error { return errors.New("the payment API is down") },
+				approval.WorkerOptions{Name: "billing-1"})
+			if rep, err := failing.RunOnce(ctx); err != nil || rep.Deferred != 1 {
+				t.Fatalf("failing attempt: %+v, %v", rep, err)
+			}
+			if rep, err := newWorker(t, store, resume, approval.WorkerOptions{Name: "billing-1"}).RunOnce(ctx); err != nil || rep != (approval.WorkerReport{}) {
+				t.Errorf("during the backoff: %+v, %v; want nothing taken", rep, err)
+			}
+		})
+	}
+}
+
+// TestClaimResumeAsRefusesBadClaims: a claim without a worker name or ID,
+// with names out of bounds, or without a positive lease is an *Error
+// matching ErrInvalidConfig, and nothing is claimed; so is a worker name
+// out of bounds given to NewWorker or Claims.
+func TestClaimResumeAsRefusesBadClaims(t *testing.T) {
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) {
+			ctx := context.Background()
+			clock := newClock()
+			store, _ := k.open(t, clock.Now)
+			if _, err := store.Decide(ctx, newItem(t, refundSchema(t), clock.Now(), "x"), approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}); err != nil {
+				t.Fatal(err)
+			}
+			claimer := store.(approval.ResumeClaimer)
+			long := strings.Repeat("w", approval.MaxClaimBytes+1)
+			for _, c := range []approval.Claim{
+				{ID: "c", Lease: time.Minute},
+				{Worker: "w", Lease: time.Minute},
+				{Worker: long, ID: "c", Lease: time.Minute},
+				{Worker: "w", ID: long, Lease: time.Minute},
+				{Worker: "w", ID: "c", Lease: time.Minute, TakeBack: long},
+				{Worker: "w\xff", ID: "c", Lease: time.Minute},
+				{Worker: "w", ID: "c"},
+				{Worker: "w", ID: "c", Lease: -time.Second},
+			} {
+				if ok, err := claimer.ClaimResumeAs(ctx, "x", c); ok || !errors.Is(err, approval.ErrInvalidConfig) {
+					t.Errorf("ClaimResumeAs(%+v) = %v, %v; want ErrInvalidConfig", c, ok, err)
+				}
+			}
+			if rec, err := store.Get(ctx, "x"); err != nil || !rec.Resume.NotBefore.IsZero() || rec.Resume.Claimant != "" {
+				t.Errorf("after the refused claims: %+v, %v; want nothing claimed", rec.Resume, err)
+			}
+			if _, err := claimer.Claims(ctx, "", 0); !errors.Is(err, approval.ErrInvalidConfig) {
+				t.Errorf("Claims of no worker: %v, want ErrInvalidConfig", err)
+			}
+			if _, err := approval.NewWorker(store, func(context.Context, approval.Record) error { return nil }, approval.WorkerOptions{Name: long}); !errors.Is(err, approval.ErrInvalidConfig) {
+				t.Errorf("NewWorker with a name of %d bytes: %v, want ErrInvalidConfig", len(long), err)
+			}
+		})
+	}
+}
