@@ -223,7 +223,9 @@
 // approval ID). The request's Kind says what is asked: approval.KindGate
 // (the model's call), approval.KindFallback (a gated fallback after its
 // tool failed; FallbackFor names the tool) or approval.KindOutcomeUnknown
-// (run a write again whose earlier outcome is unknown). The resume answer
+// (run a write again whose earlier outcome is unknown: Tool is the tool
+// whose write it is, a fallback of the model's call included, with
+// FallbackFor the tool it stands in for). The resume answer
 // must be a decision an approval.Store recorded: one that lacks the
 // approval ID, the reviewer or the decision time was built by hand and is
 // refused (*UnrecordedDecisionError, matching ErrUnrecordedDecision,

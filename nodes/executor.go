@@ -481,6 +481,32 @@ func (e *Executor) scopeTool(c Call) *Tool {
 	return t
 }
 
+// unknownCall returns the call whose write u, an unknown outcome that
+// executing c returned, is about: c itself when u names c's tool, or the
+// fallback in c's chain that u names, as a call of that fallback (its
+// FallbackFor the tool it stands in for; the arguments are c's, as a
+// fallback runs with them). It reports false when u names no tool of the
+// chain.
+func (e *Executor) unknownCall(c Call, u *ledger.OutcomeUnknownError) (Call, *Tool, bool) {
+	t := e.scopeTool(c)
+	for depth := 0; t != nil && depth <= maxFallbackDepth; depth++ {
+		if t.name == u.Tool {
+			return c, t, true
+		}
+		c.FallbackFor, c.Tool = t.name, t.fallback.nameOrEmpty()
+		t = t.fallback
+	}
+	return Call{}, nil, false
+}
+
+// nameOrEmpty is t's name, "" for a nil t.
+func (t *Tool) nameOrEmpty() string {
+	if t == nil {
+		return ""
+	}
+	return t.name
+}
+
 // prepare canonicalises and validates the arguments.
 func (e *Executor) prepare(t *Tool, c Call) (*prepared, error) {
 	raw := bytes.TrimSpace(c.Args)

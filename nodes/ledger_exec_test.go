@@ -367,6 +367,58 @@ func TestToolNodeOutcomeUnknownAsksAgain(t *testing.T) {
 	}
 }
 
+// TestToolNodeOutcomeUnknownOfAFallbackNamesIt: the model's call to a
+// tool fails, its fallback runs, and the fallback's write is of unknown
+// outcome (an earlier run died inside it). The approval request names the
+// fallback, whose write is unknown, as standing in for the failed tool,
+// not the tool the model called; approved, the fallback runs once (and
+// the failed tool is not run again); rejected, nothing runs.
+func TestToolNodeOutcomeUnknownOfAFallbackNamesIt(t *testing.T) {
+	for _, ok := range []bool{true, false} {
+		p := &payments{}
+		card := &counter{}
+		primary := func() *nodes.Tool {
+			return mustTool(t)(nodes.NewTool("card", "Charge an order on the card. Returns the charge.",
+				func(ctx context.Context, a OrderArgs, env nodes.Env) (map[string]any, error) {
+					card.inc("card")
+					return nil, &nodes.HTTPError{Status: 401}
+				}, nodes.Fallback(p.tool(t))))
+		}
+		h := newHarness(t, []*nodes.Tool{primary()}, answerThenDone(call("c", "card", `{"order_id":"O-1","amount":5}`)), []nodes.ExecutorOption{nodes.WithPolicy(nodes.AlwaysApprove())})
+		l := newMemLedger(t, h.clk.Now)
+		ex, err := nodes.NewExecutor([]*nodes.Tool{primary()}, nodes.WithLedger(l), nodes.WithPolicy(nodes.AlwaysApprove()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tn, _ := nodes.ToolNode(ex, nodes.WithNodeClock(h.clk.Now))
+		h.r = agentGraph(t, scriptedModel(answerThenDone(call("c", "card", `{"order_id":"O-1","amount":5}`))), tn, h.saver)
+		abandon(t, l, charge("O-1", 5, "th"))
+		h.clk.Advance(time.Hour)
+		res, err := h.r.Invoke(context.Background(), "th", userSays("charge"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := h.request(t, res)
+		if req.Tool != "charge" || req.FallbackFor != "card" || req.Kind != approval.KindOutcomeUnknown || req.Rule != nodes.RuleOutcomeUnknown || p.calls.get("charge") != 0 {
+			t.Fatalf("request for %q (fallback for %q, kind %s, rule %s) after %d charges; want one for the fallback charge, standing in for card, of unknown outcome",
+				req.Tool, req.FallbackFor, req.Kind, req.Rule, p.calls.get("charge"))
+		}
+		cards := card.get("card")
+		d := approve(res.Interrupts[0].ID, req)
+		if !ok {
+			d.Outcome = approval.Rejected
+		}
+		res = h.resume(t, d)
+		want := 0
+		if ok {
+			want = 1
+		}
+		if res.Status != graph.StatusDone || p.calls.get("charge") != want || card.get("card") != cards {
+			t.Errorf("approved=%v: status %s, %d charges, card run %d more times; want done, %d, none", ok, res.Status, p.calls.get("charge"), card.get("card")-cards, want)
+		}
+	}
+}
+
 // flakyBegin is a ledger whose Begin fails: after is how many of the next
 // calls fail after the real Begin (the intent is recorded, as when COMMIT
 // reports an I/O error), before how many fail without calling it.

@@ -175,7 +175,10 @@ type toolNode struct {
 // unknown outcome at once: the executor reconciles it (Reconcile) or runs
 // it again when its service DedupesByKey, and otherwise the call waits for
 // a human on an approval request with RuleOutcomeUnknown
-// (approval.KindOutcomeUnknown), whose approval runs it again.
+// (approval.KindOutcomeUnknown), whose approval runs it again. The request
+// names the tool whose write is unknown: when that is a fallback that ran
+// after the model's call failed, the fallback (FallbackFor naming the
+// failed tool), and approving runs the fallback, not the failed tool.
 //
 // The node fails (returns an error) on a ledger storage failure, a
 // reviewer-context failure, a cancelled context, and a write another live
@@ -554,14 +557,19 @@ func (n *toolNode) execute(ctx context.Context, tc ToolCall, c Call, memo *Memo,
 		// outcome, which is replayed, or its intent is found abandoned.
 		return outcome{}, &CallInProgressError{Tool: c.Tool, CallID: tc.ID, RetryAfter: busy.LeaseUntil, Err: err}
 	case errors.As(err, &unknown) && !c.Reconciled:
-		t := n.ex.scopeTool(c)
-		_, args, hash, verr := n.ex.Verdict(c.Tool, c.FallbackFor, c.Args)
-		if t != nil && verr == nil {
+		// The request names the tool whose write is unknown: the call's
+		// own, or a fallback of it that ran after the call failed.
+		uc, t, ok := n.ex.unknownCall(c, unknown)
+		if !ok {
+			break
+		}
+		_, args, hash, verr := n.ex.Verdict(uc.Tool, uc.FallbackFor, uc.Args)
+		if verr == nil {
 			risk := t.risk
 			if !risk.AtLeast(approval.RiskHigh) {
 				risk = approval.RiskHigh
 			}
-			o.Pending = &pendingCall{Tool: t.name, FallbackFor: c.FallbackFor, Args: args, ArgsHash: hash, Rule: RuleOutcomeUnknown, Risk: risk,
+			o.Pending = &pendingCall{Tool: t.name, FallbackFor: uc.FallbackFor, Args: args, ArgsHash: hash, Rule: RuleOutcomeUnknown, Risk: risk,
 				Reconcile: true, Cause: n.ex.red.String(err.Error()), CreatedAt: n.now()}
 			return o, nil
 		}
