@@ -161,11 +161,19 @@ func WithMaxValueBytes(n int) Option {
 }
 
 // WithStateCache keeps the decoded latest state of up to n threads in
-// memory (default 256; 0 turns it off). Cached values are validated against
+// memory (default 256; 0 turns it off; a negative n is a *CompileError).
+// Cached values are validated against
 // the saver's versions on every read, so the cache never serves stale data.
 // Results and snapshots share their slices and maps with it: a caller that
 // changes one in place changes what the next run sees (see Result.Values).
-func WithStateCache(n int) Option { return func(c *config) { c.stateCache = n } }
+func WithStateCache(n int) Option {
+	return func(c *config) {
+		if n < 0 {
+			c.errs = append(c.errs, &CompileError{Problem: fmt.Sprintf("state cache size %d is negative (0 turns the cache off)", n)})
+		}
+		c.stateCache = n
+	}
+}
 
 // Runnable is a compiled graph. It is safe for concurrent use: runs on
 // different threads proceed in parallel, and runs on the same thread are

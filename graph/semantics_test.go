@@ -604,3 +604,35 @@ func TestCustomReducer(t *testing.T) {
 		t.Errorf("Total = %d, want 1+5+5", res.Values.Total)
 	}
 }
+
+// TestCompileRefusesOptionsOutOfRange: an option value out of range is a
+// *CompileError (ErrInvalidGraph) naming it, never replaced by a default;
+// the values at the edge of the range compile.
+func TestCompileRefusesOptionsOutOfRange(t *testing.T) {
+	noop := func(ctx context.Context, s State) (graph.Update[State], error) { return graph.Update[State]{}, nil }
+	build := func() *graph.Graph[State] { return graph.New[State]().AddNode("a", noop).AddEdge(graph.START, "a") }
+	for _, tc := range []struct {
+		name string
+		opt  graph.Option
+		want string // a fragment of CompileError.Problem; "" compiles
+	}{
+		{"negative state cache", graph.WithStateCache(-1), "state cache size -1"},
+		{"state cache off", graph.WithStateCache(0), ""},
+		{"zero lease TTL", graph.WithLeaseTTL(0), "lease TTL"},
+		{"negative lease TTL", graph.WithLeaseTTL(-time.Second), "lease TTL"},
+		{"zero recursion limit", graph.WithRecursionLimit(0), "recursion limit"},
+		{"zero concurrency", graph.WithConcurrency(0), "concurrency"},
+		{"zero max value bytes", graph.WithMaxValueBytes(0), "max value bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := build().Compile(tc.opt)
+			var ce *graph.CompileError
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("Compile: %v, want it to compile", err)
+			case tc.want != "" && (!errors.As(err, &ce) || !strings.Contains(ce.Problem, tc.want) || !errors.Is(err, graph.ErrInvalidGraph)):
+				t.Errorf("Compile: %v, want a *CompileError about %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -63,6 +63,7 @@ type Executor struct {
 	maxAband  int64
 	observer  observe.Hook
 	obs       *hookcall.Caller // observer's caller; nil without one
+	errs      []error          // options out of range, refused by NewExecutor
 }
 
 // ExecutorOption configures NewExecutor.
@@ -123,8 +124,16 @@ func WithOwnerIDs(next func() string) ExecutorOption {
 
 // WithWaitInProgress makes a concurrent duplicate wait up to d for the
 // first call's outcome (polling the ledger) instead of failing at once with
-// ledger.ErrInProgress.
-func WithWaitInProgress(d time.Duration) ExecutorOption { return func(e *Executor) { e.wait = d } }
+// ledger.ErrInProgress (0, the default, waits not). A negative d makes
+// NewExecutor fail with ErrInvalidConfig.
+func WithWaitInProgress(d time.Duration) ExecutorOption {
+	return func(e *Executor) {
+		if d < 0 {
+			e.errs = append(e.errs, fmt.Errorf("WithWaitInProgress(%v) is negative (0 waits not)", d))
+		}
+		e.wait = d
+	}
+}
 
 // WithStrictSecrets sets whether arguments that reference a secret
 // ({{secrets.X}}, $X, ${X}, %X%, env:X for a declared name X) or hold a
@@ -137,7 +146,8 @@ func WithWaitInProgress(d time.Duration) ExecutorOption { return func(e *Executo
 func WithStrictSecrets(strict bool) ExecutorOption { return func(e *Executor) { e.strict = strict } }
 
 // WithMaxAbandoned caps the abandoned tool bodies still running at n
-// (default DefaultMaxAbandoned; n < 1 keeps the default). A body is
+// (default DefaultMaxAbandoned; n < 1 makes NewExecutor fail with
+// ErrInvalidConfig). A body is
 // abandoned when it ignores its context and is still running when its
 // attempt's timeout fires; it counts until it returns. While n are
 // running, no new attempt of any tool starts: it fails at once with
@@ -146,14 +156,17 @@ func WithStrictSecrets(strict bool) ExecutorOption { return func(e *Executor) { 
 // as many; it cannot grow further.
 func WithMaxAbandoned(n int) ExecutorOption {
 	return func(e *Executor) {
-		if n >= 1 {
-			e.maxAband = int64(n)
+		if n < 1 {
+			e.errs = append(e.errs, fmt.Errorf("WithMaxAbandoned(%d) is below 1", n))
 		}
+		e.maxAband = int64(n)
 	}
 }
 
 // NewExecutor binds tools to an agent. Their fallbacks are reachable as
-// fallbacks only. It returns an error matching ErrInvalidConfig for a nil
+// fallbacks only. It returns an error matching ErrInvalidConfig for an
+// option out of range (WithMaxAbandoned below 1, a negative
+// WithWaitInProgress), a nil
 // tool, two tools of one name, a tool that declares secrets when no
 // SecretProvider is set, or a RulesPolicy whose approval.Rules fail
 // Validate (a negative TTL, an unknown MinRisk, a nil ArgRule; the
@@ -169,6 +182,9 @@ func NewExecutor(tools []*Tool, opts ...ExecutorOption) (*Executor, error) {
 		if o != nil {
 			o(e)
 		}
+	}
+	if len(e.errs) > 0 {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(e.errs...))
 	}
 	if rp, ok := e.policy.(RulesPolicy); ok {
 		if err := rp.Rules.Validate(); err != nil {

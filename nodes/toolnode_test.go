@@ -656,3 +656,30 @@ func (h *nodeHarness) resume2(t *testing.T, v any) graph.Result[nodes.AgentState
 	}
 	return res
 }
+
+// TestNewExecutorRefusesOptionsOutOfRange: an executor option out of
+// range makes NewExecutor fail with ErrInvalidConfig, naming it, instead
+// of keeping the default; the edge of the range is accepted.
+func TestNewExecutorRefusesOptionsOutOfRange(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opt  nodes.ExecutorOption
+		want string // a fragment of the error; "" is accepted
+	}{
+		{"max abandoned 0", nodes.WithMaxAbandoned(0), "WithMaxAbandoned(0)"},
+		{"max abandoned negative", nodes.WithMaxAbandoned(-3), "WithMaxAbandoned(-3)"},
+		{"max abandoned 1", nodes.WithMaxAbandoned(1), ""},
+		{"negative wait in progress", nodes.WithWaitInProgress(-time.Second), "WithWaitInProgress(-1s)"},
+		{"no wait in progress", nodes.WithWaitInProgress(0), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := nodes.NewExecutor(nil, tc.opt)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("NewExecutor: %v, want it accepted", err)
+			case tc.want != "" && (!errors.Is(err, nodes.ErrInvalidConfig) || err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("NewExecutor: %v, want ErrInvalidConfig naming %s", err, tc.want)
+			}
+		})
+	}
+}

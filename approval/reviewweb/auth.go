@@ -144,7 +144,7 @@ type LocalToken struct {
 }
 
 // LocalTokenOptions configure a LocalToken. Zero values mean the
-// defaults.
+// defaults; negative durations are refused (NewLocalToken).
 type LocalTokenOptions struct {
 	// TokenTTL is how long an unused login token works (default 1 hour).
 	TokenTTL time.Duration
@@ -171,18 +171,26 @@ type session struct {
 // sessionCookie is the name of LocalToken's cookie.
 const sessionCookie = "lockstep_session"
 
-// NewLocalToken returns a LocalToken with no tokens and no sessions.
-func NewLocalToken(o LocalTokenOptions) *LocalToken {
-	if o.TokenTTL <= 0 {
+// NewLocalToken returns a LocalToken with no tokens and no sessions. It
+// returns an error matching approval.ErrInvalidConfig, and no LocalToken,
+// when o.TokenTTL or o.SessionTTL is negative.
+func NewLocalToken(o LocalTokenOptions) (*LocalToken, error) {
+	switch {
+	case o.TokenTTL < 0:
+		return nil, fmt.Errorf("reviewweb: LocalTokenOptions.TokenTTL %v is negative (0 means an hour): %w", o.TokenTTL, approval.ErrInvalidConfig)
+	case o.SessionTTL < 0:
+		return nil, fmt.Errorf("reviewweb: LocalTokenOptions.SessionTTL %v is negative (0 means 12 hours): %w", o.SessionTTL, approval.ErrInvalidConfig)
+	}
+	if o.TokenTTL == 0 {
 		o.TokenTTL = time.Hour
 	}
-	if o.SessionTTL <= 0 {
+	if o.SessionTTL == 0 {
 		o.SessionTTL = 12 * time.Hour
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &LocalToken{o: o, tokens: map[string]pendingLogin{}, sessions: map[string]session{}}
+	return &LocalToken{o: o, tokens: map[string]pendingLogin{}, sessions: map[string]session{}}, nil
 }
 
 // randomToken returns 256 random bits, base64url.

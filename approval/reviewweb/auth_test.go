@@ -62,7 +62,7 @@ func TestTrustedProxy(t *testing.T) {
 func TestLocalToken(t *testing.T) {
 	f := newFixture(t)
 	id := f.start(t, "t1", defaultCall())
-	lt := reviewweb.NewLocalToken(reviewweb.LocalTokenOptions{Now: f.clock.Now, TokenTTL: time.Hour, SessionTTL: 2 * time.Hour})
+	lt := newLocalToken(t, reviewweb.LocalTokenOptions{Now: f.clock.Now, TokenTTL: time.Hour, SessionTTL: 2 * time.Hour})
 	s := newServer(t, f, func(o *reviewweb.Options) { o.Auth = lt })
 	tok, err := lt.Issue("priya")
 	if err != nil {

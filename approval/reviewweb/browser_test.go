@@ -182,7 +182,7 @@ func TestBrowserHotelBooking(t *testing.T) {
 	}
 	// No Options.Graph: the page draws the whole graph from the topology
 	// the example's run stored in the database.
-	lt := reviewweb.NewLocalToken(reviewweb.LocalTokenOptions{})
+	lt := newLocalToken(t, reviewweb.LocalTokenOptions{})
 	h, err := reviewweb.New(reviewweb.Options{Saver: saver, Store: store, Auth: lt, Policy: reviewweb.AnyReviewer(),
 		PollInterval: 50 * time.Millisecond})
 	if err != nil {
@@ -263,7 +263,7 @@ func startServer(t testing.TB, h *reviewweb.Handler) string {
 // browserFixture is the fixture with a LocalToken handler for browsers.
 func browserFixture(t *testing.T) (*fixture, *server, *reviewweb.LocalToken) {
 	f := newFixture(t)
-	lt := reviewweb.NewLocalToken(reviewweb.LocalTokenOptions{Now: f.clock.Now})
+	lt := newLocalToken(t, reviewweb.LocalTokenOptions{Now: f.clock.Now})
 	s := newServer(t, f, func(o *reviewweb.Options) { o.Auth = lt })
 	return f, s, lt
 }
@@ -604,7 +604,7 @@ func TestBrowserExpired(t *testing.T) {
 // -benchtime=20x for the median of 20).
 func BenchmarkDecisionToResume(b *testing.B) {
 	f := newFixture(b)
-	lt := reviewweb.NewLocalToken(reviewweb.LocalTokenOptions{Now: f.clock.Now})
+	lt := newLocalToken(b, reviewweb.LocalTokenOptions{Now: f.clock.Now})
 	s := newServer(b, f, func(o *reviewweb.Options) { o.Auth = lt })
 	br := newBrowser(b)
 	signIn(b, br, s.srv.URL, lt, "bob")

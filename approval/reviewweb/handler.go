@@ -80,20 +80,23 @@ type Handler struct {
 	static http.Handler
 }
 
-// New returns a Handler. It fails when a required option is missing, the
-// saver cannot list pending interrupts, Secret is shorter than 32 bytes,
-// or Prefix is malformed.
+// New returns a Handler. It fails with an error matching
+// approval.ErrInvalidConfig when a required option is missing, the saver
+// cannot list pending interrupts, Secret is shorter than 32 bytes, Prefix
+// is malformed, or PollInterval is negative.
 func New(o Options) (*Handler, error) {
 	lister, ok := o.Saver.(checkpoint.InterruptLister)
 	switch {
 	case o.Saver == nil || o.Store == nil || o.Auth == nil || o.Policy == nil:
-		return nil, errors.New("reviewweb: Options needs a Saver, a Store, an Auth and a Policy")
+		return nil, fmt.Errorf("reviewweb: Options needs a Saver, a Store, an Auth and a Policy: %w", approval.ErrInvalidConfig)
 	case !ok:
-		return nil, fmt.Errorf("reviewweb: the saver %T cannot list pending interrupts (checkpoint.InterruptLister)", o.Saver)
+		return nil, fmt.Errorf("reviewweb: the saver %T cannot list pending interrupts (checkpoint.InterruptLister): %w", o.Saver, approval.ErrInvalidConfig)
 	case o.Secret != nil && len(o.Secret) < 32:
-		return nil, errors.New("reviewweb: Options.Secret needs at least 32 bytes")
+		return nil, fmt.Errorf("reviewweb: Options.Secret needs at least 32 bytes: %w", approval.ErrInvalidConfig)
 	case o.Prefix != "" && (!strings.HasPrefix(o.Prefix, "/") || strings.HasSuffix(o.Prefix, "/")):
-		return nil, fmt.Errorf("reviewweb: Options.Prefix %q must start with / and not end with one", o.Prefix)
+		return nil, fmt.Errorf("reviewweb: Options.Prefix %q must start with / and not end with one: %w", o.Prefix, approval.ErrInvalidConfig)
+	case o.PollInterval < 0:
+		return nil, fmt.Errorf("reviewweb: Options.PollInterval %v is negative (0 means 1s): %w", o.PollInterval, approval.ErrInvalidConfig)
 	}
 	if o.Now == nil {
 		o.Now = o.Store.Now
@@ -104,7 +107,7 @@ func New(o Options) (*Handler, error) {
 	if o.Graph == nil {
 		o.Graph = StoredGraph(o.Saver)
 	}
-	if o.PollInterval <= 0 {
+	if o.PollInterval == 0 {
 		o.PollInterval = time.Second
 	}
 	if o.Logger == nil {

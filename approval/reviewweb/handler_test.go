@@ -3,6 +3,7 @@ package reviewweb_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -535,5 +536,41 @@ func TestGraphFromTheStore(t *testing.T) {
 	given, _ := read(t, func(o *reviewweb.Options) { o.Graph = reviewweb.StaticGraph(other) })
 	if d := cmp.Diff([]string{"gate", "solo"}, given.ThreadView.Graph.Nodes); d != "" || given.ThreadView.FromRuns {
 		t.Errorf("Options.Graph: nodes (-want +got):\n%s", d)
+	}
+}
+
+// TestOptionsOutOfRangeRefused: a negative PollInterval, TokenTTL or
+// SessionTTL is refused with an error matching approval.ErrInvalidConfig
+// instead of being replaced by the default, as are the other invalid
+// Options of New.
+func TestOptionsOutOfRangeRefused(t *testing.T) {
+	f := newFixture(t)
+	valid := func() reviewweb.Options {
+		return reviewweb.Options{Saver: f.saver, Store: f.store, Auth: newLocalToken(t, reviewweb.LocalTokenOptions{}), Policy: reviewweb.AnyReviewer()}
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(o *reviewweb.Options)
+	}{
+		{"negative poll interval", func(o *reviewweb.Options) { o.PollInterval = -time.Second }},
+		{"no store", func(o *reviewweb.Options) { o.Store = nil }},
+		{"short secret", func(o *reviewweb.Options) { o.Secret = []byte("short") }},
+		{"bad prefix", func(o *reviewweb.Options) { o.Prefix = "review/" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := valid()
+			tc.edit(&o)
+			if h, err := reviewweb.New(o); !errors.Is(err, approval.ErrInvalidConfig) {
+				if h != nil {
+					h.Close()
+				}
+				t.Errorf("New: %v, want ErrInvalidConfig", err)
+			}
+		})
+	}
+	for _, o := range []reviewweb.LocalTokenOptions{{TokenTTL: -time.Minute}, {SessionTTL: -time.Hour}} {
+		if lt, err := reviewweb.NewLocalToken(o); lt != nil || !errors.Is(err, approval.ErrInvalidConfig) {
+			t.Errorf("NewLocalToken(%+v) = %v, %v; want ErrInvalidConfig", o, lt, err)
+		}
 	}
 }

@@ -292,3 +292,13 @@ func (c *client) decideG(id, body string) (*http.Response, string) {
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
 
 func newTestServer(h http.Handler) *httptest.Server { return httptest.NewServer(h) }
+
+// newLocalToken builds a LocalToken; refused options fail the test.
+func newLocalToken(t testing.TB, o reviewweb.LocalTokenOptions) *reviewweb.LocalToken {
+	t.Helper()
+	lt, err := reviewweb.NewLocalToken(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lt
+}

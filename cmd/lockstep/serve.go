@@ -222,7 +222,10 @@ func serveCommand(fs *flag.FlagSet) runner {
 			return err
 		}
 		defer b.close()
-		lt := reviewweb.NewLocalToken(reviewweb.LocalTokenOptions{Now: e.now})
+		lt, err := reviewweb.NewLocalToken(reviewweb.LocalTokenOptions{Now: e.now})
+		if err != nil {
+			return err
+		}
 		tok, err := lt.Issue(name)
 		if err != nil {
 			return err
