@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/lockstepgo/lockstep/internal/safe"
 )
 
 // Channel carries approval requests to reviewers and their verdicts back,
@@ -145,6 +147,11 @@ type MemoryChannel struct {
 // NewMemoryChannel returns a channel that calls onPublish (which may be
 // nil) with every published request, on the publisher's goroutine: a
 // reviewer UI shows it, and answers with Reply, from there or later.
+// onPublish is the application's code: a panic in it fails the Publish
+// with a *PanicError (so Wait returns a *ChannelError), and one still
+// running when the Publish's context ends is given up on (an error
+// matching context's), so that it holds the caller past its deadline no
+// longer than a short grace.
 func NewMemoryChannel(onPublish func(id string, req Request)) *MemoryChannel {
 	return &MemoryChannel{onPublish: onPublish, subs: map[string]map[*memSub]bool{}}
 }
@@ -181,10 +188,17 @@ func (c *MemoryChannel) Publish(ctx context.Context, id string, req Request) err
 	if closed {
 		return ErrChannelClosed
 	}
-	if c.onPublish != nil {
-		c.onPublish(id, req)
+	if c.onPublish == nil {
+		return nil
 	}
-	return nil
+	_, p, err := safe.Bound(ctx, nil, "the MemoryChannel's onPublish", func() struct{} {
+		c.onPublish(id, req)
+		return struct{}{}
+	})
+	if p != nil {
+		return &PanicError{ID: id, In: "the MemoryChannel's onPublish", Value: p.Value, Stack: p.Stack}
+	}
+	return err
 }
 
 // Reply sends a verdict on approval id to its open subscriptions and

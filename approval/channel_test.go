@@ -231,3 +231,35 @@ func TestWaitChannelFailure(t *testing.T) {
 		}
 	})
 }
+
+// TestMemoryChannelContainsOnPublish: onPublish is the application's code.
+// One that panics fails the Publish with a *PanicError (Wait returns a
+// *ChannelError around it) instead of taking the process; one that blocks
+// holds a Publish whose context ends no longer than a short grace.
+func TestMemoryChannelContainsOnPublish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		req := newRequest(t, refundSchema(t), time.Now(), "o1", 40)
+		ch := approval.NewMemoryChannel(func(string, approval.Request) { panic("the UI is gone") })
+		var pe *approval.PanicError
+		if err := ch.Publish(context.Background(), "a1", req); !errors.As(err, &pe) || pe.ID != "a1" || pe.Value != "the UI is gone" {
+			t.Errorf("Publish with a panicking onPublish: %v, want a *PanicError for a1", err)
+		}
+		_, err := approval.Wait(context.Background(), ch, "a1", req, approval.WaitOptions{Timeout: time.Minute})
+		var ce *approval.ChannelError
+		if !errors.As(err, &ce) || ce.Op != "publish" || !errors.As(err, &pe) {
+			t.Errorf("Wait with a panicking onPublish: %v, want a *ChannelError around a *PanicError", err)
+		}
+
+		release := make(chan struct{})
+		blocked := approval.NewMemoryChannel(func(string, approval.Request) { <-release })
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start := time.Now()
+		err = blocked.Publish(ctx, "a2", req)
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
+			t.Errorf("Publish with a blocking onPublish: %v after %v, want the deadline's error within a grace of it", err, time.Since(start))
+		}
+		close(release)
+		synctest.Wait()
+	})
+}

@@ -240,9 +240,29 @@ func schemaError(id string, vs []*jsonschema.ValidationError) *Error {
 	return e
 }
 
+// CheckEdit checks edited arguments for approval id against the request
+// by the rules every Store applies when it records an edit (Decide with
+// Edited), without recording anything, and returns their canonical form.
+// It is how a reviewing front end tells an edit it would be refused
+// before it asks the store. It returns an *Error matching ErrInvalidArgs
+// when r cannot be edited (a KindOutcomeUnknown request: approving it
+// runs the very call again, or rejecting it says what happened; no other
+// call can stand in for it), carries no schema (or one that does not
+// decode), or when args are missing, exceed MaxArgsBytes, are not JSON,
+// or fail the schema (every problem at its path, Error.Problems).
+func (r Request) CheckEdit(id string, args json.RawMessage) (json.RawMessage, error) {
+	return checkEdit(id, r, Verdict{Outcome: Edited, Args: args})
+}
+
+// Editable reports whether r can be edited at all (CheckEdit then checks
+// the arguments): it is not of KindOutcomeUnknown and carries a schema.
+func (r Request) Editable() bool { return r.Kind != KindOutcomeUnknown && len(r.Schema) > 0 }
+
 // checkEdit validates edited arguments and returns their canonical form.
 func checkEdit(id string, req Request, v Verdict) (json.RawMessage, error) {
 	switch {
+	case req.Kind == KindOutcomeUnknown:
+		return nil, newError(id, ErrInvalidArgs, "a request of kind %s cannot be edited: approve it only after checking that the earlier attempt did not happen, or reject it", KindOutcomeUnknown)
 	case v.Tool != "" && v.Tool != req.Tool:
 		return nil, newError(id, ErrInvalidArgs, "an edit cannot switch from tool %s to %s", quoteShort(req.Tool), quoteShort(v.Tool))
 	case len(v.Args) == 0:

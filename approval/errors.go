@@ -26,7 +26,8 @@ var (
 	ErrInvalidDecision = errors.New("approval: invalid decision")
 	// ErrInvalidArgs: edited arguments that are not valid JSON, fail the
 	// schema stored in the request, exceed MaxArgsBytes, or name another
-	// tool.
+	// tool, and an edit of a request that cannot be edited (one of
+	// KindOutcomeUnknown, or one without a schema); see Request.CheckEdit.
 	ErrInvalidArgs = errors.New("approval: invalid edited arguments")
 	// ErrInvalidRequest: a request that cannot be decided as is: wrong
 	// type, no tool, an ArgsHash that does not match its arguments, an
@@ -170,6 +171,22 @@ func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 
 func corrupt(id, what string, err error) *CorruptError {
 	return &CorruptError{ID: id, What: what, Err: err}
+}
+
+// PanicError is a panic recovered from application code that the
+// approval package called and that has no error of its own to fail with
+// (In names it: the onPublish of a MemoryChannel). Value and Stack are the
+// panic's.
+type PanicError struct {
+	ID    string // the approval concerned
+	In    string // what panicked
+	Value any
+	Stack []byte
+}
+
+// Error names what panicked, the approval, and the panic's value.
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("approval: %s panicked (approval %s): %v", e.In, quoteShort(e.ID), e.Value)
 }
 
 // ChannelError reports a failure of the confirmation channel during Wait:

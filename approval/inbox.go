@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/internal/hookcall"
+	"github.com/lockstepgo/lockstep/internal/safe"
 )
 
 // Page sizes of Inbox.List.
@@ -42,12 +43,23 @@ type Inbox struct {
 // reviewer decide.
 func (in *Inbox) now() time.Time { return in.store.Now() }
 
-func (in *Inbox) owns(thread string) bool { return in.threads == nil || in.threads(thread) }
+func (in *Inbox) owns(thread string) (ok bool) {
+	if in.threads == nil {
+		return true
+	}
+	if p := safe.Call(func() { ok = in.threads(thread) }); p != nil {
+		return false
+	}
+	return ok
+}
 
 // ForThreads returns a copy of the inbox that sees only the approvals of
 // threads for which keep returns true. Applications that share a database
 // give each inbox (and so each sweeper) the threads it owns, so that one
-// application's clock never expires another's requests.
+// application's clock never expires another's requests. keep is the
+// application's code, called on the caller's goroutine: a keep that
+// panics owns the thread it was asked about not (the inbox neither lists,
+// decides nor sweeps its approvals), and the panic goes no further.
 func (in *Inbox) ForThreads(keep func(thread string) bool) *Inbox {
 	c := *in
 	c.threads = keep
@@ -67,6 +79,9 @@ type Filter struct {
 	Tool   string // only calls of this tool
 	Owner  string // only requests owned by this team or person
 	Thread string // only this thread
+	// Risk keeps only requests of this risk tier ("": any tier); a tier
+	// that is not one of the Risk constants is an invalid filter.
+	Risk Risk
 	// MinAge keeps requests created at least this long ago.
 	MinAge time.Duration
 	// ExpiringWithin keeps requests that expire within this duration from
@@ -139,6 +154,8 @@ func (in *Inbox) List(ctx context.Context, f Filter) (Page, error) {
 		return Page{}, newError("", ErrInvalidFilter, "negative duration")
 	case len(f.Tool) > MaxFilterBytes || len(f.Owner) > MaxFilterBytes || len(f.Thread) > MaxFilterBytes:
 		return Page{}, newError("", ErrInvalidFilter, "tool, owner or thread of more than %d bytes", MaxFilterBytes)
+	case f.Risk != "" && !f.Risk.Valid():
+		return Page{}, newError("", ErrInvalidFilter, "unknown risk tier %s", quoteShort(string(f.Risk)))
 	}
 	after, err := decodeCursor(f.Cursor)
 	if err != nil {
@@ -205,7 +222,8 @@ func (f Filter) matches(it Item, now time.Time) bool {
 		return false
 	case f.Tool != "" && r.Tool != f.Tool,
 		f.Owner != "" && r.Owner != f.Owner,
-		f.Thread != "" && it.Thread != f.Thread:
+		f.Thread != "" && it.Thread != f.Thread,
+		f.Risk != "" && r.Risk != f.Risk:
 		return false
 	case f.MinAge > 0 && now.Sub(r.CreatedAt) < f.MinAge:
 		return false

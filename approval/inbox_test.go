@@ -97,6 +97,9 @@ func TestInboxList(t *testing.T) {
 		"t3": requestFor(t, "delete_account", "security", epoch.Add(3*time.Minute), 2*time.Hour),
 		"t5": requestFor(t, "refund", "payments", epoch.Add(4*time.Minute), time.Hour),
 	}
+	low := reqs["t1"]
+	low.Risk = approval.RiskLow
+	reqs["t1"] = low
 	id := map[string]string{}
 	for _, th := range []string{"t0", "t1", "t2", "t3", "t4", "t5", "t6"} {
 		switch th {
@@ -119,6 +122,10 @@ func TestInboxList(t *testing.T) {
 		{"tool", approval.Filter{Tool: "refund"}, []string{"t0", "t2", "t5"}},
 		{"owner", approval.Filter{Owner: "support"}, []string{"t1"}},
 		{"thread", approval.Filter{Thread: "t3"}, []string{"t3"}},
+		{"risk tier", approval.Filter{Risk: approval.RiskLow}, []string{"t1"}},
+		{"another risk tier", approval.Filter{Risk: approval.RiskHigh}, []string{"t0", "t2", "t3", "t5"}},
+		{"a tier none has", approval.Filter{Risk: approval.RiskCritical}, []string{}},
+		{"risk tier and tool", approval.Filter{Risk: approval.RiskHigh, Tool: "refund", Limit: 1}, []string{"t0", "t2", "t5"}},
 		{"min age", approval.Filter{MinAge: 3 * time.Minute}, []string{"t0", "t1", "t2"}},
 		{"expiring soon", approval.Filter{ExpiringWithin: 10 * time.Minute}, []string{"t1"}},
 		{"expiring within the hour", approval.Filter{ExpiringWithin: time.Hour}, []string{"t0", "t1", "t5"}},
@@ -263,6 +270,7 @@ func TestInboxInvalid(t *testing.T) {
 		{"negative limit", func() error { _, err := in.List(ctx, approval.Filter{Limit: -1}); return err }, approval.ErrInvalidFilter},
 		{"limit too large", func() error { _, err := in.List(ctx, approval.Filter{Limit: approval.MaxPageSize + 1}); return err }, approval.ErrInvalidFilter},
 		{"negative age", func() error { _, err := in.List(ctx, approval.Filter{MinAge: -time.Second}); return err }, approval.ErrInvalidFilter},
+		{"unknown risk tier", func() error { _, err := in.List(ctx, approval.Filter{Risk: "severe"}); return err }, approval.ErrInvalidFilter},
 		{"garbage cursor", func() error { _, err := in.List(ctx, approval.Filter{Cursor: "garbage"}); return err }, approval.ErrInvalidFilter},
 		{"oversized tool", func() error {
 			_, err := in.List(ctx, approval.Filter{Tool: strings.Repeat("t", approval.MaxFilterBytes+1)})
@@ -343,5 +351,41 @@ func TestAuditTrail(t *testing.T) {
 				t.Errorf("the snapshot lost what was shown: %+v", got.Request)
 			}
 		})
+	}
+}
+
+// TestInboxContainsForThreads: the ForThreads filter is the application's
+// code. One that panics on a thread owns it not: the inbox lists, gets
+// and sweeps the other threads' approvals as before, and the panic goes
+// no further.
+func TestInboxContainsForThreads(t *testing.T) {
+	ctx := context.Background()
+	clock := newClock()
+	store := approval.NewMemoryStore(clock.Now)
+	r, saver := newAsker(t)
+	idA := ask(t, r, "ta", requestFor(t, "refund", "payments", epoch, time.Hour))
+	idB := ask(t, r, "tb", requestFor(t, "refund", "payments", epoch, time.Hour))
+	in := approval.NewInbox(saver, store).ForThreads(func(thread string) bool {
+		if thread == "tb" {
+			panic("no owner table")
+		}
+		return true
+	})
+	if got := threads(allPending(t, in, approval.Filter{})); !cmp.Equal(got, []string{"ta"}) {
+		t.Errorf("List: %v, want only ta", got)
+	}
+	if _, err := in.Get(ctx, idA); err != nil {
+		t.Errorf("Get of ta's approval: %v", err)
+	}
+	if _, err := in.Get(ctx, idB); !errors.Is(err, approval.ErrNotFound) {
+		t.Errorf("Get of tb's approval: %v, want ErrNotFound (not this inbox's)", err)
+	}
+	clock.Set(epoch.Add(2 * time.Hour))
+	rep, err := in.Sweep(ctx)
+	if err != nil || rep.Expired != 1 {
+		t.Errorf("Sweep: %+v, %v; want ta's approval expired, tb's left", rep, err)
+	}
+	if _, err := store.Get(ctx, idB); !errors.Is(err, approval.ErrNotFound) {
+		t.Errorf("tb's approval after the sweep: %v, want undecided", err)
 	}
 }

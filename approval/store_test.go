@@ -176,3 +176,55 @@ func TestEditReportsEveryProblem(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckEditIsTheStoresRule: Request.CheckEdit refuses what a store's
+// Decide refuses for an edit, with the same typed error and problems, and
+// accepts what it records (canonical form); Editable says which requests
+// take an edit at all.
+func TestCheckEditIsTheStoresRule(t *testing.T) {
+	schema := refundSchema(t)
+	now := epoch
+	for _, tc := range []struct {
+		name     string
+		kind     approval.Kind
+		noSchema bool
+		args     string
+		problems int // -1: refused without problems; 0: accepted
+	}{
+		{"a valid edit", approval.KindGate, false, `{"order":"o", "amount":1}`, 0},
+		{"a fallback's edit", approval.KindFallback, false, `{"amount":1,"order":"o"}`, 0},
+		{"an outcome-unknown request", approval.KindOutcomeUnknown, false, `{"amount":1,"order":"o"}`, -1},
+		{"no schema", approval.KindGate, true, `{"amount":1,"order":"o"}`, -1},
+		{"two problems", approval.KindGate, false, `{"amount":10000,"order":"o","to":"x"}`, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			it := newItem(t, schema, now, "p1")
+			it.Request.Kind = tc.kind
+			if tc.kind == approval.KindFallback {
+				it.Request.FallbackFor = "card"
+			}
+			if tc.noSchema {
+				it.Request.Schema = nil
+			}
+			if want := tc.kind != approval.KindOutcomeUnknown && !tc.noSchema; it.Request.Editable() != want {
+				t.Errorf("Editable() = %v, want %v", !want, want)
+			}
+			got, err := it.Request.CheckEdit(it.ID, json.RawMessage(tc.args))
+			s := approval.NewMemoryStore(func() time.Time { return now })
+			_, derr := s.Decide(context.Background(), it, approval.Verdict{Outcome: approval.Edited, Reviewer: "alice", Args: json.RawMessage(tc.args)})
+			if tc.problems == 0 {
+				if err != nil || derr != nil || string(got) != `{"amount":1,"order":"o"}` {
+					t.Fatalf("CheckEdit = %s, %v; Decide: %v; want both to accept it, canonical", got, err, derr)
+				}
+				return
+			}
+			var ae, de *approval.Error
+			if !errors.As(err, &ae) || !errors.Is(err, approval.ErrInvalidArgs) || !errors.As(derr, &de) || !errors.Is(derr, approval.ErrInvalidArgs) {
+				t.Fatalf("CheckEdit: %v; Decide: %v; want both ErrInvalidArgs", err, derr)
+			}
+			if want := max(tc.problems, 0); len(ae.Problems) != want || !cmp.Equal(ae.Problems, de.Problems) || ae.Reason != de.Reason {
+				t.Errorf("CheckEdit's problems %+v (%q), Decide's %+v (%q); want the same %d", ae.Problems, ae.Reason, de.Problems, de.Reason, want)
+			}
+		})
+	}
+}

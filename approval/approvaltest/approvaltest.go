@@ -207,6 +207,8 @@ func testDecideInvalid(t *testing.T, open Factory) {
 		{"edit with duplicate keys", nil, approval.Verdict{Outcome: approval.Edited, Reviewer: "alice", Args: json.RawMessage(`{"amount":1,"order":"o","amount":400}`)}, approval.ErrInvalidArgs},
 		{"edit without arguments", nil, approval.Verdict{Outcome: approval.Edited, Reviewer: "alice"}, approval.ErrInvalidArgs},
 		{"edit without a schema", func(it approval.Item) approval.Item { it.Request.Schema = nil; return it }, approval.Verdict{Outcome: approval.Edited, Reviewer: "alice", Args: json.RawMessage(`{"amount":1,"order":"o"}`)}, approval.ErrInvalidArgs},
+		{"edit of an outcome-unknown request", func(it approval.Item) approval.Item { it.Request.Kind = approval.KindOutcomeUnknown; return it },
+			approval.Verdict{Outcome: approval.Edited, Reviewer: "alice", Args: json.RawMessage(`{"amount":1,"order":"o"}`)}, approval.ErrInvalidArgs},
 		{"arguments changed after hashing", tampered, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}, approval.ErrInvalidRequest},
 		{"not an approval request", func(it approval.Item) approval.Item { it.Request.Type = "question"; return it }, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}, approval.ErrInvalidRequest},
 		{"zero expiry", withExpiry(epoch, time.Time{}), approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}, approval.ErrInvalidExpiry},

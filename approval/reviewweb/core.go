@@ -16,7 +16,6 @@ import (
 	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
-	"github.com/lockstepgo/lockstep/internal/jsonschema"
 )
 
 // The code below is shared by the pages and the JSON API: each reads or
@@ -123,18 +122,14 @@ func (h *Handler) list(ctx context.Context, q listQuery) (listResult, error) {
 		}
 		after.at, after.id = t, id
 	}
-	f := approval.Filter{Tool: q.Tool, Owner: q.Owner, Thread: q.Thread, ExpiringWithin: q.ExpiringWithin, Limit: approval.MaxPageSize}
+	f := approval.Filter{Tool: q.Tool, Owner: q.Owner, Thread: q.Thread, Risk: q.Risk, ExpiringWithin: q.ExpiringWithin, Limit: approval.MaxPageSize}
 	var all []approval.Item
 	for {
 		p, err := h.inbox.List(ctx, f)
 		if err != nil {
 			return listResult{}, err
 		}
-		for _, it := range p.Items {
-			if q.Risk == "" || it.Request.Risk == q.Risk {
-				all = append(all, it)
-			}
-		}
+		all = append(all, p.Items...)
 		if p.Next == "" {
 			break
 		}
@@ -291,7 +286,7 @@ func (h *Handler) decide(ctx context.Context, rv Reviewer, id string, in decideI
 		return res, e
 	}
 	if in.Outcome == approval.Edited {
-		changes, e := checkEdit(it.Request, in.Args)
+		changes, e := checkEdit(id, it.Request, in.Args)
 		if e != nil {
 			return res, e
 		}
@@ -309,32 +304,25 @@ func (h *Handler) decide(ctx context.Context, rv Reviewer, id string, in decideI
 	return res, nil
 }
 
-// checkEdit checks edited arguments against the request's schema and
-// returns their differences from the original, or a 422 naming every
-// problem at its path. The approval package checks them again when it
-// records the edit.
-func checkEdit(req approval.Request, args json.RawMessage) ([]Change, *apiError) {
+// checkEdit checks edited arguments by the approval package's rules
+// (approval.Request.CheckEdit, the ones the store applies when it records
+// the edit: the one place they live) and returns their differences from
+// the original, or a 422 naming every problem at its path.
+func checkEdit(id string, req approval.Request, args json.RawMessage) ([]Change, *apiError) {
 	invalid := func(msg string, ps ...Problem) *apiError {
 		return &apiError{Status: http.StatusUnprocessableEntity, Code: "invalid_args", Message: msg, Problems: ps}
 	}
-	switch {
-	case req.Kind == approval.KindOutcomeUnknown:
-		return nil, invalid("an outcome-unknown request cannot be edited: approve it only after checking that the earlier attempt did not happen, or reject it")
-	case len(args) == 0:
-		return nil, invalid("an edit needs arguments")
-	case len(args) > approval.MaxArgsBytes:
-		return nil, invalid(fmt.Sprintf("edited arguments of %d bytes (at most %d)", len(args), approval.MaxArgsBytes))
-	case len(req.Schema) == 0:
-		return nil, invalid("the request carries no schema to check an edit against, so it cannot be edited")
-	}
-	var s jsonschema.Schema
-	if err := json.Unmarshal(req.Schema, &s); err != nil {
-		return nil, invalid("the request's schema does not decode, so it cannot be edited")
-	}
-	if vs := jsonschema.ValidateAll(&s, args); len(vs) > 0 {
-		ps := make([]Problem, len(vs))
-		for i, v := range vs {
-			ps[i] = Problem{Path: v.Path, Reason: v.Reason}
+	if _, err := req.CheckEdit(id, args); err != nil {
+		var ae *approval.Error
+		if !errors.As(err, &ae) {
+			return nil, invalid(err.Error())
+		}
+		if len(ae.Problems) == 0 {
+			return nil, invalid(ae.Reason)
+		}
+		ps := make([]Problem, len(ae.Problems))
+		for i, p := range ae.Problems {
+			ps[i] = Problem{Path: p.Path, Reason: p.Reason}
 		}
 		return nil, invalid(fmt.Sprintf("the edited arguments do not match the tool's schema (%d problem(s))", len(ps)), ps...)
 	}

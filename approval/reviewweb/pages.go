@@ -329,7 +329,7 @@ func (h *Handler) approvalData(ctx context.Context, r *http.Request, v approvalV
 	if !a.May && v.State == statePending {
 		a.MayReject = h.access(ctx, reviewerOf(r), it, approval.Rejected) == nil
 	}
-	a.CanEdit = a.May && kind != approval.KindOutcomeUnknown && len(req.Schema) > 0 && len(req.Args) <= maxJSONBytes
+	a.CanEdit = a.May && req.Editable() && len(req.Args) <= maxJSONBytes
 	if a.CanEdit {
 		a.EditArgs = pretty(req.Args).String()
 	}
