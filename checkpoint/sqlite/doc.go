@@ -118,8 +118,12 @@
 // file, and past 32 MiB runs a checkpoint that waits up to 100 ms for
 // the readers to reach the newest snapshot, copies everything and
 // truncates the file (writers of every process wait meanwhile); when a
-// reader still holds on it tries again 1,024 commits later. While a
-// reader holds an old snapshot the WAL grows regardless: that is SQLite's
+// reader still holds on it tries again 1,024 commits later. SQLite
+// refuses such a checkpoint at once while another connection runs one
+// (the automatic checkpoint after another process's commit, frequent on
+// a busy file and longer on a loaded machine): that refusal is tried
+// again within the same 100 ms, and at the next look. While a reader
+// holds an old snapshot the WAL grows regardless: that is SQLite's
 // design, and why a stopped process must not stay stopped.
 //
 // Keep a database's -wal and -shm files with it, and only with it, and

@@ -63,6 +63,12 @@ type walKeeper struct {
 	// commits were checkpointed into the database (or that was tried).
 	lost      *WALError
 	saveTried bool
+
+	// For tests: wait replaces walRestartWait when positive, and
+	// collided runs each time a forced checkpoint could not start
+	// because another connection was running one.
+	wait     time.Duration
+	collided func()
 }
 
 // keepWAL runs after each commit of the writer: every walCheckEvery
@@ -84,31 +90,92 @@ func (s *Saver) keepWAL(ctx context.Context) {
 	if err != nil || fi.Size() < walRestartBytes {
 		return
 	}
-	if s.restartWAL(ctx) {
+	switch s.restartWAL(ctx) {
+	case walRestarted:
 		k.restarts++
-		return
+	case walReaderHeld:
+		k.skip = walRetryLooks
+	case walNotStarted:
+		// Nothing waited: try again at the next look.
 	}
-	k.skip = walRetryLooks
 }
 
-// restartWAL runs a TRUNCATE checkpoint on the writer with a short busy
-// timeout, and reports whether it finished.
-func (s *Saver) restartWAL(ctx context.Context) bool {
+// walRestart is what a forced checkpoint came to.
+type walRestart int
+
+const (
+	// walRestarted: it copied everything and truncated the file.
+	walRestarted walRestart = iota
+	// walReaderHeld: it waited and a reader still held an old snapshot
+	// (or it failed).
+	walReaderHeld
+	// walNotStarted: another connection was checkpointing all along, so
+	// it never ran.
+	walNotStarted
+)
+
+// restartWAL runs a TRUNCATE checkpoint on the writer, waiting
+// walRestartWait at most for the readers to reach the newest snapshot
+// (SQLite's busy timeout while it runs), and says what came of it.
+//
+// SQLite refuses a checkpoint at once, without calling the busy handler,
+// while another connection runs one: the automatic checkpoint that
+// follows every commit of another connection or process once the WAL is
+// past walAutocheckpoint (always the case here), or another process's
+// forced one. On a busy file that is most attempts, and more of them the
+// slower the machine, since those checkpoints last longer. Such an
+// attempt waited for nothing: it is tried again after a short pause,
+// within the same wait, and when the other checkpoint outlasts the wait,
+// keepWAL tries again at its next look. Only an attempt that waited for a
+// reader and still could not finish is one keepWAL backs off from.
+func (s *Saver) restartWAL(ctx context.Context) walRestart {
 	c := s.wconn
 	if c == nil {
-		return false
+		return walReaderHeld
 	}
-	if _, err := c.ExecContext(ctx, "PRAGMA busy_timeout = "+strconv.FormatInt(walRestartWait.Milliseconds(), 10)); err != nil {
-		return false
+	wait := walRestartWait
+	if s.wal.wait > 0 {
+		wait = s.wal.wait
 	}
-	var busy, logFrames, done int
-	err := c.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &done)
-	if _, rerr := c.ExecContext(ctx, "PRAGMA busy_timeout = "+strconv.FormatInt(s.cfg.busyMillis, 10)); rerr != nil {
-		// A writer left with the short timeout would fail writes that
-		// should wait: take a fresh connection at the next write.
-		s.dropWriter()
+	deadline := time.Now().Add(wait)
+	defer func() {
+		if _, err := c.ExecContext(ctx, "PRAGMA busy_timeout = "+strconv.FormatInt(s.cfg.busyMillis, 10)); err != nil {
+			// A writer left with the short timeout would fail writes that
+			// should wait: take a fresh connection at the next write.
+			s.dropWriter()
+		}
+	}()
+	for pause := time.Millisecond; ; pause = min(2*pause, 10*time.Millisecond) {
+		left := time.Until(deadline)
+		if _, err := c.ExecContext(ctx, "PRAGMA busy_timeout = "+strconv.FormatInt(max(left.Milliseconds(), 1), 10)); err != nil {
+			return walReaderHeld
+		}
+		var busy, logFrames, done int
+		err := c.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &done)
+		switch {
+		case err == nil && busy == 0:
+			return walRestarted
+		case err != nil || logFrames != -1:
+			// It ran and could not finish (a reader holds an old
+			// snapshot), or it failed.
+			return walReaderHeld
+		}
+		// It did not start (-1 frames): another connection is
+		// checkpointing.
+		if s.wal.collided != nil {
+			s.wal.collided()
+		}
+		if time.Until(deadline) < pause {
+			return walNotStarted
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return walNotStarted
+		case <-t.C:
+		}
 	}
-	return err == nil && busy == 0
 }
 
 // The checks of the -wal beside the database, made by Open before SQLite

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestWALRestartsAfterAPinningReader: a reader that holds an old snapshot
@@ -98,4 +99,115 @@ func TestWALRestartsAfterAPinningReader(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWALRestartWaitsOutAnotherCheckpoint: SQLite refuses a checkpoint at
+// once, without calling the busy handler, while another connection runs
+// one (as the automatic checkpoint after every commit of another process
+// does on a busy file). The forced checkpoint that finds the lock taken
+// waited for nothing: it tries again within its wait, and truncates the
+// file once the other one is done. Before, it gave up at the first
+// refusal and waited 1,024 commits, and on a loaded machine, where those
+// checkpoints last longer, the WAL grew past 64 MiB.
+func TestWALRestartWaitsOutAnotherCheckpoint(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "wal.db")
+	s := openAt(t, path, Config{Synchronous: SyncNormal})
+	ctx := t.Context()
+	l := newLine("t")
+	put := func() {
+		t.Helper()
+		req := l.next()
+		if err := s.Put(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		l.committed(req)
+	}
+	conn := func() *sql.Conn {
+		t.Helper()
+		db, err := sql.Open(driverName, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	put()
+
+	// A reader holds a snapshot, and a commit moves past it.
+	reader := conn()
+	tx, err := reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM checkpoints`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	put()
+
+	// Another connection's checkpoint holds SQLite's checkpoint lock while
+	// it waits for the reader.
+	other := conn()
+	if _, err := other.ExecContext(ctx, "PRAGMA busy_timeout = 60000"); err != nil {
+		t.Fatal(err)
+	}
+	otherDone := make(chan error, 1)
+	go func() {
+		// Refused at once while the probe below holds the lock for a
+		// moment: try again until it runs (and waits for the reader).
+		for {
+			var busy, frames, done int
+			err := other.QueryRowContext(ctx, "PRAGMA wal_checkpoint(RESTART)").Scan(&busy, &frames, &done)
+			if err != nil || frames != -1 {
+				otherDone <- err
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	probe := conn()
+	for start := time.Now(); ; {
+		var busy, frames, done int
+		if err := probe.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &done); err != nil {
+			t.Fatal(err)
+		}
+		if frames == -1 {
+			break // it could not start: the other one holds the lock, waiting for the reader
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatal("the other connection's checkpoint never took the checkpoint lock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	// The reader leaves once the forced checkpoint was refused.
+	collisions := 0
+	s.wal.wait = time.Minute // generous: nothing here depends on the machine's speed
+	s.wal.collided = func() {
+		if collisions++; collisions == 1 {
+			if err := tx.Rollback(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	got := s.restartWAL(ctx)
+	if collisions == 0 {
+		_ = tx.Rollback() // let the other checkpoint finish
+		t.Error("the forced checkpoint did not report the refusal and try again")
+	}
+	if got != walRestarted {
+		t.Errorf("the forced checkpoint came to %d after %d refusals, want %d (walRestarted)", got, collisions, walRestarted)
+	}
+	if err := <-otherDone; err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path + "-wal"); err != nil || fi.Size() != 0 {
+		t.Errorf("after the forced checkpoint the -wal is %v (%v), want empty", fi.Size(), err)
+	}
+	put() // the writer goes on
 }
