@@ -172,8 +172,11 @@ const (
 	// process never waits for a dead one's lease. Compressed time, as in
 	// deterministic simulation: leases are for liveness, and the checks
 	// are about safety.
-	loopSkew    = 10 * time.Minute
-	loopTimeout = 5 * time.Second // a child that takes longer is stuck (a clean one takes under 0.1s)
+	loopSkew = 10 * time.Minute
+	// loopTimeout: a child that takes longer is stuck (a clean one takes
+	// under 0.1s). It only ends a stuck child, so it is generous: on a
+	// loaded machine a child may take many times as long.
+	loopTimeout = 30 * time.Second
 )
 
 type loopOrder struct {

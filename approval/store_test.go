@@ -125,7 +125,9 @@ func TestOpenSQLStoreWaitsForNoWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	// Generous: an open that waited for the writer would wait until the
+	// end of the test (the lock is held until then), or fail with BUSY.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
 	if _, err := approval.OpenSQLStore(ctx, db, nil); err != nil {
