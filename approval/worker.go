@@ -95,7 +95,8 @@ func delivered[S any](ctx context.Context, r *graph.Runnable[S], rec Record) (bo
 type WorkerOptions struct {
 	// Batch is how many decisions one store query fetches (default 100).
 	Batch int
-	// Concurrency caps the resumes in flight (default 4).
+	// Concurrency caps the resumes in flight (default 4), over different
+	// threads: the decisions of one thread are resumed one at a time.
 	Concurrency int
 	// Lease is how long a claimed approval is left to this worker before
 	// another may take it over, should this one die (default 1 minute),
@@ -329,9 +330,19 @@ func (w *Worker) RunOnce(ctx context.Context) (WorkerReport, error) {
 		// holds the approval.
 		recs = append(back, recs...)
 		back = nil
-		var g errgroup.Group
-		g.SetLimit(w.o.Concurrency)
-		fresh := 0
+		// The decisions of one thread are resumed one after the other, in
+		// the store's order (oldest decision first), and threads in
+		// parallel: two resumes of one thread at once would find it
+		// leased to each other, and one would fail, busy, and wait for its
+		// backoff while nothing held the thread any more.
+		type job struct {
+			rec      Record
+			takeBack string
+		}
+		var (
+			threads  []string
+			byThread = map[string][]job{}
+		)
 		for _, rec := range recs {
 			if seen[rec.ID] {
 				continue
@@ -347,29 +358,40 @@ func (w *Worker) RunOnce(ctx context.Context) (WorkerReport, error) {
 			if w.o.Threads != nil && !w.owns(ctx, rec) {
 				continue
 			}
-			fresh++
+			if byThread[rec.Thread] == nil {
+				threads = append(threads, rec.Thread)
+			}
+			byThread[rec.Thread] = append(byThread[rec.Thread], job{rec, takeBack})
+		}
+		var g errgroup.Group
+		g.SetLimit(w.o.Concurrency)
+		for _, thread := range threads {
 			g.Go(func() error {
-				if stopped.Load() {
-					return nil
+				for _, j := range byThread[thread] {
+					if stopped.Load() {
+						return nil
+					}
+					// The worker's goroutine: nothing may panic out of it
+					// (the ResumeFunc's own panics are contained in handle).
+					var (
+						r   WorkerReport
+						err error
+					)
+					if p := safe.Call(func() { r, err = w.handle(ctx, j.rec, j.takeBack) }); p != nil {
+						err = &ResumePanicError{ID: j.rec.ID, In: "the worker", Value: p.Value, Stack: p.Stack}
+					}
+					mu.Lock()
+					rep.add(r)
+					mu.Unlock()
+					if err != nil {
+						stopped.Store(true)
+						return err
+					}
 				}
-				// The worker's goroutine: nothing may panic out of it (the
-				// ResumeFunc's own panics are contained in handle).
-				var (
-					r   WorkerReport
-					err error
-				)
-				if p := safe.Call(func() { r, err = w.handle(ctx, rec, takeBack) }); p != nil {
-					err = &ResumePanicError{ID: rec.ID, In: "the worker", Value: p.Value, Stack: p.Stack}
-				}
-				mu.Lock()
-				rep.add(r)
-				mu.Unlock()
-				if err != nil {
-					stopped.Store(true)
-				}
-				return err
+				return nil
 			})
 		}
+		fresh := len(threads)
 		if err := g.Wait(); err != nil || fresh == 0 {
 			return rep, err
 		}

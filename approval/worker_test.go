@@ -1237,3 +1237,63 @@ func TestClaimResumeAsRefusesBadClaims(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkerResumesAThreadOneDecisionAtATime: two decisions of one thread
+// (a stale one, and the one it waits on now) are resumed one after the
+// other, oldest first, and other threads' in parallel. Resumed at once,
+// one of a thread's two would find the thread leased to the other, fail
+// busy and wait for its backoff.
+func TestWorkerResumesAThreadOneDecisionAtATime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		clock := newClock()
+		store := approval.NewMemoryStore(clock.Now)
+		schema := refundSchema(t)
+		decide := func(id, thread string) {
+			t.Helper()
+			it := newItem(t, schema, clock.Now(), id)
+			it.Thread = thread
+			if _, err := store.Decide(ctx, it, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}); err != nil {
+				t.Fatal(err)
+			}
+			clock.Add(time.Second)
+		}
+		decide("first", "t1")
+		decide("other", "t2")
+		decide("second", "t1")
+		var (
+			mu       sync.Mutex
+			inFlight = map[string]int{}
+			most     = map[string]int{}
+			all, top int
+			order    []string
+		)
+		w := newWorker(t, store, func(_ context.Context, rec approval.Record) error {
+			mu.Lock()
+			inFlight[rec.Thread]++
+			all++
+			most[rec.Thread] = max(most[rec.Thread], inFlight[rec.Thread])
+			top = max(top, all)
+			if rec.Thread == "t1" {
+				order = append(order, rec.ID)
+			}
+			mu.Unlock()
+			time.Sleep(time.Second) // the bubble's clock: every goroutine gets to start
+			mu.Lock()
+			inFlight[rec.Thread]--
+			all--
+			mu.Unlock()
+			return nil
+		}, approval.WorkerOptions{Concurrency: 4})
+		rep, err := w.RunOnce(ctx)
+		if err != nil || rep != (approval.WorkerReport{Resumed: 3}) {
+			t.Fatalf("RunOnce: %+v, %v; want 3 resumed", rep, err)
+		}
+		if most["t1"] != 1 || top != 2 {
+			t.Errorf("at most %d resumes of thread t1 at once, %d in all; want 1, and 2 (the threads in parallel)", most["t1"], top)
+		}
+		if d := cmp.Diff([]string{"first", "second"}, order); d != "" {
+			t.Errorf("order of t1's decisions (-want +got):\n%s", d)
+		}
+	})
+}
