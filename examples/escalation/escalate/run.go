@@ -44,6 +44,10 @@ type Config struct {
 	Timeout, Latency time.Duration
 	// Now stamps issues and outbox entries (nil: time.Now).
 	Now func() time.Time
+	// Lease is how long a process that died keeps its claim on a thread
+	// (the graph's lease) before another process may take over. Zero
+	// means graph.DefaultLeaseTTL. Crash tests shorten it.
+	Lease time.Duration
 }
 
 // Counts is what a run did. Issues and Queued are read from the tables, so
@@ -118,7 +122,11 @@ func Run(ctx context.Context, cfg Config) (_ Counts, err error) {
 	if err != nil {
 		return Counts{}, err
 	}
-	r, err := agent.Compile(graph.WithSaver(saver), graph.WithName(GraphName))
+	opts := []graph.Option{graph.WithSaver(saver), graph.WithName(GraphName)}
+	if cfg.Lease > 0 {
+		opts = append(opts, graph.WithLeaseTTL(cfg.Lease))
+	}
+	r, err := agent.Compile(opts...)
 	if err != nil {
 		return Counts{}, err
 	}

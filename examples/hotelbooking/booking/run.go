@@ -51,6 +51,13 @@ type Config struct {
 	// inbox and the approval worker (package observe; an OpenTelemetry
 	// adapter is observe/otelobserve).
 	Observer observe.Hook
+	// Lease is how long a process that died keeps its claim on a thread
+	// (the graph's lease) and on an approval it was resuming (the
+	// worker's), before another process may take over. Zero means the
+	// defaults (graph.DefaultLeaseTTL, and a minute). Crash tests shorten
+	// it; the worker then tries a failed resume again after half of it
+	// (demo.WorkerOptions).
+	Lease time.Duration
 }
 
 // Counts is what a run did. Bookings is read from the hotel_bookings
@@ -176,12 +183,17 @@ func open(ctx context.Context, cfg Config) (_ *app, err error) {
 		return nil, err
 	}
 	opts := []graph.Option{graph.WithSaver(saver), graph.WithRecursionLimit(recursionLimit), graph.WithName(GraphName), graph.WithObserver(cfg.Observer)}
+	if cfg.Lease > 0 {
+		opts = append(opts, graph.WithLeaseTTL(cfg.Lease))
+	}
 	r, err := g.Compile(opts...)
 	if err != nil {
 		return nil, err
 	}
 	owns := demo.Prefix(ThreadPrefix)
-	worker, err := approval.NewWorker(store, approval.ResumeGraph(r), approval.WorkerOptions{Threads: owns, Observer: cfg.Observer})
+	wo := demo.WorkerOptions(cfg.Lease, owns)
+	wo.Observer = cfg.Observer
+	worker, err := approval.NewWorker(store, approval.ResumeGraph(r), wo)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/nodes"
 	"github.com/lockstepgo/lockstep/nodes/scripted"
+	"github.com/lockstepgo/lockstep/retry"
 )
 
 // ErrNoScript is returned by the models of this package when they have no
@@ -335,4 +336,20 @@ func Continue[S any](ctx context.Context, r *graph.Runnable[S], p *Printer, thre
 		return snap, err
 	}
 	return r.GetState(ctx, thread)
+}
+
+// WorkerOptions returns the approval worker's options of an example: only
+// its threads (owns), and with lease > 0 (a crash test's short lease) that
+// lease for the worker's claims and half of it as the wait before a failed
+// resume is tried again. The default wait (a second, doubling) is short
+// next to the graph's default 30 s lease, but not next to a lease of a
+// second: a resume refused because a killed runner still held the thread
+// would then wait much longer than that runner's lease.
+func WorkerOptions(lease time.Duration, owns func(thread string) bool) approval.WorkerOptions {
+	o := approval.WorkerOptions{Threads: owns}
+	if lease > 0 {
+		o.Lease = lease
+		o.Retry = &retry.Policy{Initial: lease / 2, Multiplier: 1, Max: lease / 2}
+	}
+	return o
 }

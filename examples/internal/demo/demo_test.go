@@ -227,3 +227,22 @@ func TestCommandInterrupted(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerOptions: without a lease, the worker's defaults; with one, its
+// claims last that lease and a failed resume is tried again after half of
+// it, every time.
+func TestWorkerOptions(t *testing.T) {
+	owns := demo.Prefix("x-")
+	if o := demo.WorkerOptions(0, owns); o.Lease != 0 || o.Retry != nil || o.Threads == nil {
+		t.Errorf("WorkerOptions(0) = %+v, want the defaults and the threads", o)
+	}
+	o := demo.WorkerOptions(600*time.Millisecond, owns)
+	if o.Lease != 600*time.Millisecond || o.Retry == nil {
+		t.Fatalf("WorkerOptions(600ms) = %+v", o)
+	}
+	for n := 1; n <= 5; n++ {
+		if w := o.Retry.Wait(n); w != 300*time.Millisecond {
+			t.Errorf("wait after %d failed resumes: %v, want 300ms", n, w)
+		}
+	}
+}

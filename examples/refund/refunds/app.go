@@ -47,7 +47,8 @@ type Config struct {
 	// (the graph's lease) and on an approval it was resuming (the
 	// worker's), before another process may take over. Zero means the
 	// defaults (graph.DefaultLeaseTTL, and a minute). Crash tests shorten
-	// it.
+	// it; the worker then tries a failed resume again after half of it
+	// (demo.WorkerOptions).
 	Lease time.Duration
 }
 
@@ -142,7 +143,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	owns := demo.Prefix(ThreadPrefix)
-	worker, err := approval.NewWorker(store, approval.ResumeGraph(r), approval.WorkerOptions{Lease: cfg.Lease, Threads: owns})
+	worker, err := approval.NewWorker(store, approval.ResumeGraph(r), demo.WorkerOptions(cfg.Lease, owns))
 	if err != nil {
 		return nil, err
 	}

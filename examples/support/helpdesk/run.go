@@ -43,6 +43,13 @@ type Config struct {
 	// Now is the clock of approval requests, decisions and closes (nil:
 	// time.Now).
 	Now func() time.Time
+	// Lease is how long a process that died keeps its claim on a thread
+	// (the graph's lease) and on an approval it was resuming (the
+	// worker's), before another process may take over. Zero means the
+	// defaults (graph.DefaultLeaseTTL, and a minute). Crash tests shorten
+	// it; the worker then tries a failed resume again after half of it
+	// (demo.WorkerOptions).
+	Lease time.Duration
 }
 
 // Counts is what a run did. Closures is read from helpdesk_closures, so it
@@ -124,13 +131,17 @@ func Run(ctx context.Context, cfg Config) (_ Counts, err error) {
 	if err != nil {
 		return Counts{}, err
 	}
-	r, err := agent.Compile(graph.WithSaver(saver), graph.WithName(GraphName))
+	opts := []graph.Option{graph.WithSaver(saver), graph.WithName(GraphName)}
+	if cfg.Lease > 0 {
+		opts = append(opts, graph.WithLeaseTTL(cfg.Lease))
+	}
+	r, err := agent.Compile(opts...)
 	if err != nil {
 		return Counts{}, err
 	}
 	owns := demo.Prefix(ThreadPrefix)
 	inbox := approval.NewInbox(saver, store).ForThreads(owns)
-	worker, err := approval.NewWorker(store, approval.ResumeGraph(r), approval.WorkerOptions{Threads: owns})
+	worker, err := approval.NewWorker(store, approval.ResumeGraph(r), demo.WorkerOptions(cfg.Lease, owns))
 	if err != nil {
 		return Counts{}, err
 	}
