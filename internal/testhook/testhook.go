@@ -8,7 +8,9 @@
 //
 // The SQLite saver's points are not here: they come from
 // sqlite.Config.Hook, because they include Open's, and Open takes no
-// context. Crash tests pass the same function to both.
+// context. Crash tests pass the same function to both. Code that a test's
+// run calls (a tool body, a fake service) marks points of its own with
+// Hit.
 //
 // A hook runs on the runner's goroutines (the tasks of one step call it
 // from their own): it must be safe for concurrent use, fast, and must not
@@ -38,4 +40,13 @@ func With(ctx context.Context, fn func(point string)) context.Context {
 func From(ctx context.Context) func(point string) {
 	fn, _ := ctx.Value(key{}).(func(point string))
 	return fn
+}
+
+// Hit calls the hook ctx carries, if any, at point: for points of a test's
+// own code (a tool body around its write), in the context that code was
+// given.
+func Hit(ctx context.Context, point string) {
+	if fn := From(ctx); fn != nil {
+		fn(point)
+	}
 }

@@ -31,3 +31,12 @@ func TestWithFrom(t *testing.T) {
 		t.Error("With(ctx, nil) left a hook")
 	}
 }
+
+func TestHit(t *testing.T) {
+	testhook.Hit(context.Background(), "nothing") // no hook: nothing happens
+	var got []string
+	testhook.Hit(testhook.With(context.Background(), func(p string) { got = append(got, p) }), "x")
+	if d := cmp.Diff([]string{"x"}, got); d != "" {
+		t.Errorf("calls (-want +got):\n%s", d)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/examples/internal/demo"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/testhook"
 	"github.com/lockstepgo/lockstep/nodes"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
 )
@@ -91,7 +92,7 @@ func Run(ctx context.Context, cfg Config) (_ Counts, err error) {
 	if cfg.Latency <= 0 {
 		cfg.Latency = DefaultLatency
 	}
-	saver, err := sqlite.Open(cfg.DB, sqlite.Config{})
+	saver, err := sqlite.Open(cfg.DB, sqlite.Config{Hook: testhook.From(ctx)}) // a crash test's hook, if ctx carries one
 	if err != nil {
 		return Counts{}, err
 	}

@@ -8,6 +8,19 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/lockstepgo/lockstep/internal/testhook"
+)
+
+// The points of the tools' bodies at which a test hook in the run's
+// context (internal/testhook) is called: before the tracker (or the
+// outbox) writes, and after it wrote, before the tool returns and its
+// outcome is recorded. Crash tests kill the process there.
+const (
+	HookBeforeCreate = "tool:create_issue:before-effect"
+	HookAfterCreate  = "tool:create_issue:after-effect"
+	HookBeforeQueue  = "tool:queue_escalation:before-effect"
+	HookAfterQueue   = "tool:queue_escalation:after-effect"
 )
 
 // StatusError is the tracker's HTTP failure: its status code.
@@ -97,6 +110,7 @@ func (t *Tracker) Create(ctx context.Context, in NewIssue, key string) (Issue, e
 	}
 	// The server finishes its write whether or not the client waits.
 	server := context.WithoutCancel(ctx)
+	testhook.Hit(ctx, HookBeforeCreate)
 	res, err := t.db.ExecContext(server, `INSERT INTO tracker_issues (idempotency_key, repository, title, body, severity, created_at)
 		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING`,
 		key, in.Repository, in.Title, in.Body, in.Severity, t.now().UTC().Format(time.RFC3339))
@@ -116,6 +130,7 @@ func (t *Tracker) Create(ctx context.Context, in NewIssue, key string) (Issue, e
 		return is, nil
 	}
 	t.creates.Add(1)
+	testhook.Hit(ctx, HookAfterCreate)
 	timer := time.NewTimer(t.latency)
 	defer timer.Stop()
 	select {
@@ -214,6 +229,7 @@ func (o *Outbox) Add(ctx context.Context, in NewIssue, key string) (Queued, erro
 	if key == "" {
 		return Queued{}, errors.New("outbox: an idempotency key is required")
 	}
+	testhook.Hit(ctx, HookBeforeQueue)
 	_, err := o.db.ExecContext(ctx, `INSERT INTO escalation_outbox (idempotency_key, repository, title, body, severity, queued_at)
 		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING`,
 		key, in.Repository, in.Title, in.Body, in.Severity, o.now().UTC().Format(time.RFC3339))
@@ -230,6 +246,7 @@ func (o *Outbox) Add(ctx context.Context, in NewIssue, key string) (Queued, erro
 		return Queued{}, fmt.Errorf("outbox: add: %w", err)
 	}
 	q.ID = fmt.Sprintf("OUT-%04d", id)
+	testhook.Hit(ctx, HookAfterQueue)
 	return q, nil
 }
 

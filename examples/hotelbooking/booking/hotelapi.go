@@ -7,6 +7,17 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/lockstepgo/lockstep/internal/testhook"
+)
+
+// The points of book_hotel's body at which a test hook in the run's
+// context (internal/testhook) is called: before the hotel API writes the
+// booking, and after it wrote it, before the tool returns and its outcome
+// is recorded. Crash tests kill the process there.
+const (
+	HookBeforeBook = "tool:book_hotel:before-effect"
+	HookAfterBook  = "tool:book_hotel:after-effect"
 )
 
 // ErrUnknownHotel is returned by HotelAPI for a hotel it does not list.
@@ -117,6 +128,7 @@ func (h *HotelAPI) Book(ctx context.Context, a BookArgs, key string) (Booking, e
 	if rate*a.Nights != a.TotalEUR {
 		return Booking{}, fmt.Errorf("%w: %d nights at %q cost %d EUR, not %d", ErrPriceChanged, a.Nights, a.Hotel, rate*a.Nights, a.TotalEUR)
 	}
+	testhook.Hit(ctx, HookBeforeBook)
 	res, err := h.db.ExecContext(ctx, `INSERT INTO hotel_bookings (idempotency_key, guest, hotel, city, check_in, nights, total_eur, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING`,
 		key, a.Guest, a.Hotel, a.City, a.CheckIn, a.Nights, a.TotalEUR, h.now().UTC().Format(time.RFC3339))
@@ -127,6 +139,7 @@ func (h *HotelAPI) Book(ctx context.Context, a BookArgs, key string) (Booking, e
 	if err != nil {
 		return Booking{}, fmt.Errorf("hotel api: book: %w", err)
 	}
+	testhook.Hit(ctx, HookAfterBook)
 	b, err := h.byKey(ctx, key)
 	if err != nil {
 		return Booking{}, err

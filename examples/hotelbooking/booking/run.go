@@ -14,6 +14,7 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/examples/internal/demo"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/testhook"
 	"github.com/lockstepgo/lockstep/nodes"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
 	"github.com/lockstepgo/lockstep/nodes/scripted"
@@ -145,7 +146,7 @@ type app struct {
 // ledger and the approval store (each in its own tables of the file), the
 // executor and the graph, the inbox and the worker.
 func open(ctx context.Context, cfg Config) (_ *app, err error) {
-	saver, err := sqlite.Open(cfg.DB, sqlite.Config{})
+	saver, err := sqlite.Open(cfg.DB, sqlite.Config{Hook: testhook.From(ctx)}) // a crash test's hook, if ctx carries one
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/examples/internal/demo"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/testhook"
 	"github.com/lockstepgo/lockstep/nodes"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
 )
@@ -90,7 +91,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if cfg.DB == "" {
 		cfg.DB = DefaultDB
 	}
-	saver, err := sqlite.Open(cfg.DB, sqlite.Config{})
+	saver, err := sqlite.Open(cfg.DB, sqlite.Config{Hook: testhook.From(ctx)}) // a crash test's hook, if ctx carries one
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/lockstepgo/lockstep/internal/testhook"
+)
+
+// The points of issue_refund's body at which a test hook in the run's
+// context (internal/testhook) is called: before the shop pays, and after
+// it committed the payment, before the tool returns and its outcome is
+// recorded. Crash tests kill the process there.
+const (
+	HookBeforeRefund = "tool:issue_refund:before-effect"
+	HookAfterRefund  = "tool:issue_refund:after-effect"
 )
 
 // Errors of Shop.
@@ -130,6 +141,7 @@ func (s *Shop) Refund(ctx context.Context, id string, amountCents int, reason, k
 	if key == "" {
 		return Payment{}, errors.New("shop: an idempotency key is required")
 	}
+	testhook.Hit(ctx, HookBeforeRefund)
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return Payment{}, fmt.Errorf("shop: refund: %w", err)
@@ -172,6 +184,7 @@ func (s *Shop) Refund(ctx context.Context, id string, amountCents int, reason, k
 		return Payment{}, fmt.Errorf("shop: refund: %w", err)
 	}
 	p.ID = paymentID(pid)
+	testhook.Hit(ctx, HookAfterRefund)
 	return p, nil
 }
 

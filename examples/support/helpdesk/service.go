@@ -8,6 +8,17 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/lockstepgo/lockstep/internal/testhook"
+)
+
+// The points of close_ticket's body at which a test hook in the run's
+// context (internal/testhook) is called: before the helpdesk closes the
+// ticket, and after it committed the close, before the tool returns and its
+// outcome is recorded. Crash tests kill the process there.
+const (
+	HookBeforeClose = "tool:close_ticket:before-effect"
+	HookAfterClose  = "tool:close_ticket:after-effect"
 )
 
 // Errors of Helpdesk.Close.
@@ -104,6 +115,7 @@ func (h *Helpdesk) Close(ctx context.Context, id, resolution, key string) (Closu
 	if key == "" {
 		return Closure{}, errors.New("helpdesk: an idempotency key is required")
 	}
+	testhook.Hit(ctx, HookBeforeClose)
 	tx, err := h.db.BeginTx(ctx, nil)
 	if err != nil {
 		return Closure{}, fmt.Errorf("helpdesk: close: %w", err)
@@ -141,6 +153,7 @@ func (h *Helpdesk) Close(ctx context.Context, id, resolution, key string) (Closu
 		return Closure{}, fmt.Errorf("helpdesk: close: %w", err)
 	}
 	h.closes.Add(1)
+	testhook.Hit(ctx, HookAfterClose)
 	return c, nil
 }
 
