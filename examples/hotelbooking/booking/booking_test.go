@@ -18,6 +18,7 @@ import (
 	"github.com/lockstepgo/lockstep/examples/hotelbooking/booking"
 	"github.com/lockstepgo/lockstep/examples/internal/demo"
 	"github.com/lockstepgo/lockstep/internal/canon"
+	"github.com/lockstepgo/lockstep/internal/testhook"
 	"github.com/lockstepgo/lockstep/interrupt"
 	"github.com/lockstepgo/lockstep/nodes"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
@@ -381,6 +382,54 @@ func TestHotelBookingOutcomeUnknown(t *testing.T) {
 	decide(t, db, items[0].ID, approval.Verdict{Outcome: approval.Approved, Reviewer: "you", Note: "checked hotel_bookings: HB-0002 is there"})
 	_, out = run(t, db, true)
 	wantLines(t, out, "book_hotel: executed", "Agent: The travel desk approved it")
+	if got := bookings(t, db); len(got) != 2 {
+		t.Errorf("bookings %v, want 2: nothing booked twice", got)
+	}
+}
+
+// TestHoldStoryOutcomeUnknown: a run stopped inside the held thread's
+// booking (ungated, after the reviewer's correction), after the hotel
+// booked it. The next run finds the call's outcome unknown: the thread
+// waits on whether to run it again, and the program says so and goes on
+// with its second story instead of failing. Approved (the check finds
+// the booking under the call's key), the worker resumes it: booked once.
+func TestHoldStoryOutcomeUnknown(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "lockstep.db")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := testhook.With(ctx, func(point string) {
+		if point == booking.HookAfterBook {
+			cancel() // a Ctrl-C right after the hotel booked
+		}
+	})
+	if _, err := booking.Run(stop, booking.Config{DB: db}); err == nil {
+		t.Fatal("the run stopped inside book_hotel returned no error")
+	}
+	if got := bookings(t, db); len(got) != 1 {
+		t.Fatalf("bookings after the stopped run: %v, want 1", got)
+	}
+
+	_, out := run(t, db, false)
+	wantLines(t, out,
+		"Thread hotel-lisbon-robert:",
+		"The thread is waiting, not failed",
+		"(rule outcome_unknown)",
+		"It asks whether to run book_hotel again",
+		"Thread hotel-porto-ana:",
+		"The thread is waiting, not failed",
+		"(rule price_over_1000_eur)",
+	)
+	items := pending(t, db)
+	if len(items) != 2 {
+		t.Fatalf("%d pending approvals, want 2 (the outcome-unknown booking and the gated one)", len(items))
+	}
+	for _, it := range items {
+		decide(t, db, it.ID, approval.Verdict{Outcome: approval.Approved, Reviewer: "you", Note: "checked hotel_bookings"})
+	}
+	_, out = run(t, db, true)
+	wantLines(t, out,
+		"Thread hotel-lisbon-robert:", "Agent: Booked: Robert Tables",
+		"Thread hotel-porto-ana:", "Agent: The travel desk approved it")
 	if got := bookings(t, db); len(got) != 2 {
 		t.Errorf("bookings %v, want 2: nothing booked twice", got)
 	}

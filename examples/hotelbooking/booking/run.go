@@ -310,6 +310,11 @@ func (a *app) holdStory(ctx context.Context, p *demo.Printer, c *Counts) error {
 		p.Printf("  Already finished (status done): nothing runs again, nothing is booked twice.\n  Agent: %s\n", demo.LastAnswer(snap.Values.Messages))
 		return nil
 	}
+	if waitsOnApprovals(snap) {
+		// An earlier run was stopped inside book_hotel, after the review:
+		// the call asks whether to run it again, as report says.
+		return a.report(ctx, p, thread, continued)
+	}
 	if !heldAtCompliance(snap) {
 		return fmt.Errorf("booking: thread %s is %s with next %v; want it waiting at %s (inspect it with lockstep state %s)", thread, snap.Status, snap.Next, ComplianceNode, thread)
 	}
@@ -349,6 +354,20 @@ func (a *app) holdStory(ctx context.Context, p *demo.Printer, c *Counts) error {
 // node's hold, and on nothing else.
 func heldAtCompliance(snap graph.Snapshot[State]) bool {
 	return snap.Status == graph.StatusWaiting && slices.Equal(snap.Next, []string{ComplianceNode}) && len(snap.Interrupts) == 1
+}
+
+// waitsOnApprovals reports whether the thread waits on approval requests,
+// and on nothing else.
+func waitsOnApprovals(snap graph.Snapshot[State]) bool {
+	if snap.Status != graph.StatusWaiting || len(snap.Interrupts) == 0 {
+		return false
+	}
+	for _, in := range snap.Interrupts {
+		if _, ok, err := approval.ParseRequest(in.Value); err != nil || !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // bookedOnce checks the booking that the conversation msgs reports against
