@@ -49,6 +49,9 @@ func TestMain(m *testing.M) {
 		if role == w6Role {
 			os.Exit(runW6Child())
 		}
+		if role == killLoopRole {
+			os.Exit(runKillLoopChild())
+		}
 		os.Exit(runChild(role))
 	}
 	goleak.VerifyTestMain(m)
