@@ -424,9 +424,30 @@ func (ru *run[S]) finish(ctx context.Context) {
 	}
 }
 
+// releasing stops the heartbeat's renewals before a save that releases
+// the lease, and returns what undoes that when the save fails (the run
+// then still holds the thread, and its end releases it). A renewal that
+// ran after the release committed, and before the run recorded it, took
+// the thread again for a run that had ended (the next run of another
+// runner found it busy for a whole lease); a renewal now renews only a
+// lease the run holds (see request), and without this it would fail and
+// warn of a lost lease that was given back on purpose.
+func (ru *run[S]) releasing() (restore func()) {
+	ru.mu.Lock()
+	defer ru.mu.Unlock()
+	was := ru.leased
+	ru.leased = false
+	return func() {
+		ru.mu.Lock()
+		defer ru.mu.Unlock()
+		ru.leased = was
+	}
+}
+
 // setLeased records the head and whether the run holds the thread's lease.
 // While it does, a heartbeat renews the lease every TTL/3 (saves do not
-// renew it), so a run longer than the TTL keeps the thread.
+// renew it), so a run longer than the TTL keeps the thread; a renewal
+// never takes a lease the run no longer holds.
 func (ru *run[S]) setLeased(head string, leased bool) {
 	ru.mu.Lock()
 	defer ru.mu.Unlock()
@@ -1057,6 +1078,10 @@ func (ru *run[S]) writePending(ctx context.Context, head string, tasks []checkpo
 		return fmt.Errorf("graph: thread %q: %w", ru.thread, err)
 	}
 	release = release && ru.nest == nil // a subgraph's run never lets the thread go
+	restore := func() {}
+	if release {
+		restore = ru.releasing()
+	}
 	var sc saverCall
 	if ru.r.obs != nil {
 		sc = ru.startSaver(ctx, observe.OpPutWrites, func() int { return writesBytes(tasks) })
@@ -1069,6 +1094,7 @@ func (ru *run[S]) writePending(ctx context.Context, head string, tasks []checkpo
 	})
 	ru.endSaver(sc, 0, err)
 	if err != nil {
+		restore()
 		return fmt.Errorf("graph: thread %q checkpoint %s: save pending writes: %w", ru.thread, head, err)
 	}
 	ru.setLeased(head, !release)
@@ -1184,6 +1210,10 @@ func (ru *run[S]) put(ctx context.Context, reqs []checkpoint.PutRequest) error {
 		return fmt.Errorf("graph: thread %q step %d: %w", ru.thread, step, err)
 	}
 	ru.hit(testhook.GraphBeforeSave)
+	restore := func() {}
+	if last.Release {
+		restore = ru.releasing()
+	}
 	var sc saverCall
 	if ru.r.obs != nil {
 		sc = ru.startSaver(ctx, observe.OpPut, func() int { return putBytes(reqs) })
@@ -1199,6 +1229,7 @@ func (ru *run[S]) put(ctx context.Context, reqs []checkpoint.PutRequest) error {
 	}
 	ru.endSaver(sc, 0, err)
 	if err != nil {
+		restore()
 		return fmt.Errorf("graph: thread %q step %d: save checkpoint %s: %w", ru.thread, step, id, err)
 	}
 	ru.hit(testhook.GraphAfterSave)

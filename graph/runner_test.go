@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -465,4 +467,186 @@ func TestEndedRunWritesNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// slowReleaseSaver is a MemorySaver whose saves that release the lease
+// take a minute to come back after they commit (in a synctest bubble, on
+// its clock): the window in which a heartbeat can fire between the
+// release and the run recording it.
+type slowReleaseSaver struct {
+	*checkpoint.MemorySaver
+}
+
+func (s slowReleaseSaver) PutWrites(ctx context.Context, req checkpoint.WritesRequest) error {
+	err := s.MemorySaver.PutWrites(ctx, req)
+	if err == nil && req.Release {
+		time.Sleep(time.Minute)
+	}
+	return err
+}
+
+func (s slowReleaseSaver) PutChain(ctx context.Context, reqs []checkpoint.PutRequest) error {
+	err := s.MemorySaver.PutChain(ctx, reqs)
+	if err == nil && len(reqs) > 0 && reqs[len(reqs)-1].Release {
+		time.Sleep(time.Minute)
+	}
+	return err
+}
+
+// TestEndedRunHoldsNoLease: a run's last save releases the thread's lease
+// in its transaction; a heartbeat that fires while that save returns (here
+// a releasing save takes a minute to come back, and the heartbeat beats
+// every 10 s) must not take the thread again for the run that is ending.
+// It did when the run ended waiting (its last save is pending writes on
+// the head, so the renewal's head still matched): the run ended, and the
+// next run of another runner found the thread busy for a whole lease (a
+// kill loop over the examples found it with a 600 ms lease on a loaded
+// machine). The renewal stops before the releasing save, so none runs and
+// fails after it either (no warning in the log). Both ways a run ends are
+// checked.
+func TestEndedRunHoldsNoLease(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		node func(ctx context.Context, st State) (graph.Update[State], error)
+		want graph.Status
+		next func(ctx context.Context, r *graph.Runnable[State]) error // another runner's next run
+	}{
+		{"done", func(ctx context.Context, st State) (graph.Update[State], error) {
+			return graph.Set(State{Count: st.Count + 1}, "Count"), nil
+		}, graph.StatusDone, func(ctx context.Context, r *graph.Runnable[State]) error {
+			_, err := r.Invoke(ctx, "t", graph.Set(State{Count: 5}, "Count"))
+			return err
+		}},
+		{"waiting on an interrupt", func(ctx context.Context, st State) (graph.Update[State], error) {
+			a, err := interrupt.Ask[string](ctx, "go on?")
+			if err != nil {
+				return graph.Update[State]{}, err
+			}
+			return graph.Set(State{Answer: a}, "Answer"), nil
+		}, graph.StatusWaiting, func(ctx context.Context, r *graph.Runnable[State]) error {
+			_, err := r.Resume(ctx, "t", graph.Command[State]{Resume: "yes"})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := slowReleaseSaver{checkpoint.NewMemorySaver(nil)}
+				g := graph.New[State]()
+				g.AddNode("a", tc.node)
+				g.AddEdge(graph.START, "a").AddEdge("a", graph.END)
+				var logs strings.Builder
+				r, err := g.Compile(graph.WithSaver(s), graph.WithLeaseTTL(30*time.Second),
+					graph.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := r.Invoke(t.Context(), "t", graph.Set(State{Count: 1}, "Count"))
+				if err != nil || res.Status != tc.want {
+					t.Fatalf("Invoke: %v, %v; want %v", res.Status, err, tc.want)
+				}
+				lease, err := s.Lease(t.Context(), "t", "")
+				if err != nil || lease.Owner != "" {
+					t.Errorf("lease after the run ended: %+v, %v; want released", lease, err)
+				}
+				if logs.Len() > 0 {
+					t.Errorf("the run logged (a renewal after its release?):\n%s", logs.String())
+				}
+				other, err := g.Compile(graph.WithSaver(s), graph.WithLeaseTTL(30*time.Second))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := tc.next(t.Context(), other); err != nil {
+					t.Errorf("another runner right after the run ended: %v", err)
+				}
+			})
+		})
+	}
+}
+
+// claimFailSaver is a MemorySaver whose Claims by one owner fail, as a
+// run's renewals do when its disk is full or its database unreachable.
+type claimFailSaver struct {
+	*checkpoint.MemorySaver
+	mu    sync.Mutex
+	owner string
+}
+
+func (s *claimFailSaver) failFor(owner string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.owner = owner
+}
+
+func (s *claimFailSaver) Claim(ctx context.Context, ref checkpoint.Ref, l checkpoint.Lease) error {
+	s.mu.Lock()
+	fail := s.owner != "" && l.Owner == s.owner
+	s.mu.Unlock()
+	if fail {
+		return errors.New("disk I/O error")
+	}
+	return s.MemorySaver.Claim(ctx, ref, l)
+}
+
+// TestLostLeaseNotRenewed: a run whose renewals failed loses the thread
+// when its lease expires; another runner takes the thread and ends
+// waiting, giving the lease back without moving the head. The first run's
+// heartbeat, its renewals working again, must not take the free thread:
+// it did (a renewal claimed whatever lease was free on the head it knew),
+// and the thread was busy for a run that no longer owned it, as long as
+// its node ran.
+func TestLostLeaseNotRenewed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &claimFailSaver{MemorySaver: checkpoint.NewMemorySaver(nil)}
+		release := make(chan struct{})
+		var calls atomic.Int32
+		g := graph.New[State]()
+		g.AddNode("a", func(ctx context.Context, st State) (graph.Update[State], error) {
+			if calls.Add(1) == 1 {
+				<-release // the first run's node runs on
+				return graph.Set(State{Answer: "first"}, "Answer"), nil
+			}
+			a, err := interrupt.Ask[string](ctx, "go on?")
+			if err != nil {
+				return graph.Update[State]{}, err
+			}
+			return graph.Set(State{Answer: a}, "Answer"), nil
+		})
+		g.AddEdge(graph.START, "a").AddEdge("a", graph.END)
+		compile := func() *graph.Runnable[State] {
+			r, err := g.Compile(graph.WithSaver(s), graph.WithLeaseTTL(30*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		first, second, third := compile(), compile(), compile()
+		done := make(chan error, 1)
+		go func() {
+			_, err := first.Invoke(t.Context(), "t", graph.Set(State{Count: 1}, "Count"))
+			done <- err
+		}()
+		synctest.Wait() // the first run's node is running
+		lease, err := s.Lease(t.Context(), "t", "")
+		if err != nil || lease.Owner == "" {
+			t.Fatalf("lease while the first run's node runs: %+v, %v", lease, err)
+		}
+		s.failFor(lease.Owner)
+		time.Sleep(45 * time.Second) // past the first run's lease
+		res, err := second.Continue(t.Context(), "t")
+		if err != nil || res.Status != graph.StatusWaiting {
+			t.Fatalf("second runner's Continue: %v, %v; want waiting", res.Status, err)
+		}
+		s.failFor("")
+		time.Sleep(15 * time.Second) // the first run's heartbeat beats again
+		if lease, err := s.Lease(t.Context(), "t", ""); err != nil || lease.Owner != "" {
+			t.Errorf("lease after the second runner ended waiting: %+v, %v; want released", lease, err)
+		}
+		if _, err := third.Resume(t.Context(), "t", graph.Command[State]{Resume: "yes"}); err != nil {
+			t.Errorf("a third runner's Resume: %v", err)
+		}
+		close(release)
+		if err := <-done; err == nil {
+			t.Errorf("the first run, which lost the thread, ended without an error")
+		}
+	})
 }
