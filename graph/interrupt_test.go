@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -816,46 +817,57 @@ func TestAskKeyRaisesSeveral(t *testing.T) {
 
 // A run holds its thread for as long as it works, even past the lease TTL:
 // the heartbeat renews the lease, so a second runner is refused throughout
-// and the lease is released at the end.
+// and the lease is released at the end. It runs on synctest's clock: on a
+// loaded machine a heartbeat scheduled late let a try take the expired
+// lease, run the blocked node again and hang the test.
 func TestHeartbeatKeepsLongRunsThread(t *testing.T) {
-	ctx := context.Background()
-	const ttl = 120 * time.Millisecond
-	release := make(chan struct{})
-	g := graph.New[State]().
-		AddNode("slow", func(ctx context.Context, s State) (graph.Update[State], error) {
-			<-release
-			return graph.Set(State{X: "done"}, "X"), nil
-		}).
-		AddNode("after", logNode(nil, "after")).
-		AddEdge(graph.START, "slow").AddEdge("slow", "after")
-	saver := checkpoint.NewMemorySaver(nil)
-	r := mustCompile(t, g, graph.WithSaver(saver), graph.WithLeaseTTL(ttl))
-	done := make(chan error, 1)
-	go func() {
-		_, err := r.Invoke(ctx, "t", graph.Update[State]{})
-		done <- err
-	}()
-	// Wait for the run to hold the thread, then keep trying to take it over
-	// for several TTLs.
-	deadline := time.Now().Add(4 * ttl)
-	for tries := 0; time.Now().Before(deadline); tries++ {
-		_, err := r.Continue(ctx, "t")
-		if errors.Is(err, graph.ErrThreadNotFound) {
-			time.Sleep(ttl / 20)
-			continue
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		const ttl = 120 * time.Millisecond
+		release := make(chan struct{})
+		g := graph.New[State]().
+			AddNode("slow", func(ctx context.Context, s State) (graph.Update[State], error) {
+				select {
+				case <-release:
+					return graph.Set(State{X: "done"}, "X"), nil
+				case <-ctx.Done(): // a try that took the thread, given up
+					return graph.Update[State]{}, ctx.Err()
+				}
+			}).
+			AddNode("after", logNode(nil, "after")).
+			AddEdge(graph.START, "slow").AddEdge("slow", "after")
+		saver := checkpoint.NewMemorySaver(nil)
+		r := mustCompile(t, g, graph.WithSaver(saver), graph.WithLeaseTTL(ttl))
+		other := mustCompile(t, g, graph.WithSaver(saver), graph.WithLeaseTTL(ttl))
+		done := make(chan error, 1)
+		go func() {
+			_, err := r.Invoke(ctx, "t", graph.Update[State]{})
+			done <- err
+		}()
+		synctest.Wait() // the run holds the thread, its node blocked
+		// Try to take the thread over, from this runner and another, for
+		// several TTLs.
+		for tries := range 16 {
+			for _, rr := range []*graph.Runnable[State]{r, other} {
+				tctx, cancel := context.WithTimeout(ctx, ttl)
+				_, err := rr.Continue(tctx, "t")
+				cancel()
+				if !errors.Is(err, checkpoint.ErrThreadBusy) {
+					close(release)
+					<-done
+					t.Fatalf("try %d: Continue = %v, want ErrThreadBusy while the run works", tries, err)
+				}
+			}
+			time.Sleep(ttl / 4)
 		}
-		if !errors.Is(err, checkpoint.ErrThreadBusy) {
-			t.Fatalf("try %d: Continue = %v, want ErrThreadBusy while the run works", tries, err)
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(ttl / 4)
-	}
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Continue(ctx, "t"); err != nil {
-		t.Errorf("after the run: Continue = %v, want the lease released", err)
-	}
+		if _, err := other.Continue(ctx, "t"); err != nil {
+			t.Errorf("after the run: Continue = %v, want the lease released", err)
+		}
+	})
 }
 
 // A thread saved by a graph that had node "ask" waits there; the deployed
