@@ -574,3 +574,38 @@ func TestOptionsOutOfRangeRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestOutcomeUnknownPage: an approval of kind outcome_unknown (an earlier
+// attempt of the call may already have taken effect) says so plainly on
+// its page, above the model's rationale, which was written before that
+// attempt; it offers no edit, an edit through the API is refused with 422
+// and records nothing, and it can still be approved or rejected.
+func TestOutcomeUnknownPage(t *testing.T) {
+	f := newFixture(t)
+	c := defaultCall()
+	c.Kind = approval.KindOutcomeUnknown
+	id := f.start(t, "unknown-outcome", c)
+	s := newServer(t, f, nil)
+	bob := s.client(t, "bob@example.com")
+
+	resp, body := bob.do("GET", "/approvals/"+id, "", nil)
+	wantStatus(t, "page", resp, body, 200, "")
+	warn := strings.Index(body, "The write may already have happened.")
+	why := strings.Index(body, "Palácio Suites quotes 1520 EUR")
+	if warn < 0 || why >= 0 && why < warn {
+		t.Errorf("the page does not say first that the write may already have happened (warning at %d, rationale at %d)", warn, why)
+	}
+	if strings.Contains(body, `value="edit"`) {
+		t.Error("the page offers to edit an outcome-unknown request")
+	}
+	resp, body = bob.decide(id, `{"outcome":"edited","args":{"hotel":"Casa do Rio","nights":4,"total_eur":380}}`)
+	wantStatus(t, "edit", resp, body, 422, "invalid_args")
+	if d := f.decided(t, id); d != nil {
+		t.Fatalf("a refused edit was recorded: %+v", d)
+	}
+	resp, body = bob.decide(id, `{"outcome":"approved","note":"checked: no booking downstream"}`)
+	wantStatus(t, "approve", resp, body, 200, "")
+	if d := f.decided(t, id); d == nil || d.Outcome != approval.Approved {
+		t.Errorf("recorded %+v, want bob's approval", d)
+	}
+}
