@@ -42,16 +42,19 @@ func (brokenIs) Unwrap() []error { panic("Unwrap exploded") }
 type slow struct{ N int }
 
 var gate struct {
-	mu   sync.Mutex
-	ch   chan struct{}
-	boom bool
+	mu      sync.Mutex
+	ch      chan struct{}
+	entered chan struct{} // receives once a call blocks on ch
+	boom    bool
 }
 
-// hold makes slow's JSON methods block until release is called.
+// hold makes slow's JSON methods block until release is called; the
+// first call that blocks sends on entered.
 func hold() (release func()) {
 	ch := make(chan struct{})
 	gate.mu.Lock()
 	gate.ch = ch
+	gate.entered = make(chan struct{}, 1)
 	gate.mu.Unlock()
 	return func() {
 		gate.mu.Lock()
@@ -76,13 +79,51 @@ func explode() (stop func()) {
 
 func waitGate() {
 	gate.mu.Lock()
-	ch, boom := gate.ch, gate.boom
+	ch, entered, boom := gate.ch, gate.entered, gate.boom
 	gate.mu.Unlock()
 	if boom {
 		panic("slow exploded")
 	}
 	if ch != nil {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
 		<-ch
+	}
+}
+
+// gateEntered is the channel a call blocked by hold sends on.
+func gateEntered() <-chan struct{} {
+	gate.mu.Lock()
+	defer gate.mu.Unlock()
+	return gate.entered
+}
+
+// expiringCtx is a context whose deadline passes when expire is called:
+// its Err is then context.DeadlineExceeded, as a real deadline's, without
+// the test betting on how fast a loaded machine reaches the blocked call.
+// It embeds no cancel context of the standard library, so contexts
+// derived from it take their error from its Err.
+type expiringCtx struct {
+	context.Context // context.Background: no deadline, no values
+	done            chan struct{}
+	once            sync.Once
+}
+
+func newExpiringCtx() (ctx *expiringCtx, expire func()) {
+	ctx = &expiringCtx{Context: context.Background(), done: make(chan struct{})}
+	return ctx, func() { ctx.once.Do(func() { close(ctx.done) }) }
+}
+
+func (c *expiringCtx) Done() <-chan struct{} { return c.done }
+
+func (c *expiringCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
 	}
 }
 
@@ -378,10 +419,22 @@ func TestApplicationCodeBlocks(t *testing.T) {
 				before = listAll(t, saver)
 			}
 			release := hold()
-			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-			defer cancel()
+			ctx, expire := newExpiringCtx()
+			defer expire()
 			done := make(chan error, 1)
 			go func() { done <- tc.run(ctx, r, saver) }()
+			// The deadline passes once the application code blocks, however
+			// long a busy machine takes to get there.
+			select {
+			case <-gateEntered():
+				expire()
+			case err = <-done:
+				release()
+				t.Fatalf("the call returned (%v) before it reached the blocking application code", err)
+			case <-time.After(time.Minute):
+				release()
+				t.Fatal("the call did not reach the blocking application code in a minute")
+			}
 			select {
 			case err = <-done:
 			case <-time.After(time.Minute):

@@ -306,8 +306,9 @@ func fleetPlan(seed uint64, child int) (crashtest.Plan, string) {
 	return crashtest.Plan{Point: crashtest.Point(pt), Occurrence: occ}, ""
 }
 
-// fleetCycles is how many worker processes the crash loop kills
-// (LOCKSTEP_CYCLES overrides it).
+// fleetCycles is how many worker processes the crash loop kills: 24 in
+// the default run (a few scenarios, a few seconds), 200 with
+// LOCKSTEP_LONG=1; LOCKSTEP_CYCLES overrides both.
 func fleetCycles(t *testing.T) int {
 	if s := os.Getenv("LOCKSTEP_CYCLES"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -316,7 +317,10 @@ func fleetCycles(t *testing.T) int {
 		}
 		return n
 	}
-	return 200
+	if os.Getenv("LOCKSTEP_LONG") == "1" {
+		return 200
+	}
+	return 24
 }
 
 // TestCrashLoopThreeWorkers (D18; R04 with several processes): three
