@@ -8,6 +8,7 @@ import (
 	"maps"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
@@ -100,7 +101,8 @@ func SubgraphMap[P, C any](child *Runnable[C], in func(P) Update[C], out func(C)
 // UpdateSubgraphState read and update a subgraph's state; Stream with
 // StreamSubgraphs yields its events.
 //
-// Names, options and problems are those of AddNode; a zero SubgraphNode
+// Names, options and problems are those of AddNode, and a subgraph node's
+// name may not contain "|" (checkpoint.NSSeparator); a zero SubgraphNode
 // (a nil graph, a nil in or out) is reported by Compile.
 func (g *Graph[S]) AddSubgraph(name string, sub SubgraphNode[S], opts ...NodeOption) *Graph[S] {
 	if sub.child == nil || sub.run == nil {
@@ -108,6 +110,10 @@ func (g *Graph[S]) AddSubgraph(name string, sub SubgraphNode[S], opts ...NodeOpt
 	}
 	if _, dup := g.nodes[name]; dup || validName(name) != nil {
 		return g.AddNode(name, sub.run, opts...) // reports the problem
+	}
+	if strings.Contains(name, checkpoint.NSSeparator) {
+		// It would split the namespaces of the subgraph's checkpoints.
+		return g.fail(&CompileError{Problem: "subgraph node name contains '" + checkpoint.NSSeparator + "'", Node: quoteIfLong(name)})
 	}
 	g.AddNode(name, sub.run, opts...)
 	if spec := g.nodes[name]; spec != nil {

@@ -645,3 +645,69 @@ func TestSubgraphWithoutSaver(t *testing.T) {
 		t.Fatalf("a pause without a saver: %s %v (%v)", res.Status, res.Interrupts, err)
 	}
 }
+
+// MermaidExpanded draws each subgraph node as a block holding its graph,
+// at every depth, and marks waiting nodes by path.
+func TestSubgraphMermaidExpanded(t *testing.T) {
+	r := askTree(t, newCounter(), nil, 2, false)
+	got := r.Topology().MermaidExpanded("sub|down|ask")
+	want := `---
+config:
+  flowchart:
+    curve: linear
+---
+graph TD;
+	__start__([<p>__start__</p>]):::first
+	a(a)
+	post(post)
+	sib(sib)
+	subgraph sub ["sub"]
+		sub_7c___start__([<p>__start__</p>]):::first
+		subgraph sub_7c_down ["down"]
+			sub_7c_down_7c___start__([<p>__start__</p>]):::first
+			sub_7c_down_7c_ask(ask):::waiting
+			sub_7c_down_7c_c1(c1)
+			sub_7c_down_7c_c3(c3)
+			sub_7c_down_7c___end__([<p>__end__</p>]):::last
+			sub_7c_down_7c___start__ --> sub_7c_down_7c_c1;
+			sub_7c_down_7c_ask --> sub_7c_down_7c_c3;
+			sub_7c_down_7c_c1 --> sub_7c_down_7c_ask;
+			sub_7c_down_7c_c3 --> sub_7c_down_7c___end__;
+		end
+		sub_7c_m1(m1)
+		sub_7c___end__([<p>__end__</p>]):::last
+		sub_7c___start__ --> sub_7c_m1;
+		sub_7c_down --> sub_7c___end__;
+		sub_7c_m1 --> sub_7c_down;
+	end
+	__end__([<p>__end__</p>]):::last
+	__start__ --> a;
+	a --> sib;
+	a --> sub;
+	post --> __end__;
+	sib --> post;
+	sub --> post;
+	classDef default fill:#f2f0ff,line-height:1.2
+	classDef first fill-opacity:0
+	classDef last fill:#bfb6fc
+	classDef waiting fill:#fde68a,stroke:#b45309,stroke-width:2px
+`
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("MermaidExpanded (-want +got):\n%s", diff)
+	}
+	// Without subgraphs it is Mermaid.
+	plain := chain(t, "plain", func(n string) graph.NodeFunc[State] { return logNode(nil, n) }, "x")
+	if plain.MermaidExpanded() != plain.Mermaid() {
+		t.Errorf("MermaidExpanded of a graph without subgraphs differs from Mermaid")
+	}
+	// The collapsed drawing is unchanged.
+	if strings.Contains(r.Mermaid(), "subgraph") {
+		t.Errorf("Mermaid draws the subgraphs expanded")
+	}
+	// A subgraph node's name may not split a namespace.
+	g := graph.New[State]()
+	g.AddSubgraph("a|b", graph.Subgraph(plain)).AddEdge(graph.START, "a|b")
+	if _, err := g.Compile(); !errors.Is(err, graph.ErrInvalidGraph) {
+		t.Errorf("a subgraph node named a|b: %v, want ErrInvalidGraph", err)
+	}
+}
