@@ -74,6 +74,12 @@ func SubgraphMap[P, C any](child *Runnable[C], in func(P) Update[C], out func(C)
 // a failure or a crash, goes on from the subgraph's latest checkpoint, so
 // that the subgraph's finished steps never run again.
 //
+// Give the subgraph its own name (WithName): a run stores the subgraph's
+// topology with its parent's, and a tool that compares a thread's graph
+// with the newest version of its name stored (the lockstep CLI's state)
+// would take a subgraph sharing its parent's name (the state type, by
+// default) for a version of the parent.
+//
 // The subgraph's own compile options choose its recursion limit (unless
 // the run sets RecursionLimit, which then applies at every depth),
 // concurrency, breakpoints, retry policies, value cap and logger. Its

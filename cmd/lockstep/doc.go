@@ -68,6 +68,18 @@
 //
 //	next step: waiting for approval 550f87fc…: run `lockstep approve 550f87fc… --reviewer NAME` or `lockstep reject …`
 //
+// A task that runs a subgraph (graph.AddSubgraph) and has not finished is
+// followed by the subgraph's state, read from the head of the task's
+// namespace: its namespace, status, checkpoint, step, next tasks and its
+// own tasks, and so on down to the node that waits (--json: the task's
+// "subgraph", at every depth).
+//
+//	subgraph importer (task c2062670…), namespace importer:c2062670-0ea0-28d1-bd00-c2adbcf132ce
+//	  status      waiting
+//	  …
+//	  TASK       NODE    STATUS   DETAIL
+//	  e04e6ead…  verify  waiting  interrupt ecc86106…: "import s3?"
+//
 // When a thread that will run again (waiting, failed or pending) was saved
 // under another version of its graph than the newest one stored, state
 // warns and says what changed: nodes, edges and breakpoints added and
@@ -91,7 +103,9 @@
 //
 // Lists a thread's checkpoints, newest first: ID, step, source, the tasks
 // of the step that followed, and creation time; with --values, the state
-// at each. It pages as every listing does (see Listings); its cursor is a
+// at each. A checkpoint that waits in a subgraph names the path down to
+// the waiting node after its next tasks ("importer (waiting in importer >
+// verify > check)"; --json: "waiting"). It pages as every listing does (see Listings); its cursor is a
 // checkpoint ID, so --before ID (one of the thread's checkpoints) is the
 // same as --cursor ID and continues with older ones.
 //

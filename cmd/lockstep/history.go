@@ -29,6 +29,10 @@ type checkpointJSON struct {
 	CreatedAt time.Time `json:"created_at"`
 	// Values is the state (a JSON object), with --values only.
 	Values json.RawMessage `json:"values,omitempty"`
+	// Waiting are the paths of the tasks the checkpoint waits in down
+	// the subgraphs they run ("importer > verify > check"), when one of
+	// them runs a subgraph (graph.AddSubgraph); omitted otherwise.
+	Waiting []string `json:"waiting,omitempty"`
 }
 
 func historyCommand(fs *flag.FlagSet) runner {
@@ -77,7 +81,10 @@ func historyCommand(fs *flag.FlagSet) runner {
 		if err != nil {
 			return fmt.Errorf("list the checkpoints of thread %s: %w", quote(thread), err)
 		}
-		h := &history{thread: thread, head: head.Checkpoint.ID, values: *values, tps: tps}
+		h := &history{thread: thread, head: head.Checkpoint.ID, values: *values, tps: tps,
+			nested: func(tp *checkpoint.Tuple, in *checkpoint.Inspection) ([]string, error) {
+				return waitingPaths(ctx, s, thread, "", in, 0)
+			}}
 		if *limit > 0 && len(tps) > *limit {
 			h.tps, h.more = tps[:*limit], true
 		}
@@ -98,6 +105,9 @@ type history struct {
 	values bool   // --values
 	tps    []*checkpoint.Tuple
 	more   bool // older checkpoints exist than --limit showed
+	// nested returns a checkpoint's waiting paths down its subgraphs
+	// (checkpointJSON.Waiting).
+	nested func(tp *checkpoint.Tuple, in *checkpoint.Inspection) ([]string, error)
 }
 
 // entry returns what history prints of the i-th checkpoint, with its
@@ -113,6 +123,11 @@ func (h *history) entry(i int) (checkpointJSON, error) {
 	}
 	c := checkpointJSON{Checkpoint: cp.ID, Parent: cp.ParentID, Head: latest, Step: cp.Metadata.Step,
 		Source: string(cp.Metadata.Source), RunKey: cp.Metadata.RunKey, Next: nonNil(in.Next), CreatedAt: cp.CreatedAt.UTC()}
+	if h.nested != nil && in.Status == "waiting" {
+		if c.Waiting, err = h.nested(tp, in); err != nil {
+			return checkpointJSON{}, err
+		}
+	}
 	if h.values {
 		v, err := compactJSON(in.Values)
 		if err != nil {
@@ -251,7 +266,11 @@ func (e *env) printHistory(h *history) error {
 		if c.RunKey != "" {
 			source += " (key " + quote(c.RunKey) + ")"
 		}
-		row := []string{id, strconv.Itoa(c.Step), source, list(c.Next, previewNext), formatTime(c.CreatedAt)}
+		next := list(c.Next, previewNext)
+		if len(c.Waiting) > 0 {
+			next += " (waiting in " + list(c.Waiting, previewNext) + ")"
+		}
+		row := []string{id, strconv.Itoa(c.Step), source, next, formatTime(c.CreatedAt)}
 		if h.values {
 			row = append(row, "")
 		}

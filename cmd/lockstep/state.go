@@ -55,6 +55,10 @@ type taskJSON struct {
 	Error      *checkpoint.TaskError      `json:"error"`
 	Interrupts []interruptJSON            `json:"interrupts"`
 	Result     map[string]json.RawMessage `json:"result"` // field writes once done
+	// Subgraph is the state of the subgraph the task runs, at the head
+	// (graph.AddSubgraph), for an unfinished task whose subgraph saved a
+	// checkpoint; omitted otherwise.
+	Subgraph *subgraphJSON `json:"subgraph,omitempty"`
 }
 
 // interruptJSON is an interrupt raised by a task.
@@ -156,6 +160,9 @@ func stateCommand(fs *flag.FlagSet) runner {
 		}
 		if latest {
 			if out.Lease, err = e.readLease(ctx, s, thread, e.now()); err != nil {
+				return err
+			}
+			if err := readSubgraphs(ctx, s, thread, "", out.Tasks, store, e.now(), 0); err != nil {
 				return err
 			}
 		}
@@ -409,6 +416,9 @@ func (e *env) printState(st *stateJSON) error {
 			}
 		}
 		if err := t.flush(); err != nil {
+			return err
+		}
+		if err := printSubgraphs(w, st.Tasks, now, ""); err != nil {
 			return err
 		}
 	}
