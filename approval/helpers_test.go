@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"github.com/lockstepgo/lockstep/approval/approvaltest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +19,6 @@ import (
 	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
-	"github.com/lockstepgo/lockstep/internal/jsonschema"
 	"github.com/lockstepgo/lockstep/interrupt"
 )
 
@@ -145,75 +145,20 @@ var storeKinds = []storeKind{
 	}},
 }
 
-func dumpAudits(t testing.TB, s approval.Store, ids []string) string {
-	t.Helper()
-	var b strings.Builder
-	for _, id := range ids {
-		tr, err := s.Audit(context.Background(), id)
-		if err != nil {
-			fmt.Fprintf(&b, "%s: %v\n", id, err)
-			continue
-		}
-		j, _ := json.Marshal(tr)
-		fmt.Fprintf(&b, "%s: %s\n", id, j)
-	}
-	return b.String()
-}
+// The store suite's fixtures (package approvaltest), under the names
+// these tests use.
+var (
+	dumpAudits   = approvaltest.DumpAudits
+	refundSchema = approvaltest.RefundSchema
+	mustJSON     = approvaltest.MustJSON
+	newRequest   = approvaltest.NewRequest
+	newItem      = approvaltest.NewItem
+)
 
-// refundArgs are the arguments of the gated refund tool.
-type refundArgs struct {
-	Order  string `json:"order" jsonschema:"minLength=1"`
-	Amount int    `json:"amount" jsonschema:"minimum=1,maximum=500"`
-}
+type refundArgs = approvaltest.RefundArgs
 
-func refundSchema(t testing.TB) json.RawMessage {
-	t.Helper()
-	s, err := jsonschema.For[refundArgs]()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
+const ttl = approvaltest.TTL
 
-func mustJSON(t testing.TB, v any) json.RawMessage {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-const ttl = time.Hour
-
-// newRequest builds the request the tool node would raise for a refund.
-func newRequest(t testing.TB, schema json.RawMessage, now time.Time, order string, amount int) approval.Request {
-	t.Helper()
-	args := mustJSON(t, refundArgs{Order: order, Amount: amount})
-	h, err := approval.ArgsHash("refund", args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return approval.Request{
-		Type: approval.RequestType, Tool: "refund", Args: args, ArgsHash: h, CallID: "call-" + order,
-		Rationale: "the parcel never arrived", Context: json.RawMessage(`{"customer":"c-42","order_total":120}`),
-		Risk: approval.RiskHigh, Rule: "risk:high", Owner: "payments", Schema: schema,
-		CreatedAt: now, ExpiresAt: now.Add(ttl),
-	}
-}
-
-// newItem is a pending approval as the inbox would list it, without a graph.
-func newItem(t testing.TB, schema json.RawMessage, now time.Time, id string) approval.Item {
-	t.Helper()
-	return approval.Item{ID: id, Thread: "thread-" + id, Checkpoint: "cp-" + id, TaskID: "task-" + id, Node: "refund",
-		PausedAt: now, Request: newRequest(t, schema, now, "order-"+id, 40)}
-}
-
-// refundState is the state of the gated test graph.
 type refundState struct {
 	Order    string
 	Amount   int

@@ -408,7 +408,9 @@ func (c *fakeClock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func dumpAudits(t testing.TB, s approval.Store, ids []string) string {
+// DumpAudits prints the audit trails of ids in s, one line each, for a
+// test's failure message; a trail that cannot be read prints its error.
+func DumpAudits(t testing.TB, s approval.Store, ids []string) string {
 	t.Helper()
 	var b strings.Builder
 	for _, id := range ids {
@@ -423,15 +425,18 @@ func dumpAudits(t testing.TB, s approval.Store, ids []string) string {
 	return b.String()
 }
 
-// refundArgs are the arguments of the gated refund tool.
-type refundArgs struct {
+// RefundArgs are the arguments of the gated refund tool the suite's
+// requests call.
+type RefundArgs struct {
 	Order  string `json:"order" jsonschema:"minLength=1"`
 	Amount int    `json:"amount" jsonschema:"minimum=1,maximum=500"`
 }
 
-func refundSchema(t testing.TB) json.RawMessage {
+// RefundSchema returns the JSON Schema of RefundArgs; it fails t if the
+// schema cannot be built.
+func RefundSchema(t testing.TB) json.RawMessage {
 	t.Helper()
-	s, err := jsonschema.For[refundArgs]()
+	s, err := jsonschema.For[RefundArgs]()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,7 +447,8 @@ func refundSchema(t testing.TB) json.RawMessage {
 	return b
 }
 
-func mustJSON(t testing.TB, v any) json.RawMessage {
+// MustJSON returns v's JSON; it fails t if v cannot be encoded.
+func MustJSON(t testing.TB, v any) json.RawMessage {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -451,12 +457,15 @@ func mustJSON(t testing.TB, v any) json.RawMessage {
 	return b
 }
 
-const ttl = time.Hour
+// TTL is how long the suite's requests wait for a decision.
+const TTL = time.Hour
 
-// newRequest builds the request the tool node would raise for a refund.
-func newRequest(t testing.TB, schema json.RawMessage, now time.Time, order string, amount int) approval.Request {
+// NewRequest builds the request the tool node would raise for a refund of
+// amount on order, created at now; it fails t if its arguments cannot be
+// hashed.
+func NewRequest(t testing.TB, schema json.RawMessage, now time.Time, order string, amount int) approval.Request {
 	t.Helper()
-	args := mustJSON(t, refundArgs{Order: order, Amount: amount})
+	args := MustJSON(t, RefundArgs{Order: order, Amount: amount})
 	h, err := approval.ArgsHash("refund", args)
 	if err != nil {
 		t.Fatal(err)
@@ -465,16 +474,26 @@ func newRequest(t testing.TB, schema json.RawMessage, now time.Time, order strin
 		Type: approval.RequestType, Tool: "refund", Args: args, ArgsHash: h, CallID: "call-" + order,
 		Rationale: "the parcel never arrived", Context: json.RawMessage(`{"customer":"c-42","order_total":120}`),
 		Risk: approval.RiskHigh, Rule: "risk:high", Owner: "payments", Schema: schema,
-		CreatedAt: now, ExpiresAt: now.Add(ttl),
+		CreatedAt: now, ExpiresAt: now.Add(TTL),
 	}
 }
 
-// newItem is a pending approval as the inbox would list it, without a graph.
-func newItem(t testing.TB, schema json.RawMessage, now time.Time, id string) approval.Item {
+// NewItem is a pending approval with ID id as the inbox would list it,
+// without a graph.
+func NewItem(t testing.TB, schema json.RawMessage, now time.Time, id string) approval.Item {
 	t.Helper()
 	return approval.Item{ID: id, Thread: "thread-" + id, Checkpoint: "cp-" + id, TaskID: "task-" + id, Node: "refund",
-		PausedAt: now, Request: newRequest(t, schema, now, "order-"+id, 40)}
+		PausedAt: now, Request: NewRequest(t, schema, now, "order-"+id, 40)}
 }
+
+// The suite's own spellings.
+var (
+	dumpAudits   = DumpAudits
+	refundSchema = RefundSchema
+	newItem      = NewItem
+)
+
+const ttl = TTL
 
 // testResumeBookkeeping: Unresumed lists decided, unresumed approvals
 // oldest decision first; ClaimResume takes one once until its lease
