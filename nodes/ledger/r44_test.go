@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lockstepgo/lockstep/nodes/ledger"
+	"github.com/lockstepgo/lockstep/nodes/ledger/ledgertest"
 )
 
 // claimStep is one claim of a scenario, after advancing the clock by
@@ -25,36 +25,8 @@ type claimStep struct {
 	want    error
 }
 
-// checkClaimErr checks a claim's error against want, and that a mismatch
-// is typed, distinct from a duplicate, and names no payload.
-func checkClaimErr(t *testing.T, what string, c ledger.Claim, err, want error) {
-	t.Helper()
-	switch {
-	case want == nil:
-		if err != nil {
-			t.Errorf("%s = %v, want it to win", what, err)
-		}
-		return
-	case !errors.Is(err, want):
-		t.Errorf("%s = %v, want %v", what, err, want)
-		return
-	}
-	if want == ledger.ErrDuplicateMismatch {
-		var mm *ledger.DuplicateMismatchError
-		if !errors.As(err, &mm) || mm.Scope != c.Scope || mm.ID != c.ID || mm.ClaimedAt.IsZero() {
-			t.Errorf("%s = %#v, want a *DuplicateMismatchError naming the scope and ID", what, err)
-		}
-		if errors.Is(err, ledger.ErrDuplicateMessage) {
-			t.Errorf("%s matches ErrDuplicateMessage: a caller that skips redeliveries would drop it", what)
-		}
-	}
-	if want == ledger.ErrDuplicateMessage && errors.Is(err, ledger.ErrDuplicateMismatch) {
-		t.Errorf("%s = %v: a redelivery reported as a mismatch", what, err)
-	}
-	if msg := err.Error(); strings.Contains(msg, "canary") || (c.Fingerprint != "" && strings.Contains(msg, c.Fingerprint)) {
-		t.Errorf("%s: error %q names the payload or its fingerprint", what, msg)
-	}
-}
+// checkClaimErr is the store suite's check of a claim's error.
+var checkClaimErr = ledgertest.CheckClaimErr
 
 // r44Consumer handles one delivery: it claims the message and, when the
 // claim wins, records the effect. It reports whether it recorded one.

@@ -584,7 +584,7 @@ func testMessageClaims(t *testing.T, newLedger Factory) {
 			l := newLedger(t, ledger.Options{Now: clk.Now, Retention: time.Hour})
 			for i, st := range tc.steps {
 				clk.Advance(st.advance)
-				checkClaimErr(t, fmt.Sprintf("step %d (scope %q, ID %q)", i, short(st.c.Scope), short(st.c.ID)), st.c, l.ClaimMessage(ctx, st.c), st.want)
+				CheckClaimErr(t, fmt.Sprintf("step %d (scope %q, ID %q)", i, short(st.c.Scope), short(st.c.ID)), st.c, l.ClaimMessage(ctx, st.c), st.want)
 			}
 		})
 	}
@@ -630,9 +630,11 @@ func short(s string) string {
 	return s
 }
 
-// checkClaimErr checks a claim's error against want, and that a mismatch
-// is typed, distinct from a duplicate, and names no payload.
-func checkClaimErr(t *testing.T, what string, c ledger.Claim, err, want error) {
+// CheckClaimErr checks the error of claim c against want (nil,
+// ledger.ErrDuplicateMessage, ledger.ErrDuplicateMismatch or
+// ledger.ErrInvalid), and that a mismatch is typed, distinct from a
+// duplicate, and names no payload; it reports what it finds on t, as what.
+func CheckClaimErr(t *testing.T, what string, c ledger.Claim, err, want error) {
 	t.Helper()
 	switch {
 	case want == nil:
