@@ -1,5 +1,6 @@
 // Package postgres is lockstep on PostgreSQL: the checkpoint saver
-// ([Saver]), the approval store ([ApprovalStore]) and the idempotency
+// ([Saver], which also keeps the due work and queued input of package
+// workers), the approval store ([ApprovalStore]) and the idempotency
 // ledger ([Ledger]) on one pgx connection pool ([DB], from [Open]), for
 // many processes and machines sharing one database. It is the only
 // package of the module that imports github.com/jackc/pgx; package graph
@@ -94,6 +95,24 @@
 // and lost the thread is refused before any of its writes lands (DESIGN
 // D17), with a *checkpoint.BusyError naming who holds the thread now.
 //
+// # Workers
+//
+// The saver keeps due work and queued input (checkpoint.DueWork and
+// checkpoint.InputQueue), so that a pool of workers (package workers) in
+// any number of processes on any number of machines shares the threads of
+// one database with no coordinator. ClaimDue is one statement that locks
+// the due threads' rows FOR UPDATE SKIP LOCKED: workers claiming at the
+// same moment skip each other's rows instead of waiting for them, and
+// READ COMMITTED re-checks a row another worker claimed and committed
+// since the statement began, so no thread is ever claimed twice. A claim
+// takes the thread's lease (its epoch grows, fencing every write of an
+// earlier run, see Fencing) and marks the thread due until its claimer
+// settles it: a worker that dies leaves its threads due once their leases
+// lapse. Settle locks the row and writes only while the claim is still
+// the thread's (checkpoint.ErrClaimLost otherwise); Hold and Settle are
+// one transaction each, Enqueue one round trip that locks the thread's
+// row first, so a thread's inputs are numbered in the order they commit.
+//
 // # Migrations
 //
 // The tables live in one PostgreSQL schema (Config.Schema, "lockstep" by
@@ -132,15 +151,33 @@
 //
 // In the schema (Config.Schema), readable with psql:
 //
-//	threads      one row per thread and namespace that has a checkpoint or a lease
+//	threads      one row per thread and namespace that has a checkpoint or a lease, and per
+//	             thread with due work or queued input
 //	  thread_id, checkpoint_ns    the key ("" is the root graph)
-//	  head                        the thread's newest checkpoint (NULL: leased only)
+//	  head                        the thread's newest checkpoint (NULL: leased, due or queued only)
 //	  lease_owner, lease_runner   the run holding the thread and its runner (NULL when free)
 //	  lease_epoch                 how many times the lease passed to a new owner; kept on release
 //	  lease_until                 the lease's end, Unix nanoseconds (NULL when free)
 //	                              (the lease columns are the thread's one lease, on its root row,
 //	                              checkpoint_ns = ''; a subgraph's rows leave them NULL)
 //	  updated_at                  the last Put or PutWrites, Unix nanoseconds
+//	  due_at                      when the thread has work due for a pool of workers (Unix
+//	                              nanoseconds on the saver's clock; checkpoint.DueWork): set by a
+//	                              claim until it is settled, by queued input, by a retry; NULL:
+//	                              none marked (a lease that expired unreleased is due all the same)
+//	  due_owner                   the lease owner of the thread's current claim (its token)
+//	  due_attempts                failed attempts the last settle recorded
+//	  due_parked                  the head the thread's queued input waits behind ('' for no
+//	                              checkpoint); NULL when not parked
+//	                              (the due columns are on the root row only)
+//
+//	queued_inputs  input queued for a thread (checkpoint.InputQueue), applied oldest first
+//	  input_id                    orders all inputs; never reused
+//	  thread_id, run_key          the thread and the input's run key (unique per thread)
+//	  input_text                  the input's exact JSON text: {"fields": {<field>: <json>}, "overwrite": [...]}
+//	  input                       the same as JSONB, for psql (generated from input_text)
+//	  created_at                  RFC 3339, UTC, nine fraction digits
+//	  crc                         the checksum of thread_id, run_key, input_text and created_at
 //
 //	checkpoints  one row per checkpoint
 //	  thread_id, checkpoint_ns, checkpoint_id   the key; IDs sort in creation order
@@ -194,7 +231,10 @@
 // Version 2 added topologies and the crc columns of the approval and
 // ledger tables (approval_decisions.crc and resume_crc,
 // approval_executions.crc, ledger.crc, messages.crc), computed once for
-// the rows of version 1.
+// the rows of version 1. Version 3 added the work of a pool of workers
+// (the due columns of threads, queued_inputs, and the partial indexes
+// claims walk); a thread whose lease expired unreleased is due at once
+// after the migration.
 //
 // Every thread's latest checkpoint, with psql:
 //
@@ -202,4 +242,12 @@
 //	FROM lockstep.threads t JOIN lockstep.checkpoints c
 //	  ON c.thread_id = t.thread_id AND c.checkpoint_ns = t.checkpoint_ns AND c.checkpoint_id = t.head
 //	WHERE t.checkpoint_ns = '' ORDER BY t.updated_at DESC;
+//
+// The threads with work due or queued, and how much:
+//
+//	SELECT t.thread_id, to_timestamp(t.due_at / 1e9) AS due, t.lease_owner, t.due_attempts, t.due_parked,
+//		(SELECT count(*) FROM lockstep.queued_inputs q WHERE q.thread_id = t.thread_id) AS queued
+//	FROM lockstep.threads t
+//	WHERE t.checkpoint_ns = '' AND (t.due_at IS NOT NULL OR t.due_parked IS NOT NULL)
+//	ORDER BY t.due_at;
 package postgres

@@ -314,4 +314,13 @@ func TestMigrateForwardFromVersion1(t *testing.T) {
 	if got, err := db.Saver().LatestTopology(t.Context(), "orders"); err != nil || string(got.Data) != string(data) {
 		t.Errorf("LatestTopology after the migration = %s, %v; want %s", got.Data, err, data)
 	}
+	// Version 3's due work: the thread of version 1, whose lease lapsed
+	// unreleased, is due; input queues.
+	if _, _, err := db.Saver().Enqueue(t.Context(), checkpoint.QueuedInput{Thread: "thread-2", Key: "k", Input: []byte(`{}`)}); err != nil {
+		t.Fatalf("Enqueue after the migration: %v", err)
+	}
+	b, err := db.Saver().ClaimDue(t.Context(), checkpoint.DueQuery{Owners: []string{"w-1", "w-2", "w-3"}, TTL: time.Minute})
+	if err != nil || len(b.Threads) != 2 || b.Threads[0].Thread != "thread-1" || b.Threads[0].Reason != checkpoint.DueExpired || b.Threads[0].Epoch != 4 || b.Threads[1].Thread != "thread-2" {
+		t.Errorf("ClaimDue after the migration = %+v, %v; want thread-1 (expired, epoch 4), then thread-2", b.Threads, err)
+	}
 }

@@ -56,6 +56,16 @@ type Config struct {
 	// default ledger.DefaultRetention).
 	LedgerRetention time.Duration
 
+	// Hook is for tests: crash tests kill the process from it. Production
+	// code leaves it nil, and then it costs nothing. When set, the saver
+	// calls it at named points of the work of a pool of workers:
+	// "postgres.claim.beforeSend" and "postgres.claim.afterCommit" around
+	// ClaimDue's one statement, and "postgres.settle.begin",
+	// "postgres.settle.beforeCommit" and "postgres.settle.afterCommit"
+	// around Settle's transaction. It must be fast, must not panic and
+	// must not call the stores.
+	Hook func(point string)
+
 	// Tracer, when set, sees every query and batch (pgx.QueryTracer,
 	// optionally pgx.BatchTracer): for observability, and for tests that
 	// count round trips.

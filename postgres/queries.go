@@ -133,14 +133,18 @@ ins AS (
 )
 SELECT (SELECT count(*) FROM upd) + (SELECT count(*) FROM ins)`
 
-// releaseSQL drops owner $3's lease: a thread row with no checkpoint
-// goes; any other keeps its epoch.
+// releaseSQL drops owner $3's lease: a thread row that holds nothing
+// else (no checkpoint, no due mark, no queued input) goes; any other keeps
+// its epoch and its due work.
 const releaseSQL = `WITH
-del AS (DELETE FROM $S.threads WHERE thread_id = $1::text AND checkpoint_ns = $2::text AND lease_owner = $3::text AND head IS NULL RETURNING 1)
+empty AS (SELECT t.head IS NULL AND t.due_at IS NULL AND NOT EXISTS (SELECT 1 FROM $S.queued_inputs q WHERE q.thread_id = $1::text) AS gone
+	FROM $S.threads t WHERE t.thread_id = $1::text AND t.checkpoint_ns = $2::text AND t.lease_owner = $3::text),
+del AS (DELETE FROM $S.threads WHERE thread_id = $1::text AND checkpoint_ns = $2::text AND lease_owner = $3::text AND (SELECT gone FROM empty) RETURNING 1)
 UPDATE $S.threads SET lease_owner = NULL, lease_runner = NULL, lease_until = NULL
-WHERE thread_id = $1::text AND checkpoint_ns = $2::text AND lease_owner = $3::text AND head IS NOT NULL`
+WHERE thread_id = $1::text AND checkpoint_ns = $2::text AND lease_owner = $3::text AND NOT (SELECT gone FROM empty)`
 
 const deleteThreadSQL = `WITH
+q AS (DELETE FROM $S.queued_inputs WHERE thread_id = $1::text),
 a AS (DELETE FROM $S.writes WHERE thread_id = $1::text),
 b AS (DELETE FROM $S.blobs WHERE thread_id = $1::text),
 c AS (DELETE FROM $S.checkpoints WHERE thread_id = $1::text)
@@ -271,6 +275,7 @@ type queries struct {
 	putTopology, topologyName, getTopology, latestTopology                                                              string
 	get, list, listWrites, listBlobs, threads, interruptWrites, headWrites, lease                                       string
 	approval                                                                                                            approvalQueries
+	work                                                                                                                workQueries
 	ledger                                                                                                              ledgerQueries
 }
 
@@ -282,6 +287,6 @@ func newQueries(schema string) *queries {
 		get: s(getSQL), list: s(listSQL), listWrites: s(listWritesSQL), listBlobs: s(listBlobsSQL), threads: s(threadsSQL),
 		interruptWrites: s(interruptWritesSQL), headWrites: s(headWritesSQL), lease: s(leaseSQL),
 		putTopology: s(putTopologySQL), topologyName: s(topologyNameSQL), getTopology: s(getTopologySQL), latestTopology: s(latestTopologySQL),
-		approval: newApprovalQueries(s), ledger: newLedgerQueries(s),
+		approval: newApprovalQueries(s), ledger: newLedgerQueries(s), work: newWorkQueries(s),
 	}
 }

@@ -15,8 +15,9 @@ import (
 )
 
 // Saver is the checkpoint saver on PostgreSQL: a checkpoint.Saver that
-// also implements ChainPutter, ThreadLister, InterruptLister, Pruner and
-// LeaseInspector, with the rules of package checkpoint (it passes
+// also implements ChainPutter, ThreadLister, InterruptLister, Pruner,
+// LeaseInspector, DueWork and InputQueue (so that package workers runs on
+// it), with the rules of package checkpoint (it passes
 // checkpointtest). Get it from DB.Saver. It is safe for concurrent use by
 // any number of goroutines and processes.
 type Saver struct {

@@ -13,7 +13,7 @@ import (
 // SchemaVersion is the version of the tables this code writes. Open
 // migrates older ones forward; both Open and OpenExisting refuse newer
 // ones.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrations[i] moves the tables from version i to i+1. They are run in
 // one transaction under a transaction-scoped advisory lock, together with
@@ -167,6 +167,31 @@ var migrations = []string{
 	ALTER TABLE $S.messages ADD COLUMN crc bytea;
 	UPDATE $S.messages SET crc = $S.crc(scope, id, fingerprint, claimed_at::text);
 	ALTER TABLE $S.messages ALTER COLUMN crc SET NOT NULL;`,
+	// Version 3: the work of a pool of workers (checkpoint.DueWork and
+	// checkpoint.InputQueue). A thread's root row says when it is due
+	// (due_at, Unix nanoseconds on the saver's clock; NULL: not marked),
+	// whose claim marked it (due_owner, the claim's token), the failed
+	// attempts recorded, and the head its queued input is parked behind
+	// (due_parked); queued_inputs holds the input queued per thread, in
+	// input_id order, with its exact JSON text (the run key's input, as
+	// the pool encoded it) and the same as JSONB for psql. The partial
+	// indexes are what ClaimDue walks. The migration only adds.
+	`ALTER TABLE $S.threads ADD COLUMN due_at bigint, ADD COLUMN due_owner text COLLATE "C",
+		ADD COLUMN due_attempts integer NOT NULL DEFAULT 0, ADD COLUMN due_parked text COLLATE "C";
+	CREATE INDEX threads_due ON $S.threads (due_at, thread_id) WHERE due_at IS NOT NULL AND checkpoint_ns = '';
+	CREATE INDEX threads_leased ON $S.threads (lease_until, thread_id) WHERE lease_owner IS NOT NULL AND checkpoint_ns = '';
+	CREATE INDEX threads_parked ON $S.threads (thread_id) WHERE due_parked IS NOT NULL AND checkpoint_ns = '';
+	CREATE TABLE $S.queued_inputs (
+		input_id   bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		thread_id  text COLLATE "C" NOT NULL,
+		run_key    text COLLATE "C" NOT NULL CHECK (run_key <> ''),
+		input_text text NOT NULL,
+		input      jsonb GENERATED ALWAYS AS (input_text::jsonb) STORED,
+		created_at text COLLATE "C" NOT NULL,
+		crc        bytea NOT NULL,
+		UNIQUE (thread_id, run_key)
+	);
+	CREATE INDEX queued_inputs_thread ON $S.queued_inputs (thread_id, input_id);`,
 }
 
 // versionTable creates the table that records the applied versions.

@@ -29,10 +29,12 @@
 //
 // The pool runs on a saver that keeps due work and queued input
 // (checkpoint.DueWork and checkpoint.InputQueue: the memory saver, for
-// one process, and the SQLite saver); New fails with ErrUnsupported for
-// one that does not. On SQLite the claims are the database's one writer
-// at a time, so that two workers never claim one thread (a Postgres
-// saver is to take rows with FOR UPDATE SKIP LOCKED). A claim is the thread's lease (checkpoint.Lease) under
+// one process, the SQLite saver and the Postgres saver); New fails with
+// ErrUnsupported for one that does not. On SQLite the claims are the
+// database's one writer at a time, so that two workers never claim one
+// thread; on Postgres a claim locks the due threads' rows FOR UPDATE SKIP
+// LOCKED, so that workers claiming at once skip each other's rows instead
+// of waiting for them. A claim is the thread's lease (checkpoint.Lease) under
 // the Runnable's runner name, which the run the pool starts takes over; the
 // run renews it while it works (graph.WithLeaseTTL). A claimed thread stays
 // marked due until the pool settles it, so work is never lost: a worker

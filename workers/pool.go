@@ -18,8 +18,8 @@ import (
 )
 
 // Store is what a pool needs of its saver: the saver its Runnable writes
-// to, keeping due work and queued input. The memory and SQLite savers
-// implement it; a saver that does not makes New fail with ErrUnsupported.
+// to, keeping due work and queued input. The memory, SQLite and Postgres
+// savers implement it; a saver that does not makes New fail with ErrUnsupported.
 type Store interface {
 	checkpoint.Saver
 	checkpoint.DueWork
@@ -120,7 +120,7 @@ func New[S any](r *graph.Runnable[S], opts Options) (*Pool[S], error) {
 	if o.Store == nil {
 		st, ok := r.Saver().(Store)
 		if !ok {
-			return nil, fmt.Errorf("%w: %T keeps no due work or queued input (it implements neither checkpoint.DueWork nor checkpoint.InputQueue); use the memory or the SQLite saver", ErrUnsupported, r.Saver())
+			return nil, fmt.Errorf("%w: %T keeps no due work or queued input (it implements neither checkpoint.DueWork nor checkpoint.InputQueue); use the memory, SQLite or Postgres saver", ErrUnsupported, r.Saver())
 		}
 		o.Store = st
 	}

@@ -35,6 +35,7 @@ func workCases() []testCase {
 		{name: "ExpiredLeaseIsDue", run: testExpiredLeaseDue},
 		{name: "LiveOrReleasedLeaseIsNotDue", run: testLiveLeaseNotDue},
 		{name: "StaleSettleIsRefused", run: testStaleSettle},
+		{name: "ReleaseKeepsDueWork", run: testReleaseKeepsDue},
 		{name: "Hold", run: testHold},
 		{name: "OldestFirstWithinTheLimit", run: testDueOrder},
 		{name: "ConcurrentClaimsShareNothing", run: testConcurrentClaims},
@@ -413,6 +414,30 @@ func testStaleSettle(t *testing.T, f *fixture) {
 	}
 	f.clock.Advance(time.Hour)
 	f.wantDue(t, "a second Settle of a settled claim")
+}
+
+// testReleaseKeepsDue: releasing a claim's lease (instead of settling it)
+// on a thread without checkpoints drops neither the thread's record, nor
+// its due mark, nor its queue: it is due again at once, for any worker.
+func testReleaseKeepsDue(t *testing.T, f *fixture) {
+	in := f.enqueue(t, input("thread-q", "k1", 1))
+	d := f.claimDue(t, "w", 1).Threads[0]
+	if err := f.s.Release(t.Context(), "thread-q", "", d.Owner); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]checkpoint.QueuedInput{in}, f.queued(t, "thread-q"), cmpOpts...); diff != "" {
+		t.Errorf("queue after the claim's lease was released (-want +got):\n%s", diff)
+	}
+	f.wantDue(t, "queued input whose claim was released", "thread-q")
+	f.clock.Advance(time.Second)
+	h, err := f.work(t).Hold(t.Context(), "thread-h", checkpoint.Lease{Owner: "h", Runner: "pool", TTL: workTTL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.s.Release(t.Context(), "thread-h", "", h.Owner); err != nil {
+		t.Fatal(err)
+	}
+	f.wantDue(t, "a hold released unsettled", "thread-q", "thread-h")
 }
 
 // testHold: Hold claims a thread whatever is due, says what was, creates
