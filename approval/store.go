@@ -110,7 +110,8 @@ type Store interface {
 // implements it takes back at once a claim that a killed process of its
 // own name left (SIGKILL, a crash, a lost machine), instead of waiting
 // out the claim's lease; over a store that does not, such a claim lapses
-// after its lease. MemoryStore and SQLStore implement it.
+// after its lease. MemoryStore, SQLStore and the PostgreSQL store of
+// package postgres implement it.
 //
 // The store applies the rule in the write that takes the claim: a claim
 // is taken over only while the very claim it names holds the approval,

@@ -56,3 +56,14 @@ func CheckRetryDelay(id string, after time.Duration) error { return checkDelay(i
 // TruncateReason cuts a resume note or error to what a Store keeps (1
 // KiB, on a rune boundary).
 func TruncateReason(s string) string { return truncate(s, maxErrorBytes) }
+
+// CheckClaim refuses a ResumeClaimer claim that is not valid (see Claim:
+// a worker name and an ID of 1 to MaxClaimBytes bytes of UTF-8, a
+// TakeBack of at most as many, a positive lease) with an *Error matching
+// ErrInvalidConfig.
+func CheckClaim(id string, c Claim) error { return checkClaim(id, c) }
+
+// CheckWorkerName refuses a worker name given to ResumeClaimer.Claims
+// that is not 1 to MaxClaimBytes bytes of UTF-8 with an *Error matching
+// ErrInvalidConfig.
+func CheckWorkerName(name string) error { return checkWorkerName("", name) }

@@ -15,20 +15,24 @@ import (
 	"github.com/lockstepgo/lockstep/internal/canon"
 )
 
-// ApprovalStore is an approval.Store on PostgreSQL, in the tables
-// approval_decisions and approval_executions of the DB's schema, with the
-// rules of approval.MemoryStore and approval.SQLStore (it passes
-// approvaltest). Get it from DB.Approvals. First-wins is the primary key
+// ApprovalStore is an approval.Store and approval.ResumeClaimer on
+// PostgreSQL, in the tables approval_decisions and approval_executions of
+// the DB's schema, with the rules of approval.MemoryStore and
+// approval.SQLStore (it passes approvaltest). Get it from DB.Approvals. First-wins is the primary key
 // of approval_decisions; every write is one statement. It is safe for
 // concurrent use by any number of goroutines and processes.
 type ApprovalStore struct {
 	db *DB
 }
 
-var _ approval.Store = (*ApprovalStore)(nil)
+var (
+	_ approval.Store         = (*ApprovalStore)(nil)
+	_ approval.ResumeClaimer = (*ApprovalStore)(nil)
+)
 
 type approvalQueries struct {
 	insert, winner, get, decided, unresumed, claim, finish, retry, exists, recordOutcome, execution string
+	claimAs, claims                                                                                 string
 }
 
 // The checksums of the approval rows (see Integrity in the package doc):
@@ -36,31 +40,58 @@ type approvalQueries struct {
 // as PostgreSQL prints it, computed by the statement that writes the row
 // and checked on every read (and by the WHERE of every update, so that
 // nothing is written on a row that does not verify). The expressions name
-// the columns; writes substitute what they store.
+// the columns; writes substitute what they store. The resume checksum
+// covers the claim's holder (resume_claimant, resume_claim, schema 4)
+// only when one is set, so that the rows of older versions, which have
+// none, keep the checksums they were written with.
 const (
-	approvalDecisionCRC  = `$S.crc(id, thread, checkpoint, tool, owner, outcome, reviewer, note, args::text, args_hash, decided_at, request::text)`
-	approvalResumeCRC    = `$S.crc(id, resumed_at, resume_note, resume_attempts::text, resume_error, resume_not_before)`
+	approvalDecisionCRC = `$S.crc(id, thread, checkpoint, tool, owner, outcome, reviewer, note, args::text, args_hash, decided_at, request::text)`
+	approvalResumeCRC   = `(CASE WHEN resume_claimant = '' AND resume_claim = ''
+		THEN $S.crc(id, resumed_at, resume_note, resume_attempts::text, resume_error, resume_not_before)
+		ELSE $S.crc(id, resumed_at, resume_note, resume_attempts::text, resume_error, resume_not_before, resume_claimant, resume_claim) END)`
 	approvalExecutionCRC = `$S.crc(approval_id, idempotency_key, args_hash, result::text, error, recorded_at)`
 )
 
 // resumeCRCWith is approvalResumeCRC with the columns of set replaced by
 // the expressions that update them.
 func resumeCRCWith(set map[string]string) string {
+	col := func(c string) string {
+		if e, ok := set[c]; ok {
+			return e
+		}
+		return c
+	}
 	cols := []string{"resumed_at", "resume_note", "resume_attempts::text", "resume_error", "resume_not_before"}
 	out := make([]string, len(cols))
 	for i, c := range cols {
-		out[i] = c
-		if e, ok := set[c]; ok {
-			out[i] = e
-		}
+		out[i] = col(c)
 	}
-	return `$S.crc(id, ` + strings.Join(out, ", ") + `)`
+	base := strings.Join(out, ", ")
+	claimant, claim := col("resume_claimant"), col("resume_claim")
+	return `(CASE WHEN ` + claimant + ` = '' AND ` + claim + ` = '' THEN $S.crc(id, ` + base + `)
+		ELSE $S.crc(id, ` + base + `, ` + claimant + `, ` + claim + `) END)`
+}
+
+// resumeCRCOf is what approvalResumeCRC computes, in Go.
+func resumeCRCOf(r *approvalRecordRow) []byte {
+	parts := [][]byte{str(r.id), nstr(r.resumed), str(r.resumeNote), num(int64(r.attempts)), str(r.resumeError), str(r.notBefore)}
+	if r.claimant != "" || r.claim != "" {
+		parts = append(parts, str(r.claimant), str(r.claim))
+	}
+	return crcOf(parts...)
+}
+
+// noClaimant is the part of resumeCRCWith's set of a write that clears the
+// claim's holder (an anonymous claim, a finish, a retry).
+func noClaimant(set map[string]string) map[string]string {
+	set["resume_claimant"], set["resume_claim"] = "''", "''"
+	return set
 }
 
 const approvalDecisionColumns = `id, outcome, reviewer, note, args, args_hash, decided_at`
 
 const approvalRecordColumns = `thread, checkpoint, tool, owner, request, ` + approvalDecisionColumns + `,
-	resumed_at, resume_note, resume_attempts, resume_error, resume_not_before, crc, resume_crc`
+	resumed_at, resume_note, resume_attempts, resume_error, resume_not_before, crc, resume_crc, resume_claimant, resume_claim`
 
 // approvalIntact is the WHERE clause of an update: the row verifies.
 const approvalIntact = `crc = ` + approvalDecisionCRC + ` AND resume_crc = ` + approvalResumeCRC
@@ -77,13 +108,25 @@ func newApprovalQueries(s func(string) string) approvalQueries {
 		get:       s(`SELECT ` + approvalRecordColumns + ` FROM $S.approval_decisions WHERE id = $1::text`),
 		decided:   s(`SELECT id FROM $S.approval_decisions WHERE id = ANY($1::text[])`),
 		unresumed: s(`SELECT ` + approvalRecordColumns + ` FROM $S.approval_decisions WHERE resumed_at IS NULL AND resume_not_before <= $1::text ORDER BY decided_at COLLATE "C", id COLLATE "C" LIMIT $2::bigint`),
-		claim: s(`UPDATE $S.approval_decisions SET resume_not_before = $2::text, resume_crc = ` + resumeCRCWith(map[string]string{"resume_not_before": "$2::text"}) + `
+		claim: s(`UPDATE $S.approval_decisions SET resume_not_before = $2::text, resume_claimant = '', resume_claim = '',
+				resume_crc = ` + resumeCRCWith(noClaimant(map[string]string{"resume_not_before": "$2::text"})) + `
 			WHERE id = $1::text AND resumed_at IS NULL AND resume_not_before <= $3::text AND ` + approvalIntact),
-		finish: s(`UPDATE $S.approval_decisions SET resumed_at = $2::text, resume_note = $3::text, resume_not_before = '',
-				resume_crc = ` + resumeCRCWith(map[string]string{"resumed_at": "$2::text", "resume_note": "$3::text", "resume_not_before": "''"}) + `
+		// claimAs: $4 the worker, $5 the claim, $6 the claim of the
+		// worker's it takes back ('' for none).
+		claimAs: s(`UPDATE $S.approval_decisions SET resume_not_before = $2::text, resume_claimant = $4::text, resume_claim = $5::text,
+				resume_crc = ` + resumeCRCWith(map[string]string{"resume_not_before": "$2::text", "resume_claimant": "$4::text", "resume_claim": "$5::text"}) + `
+			WHERE id = $1::text AND resumed_at IS NULL
+				AND (resume_not_before <= $3::text OR ($6::text <> '' AND resume_claimant = $4::text AND resume_claim = $6::text))
+				AND ` + approvalIntact),
+		claims: s(`SELECT ` + approvalRecordColumns + ` FROM $S.approval_decisions
+			WHERE resumed_at IS NULL AND resume_claimant = $1::text AND resume_not_before > $2::text
+			ORDER BY decided_at COLLATE "C", id COLLATE "C" LIMIT $3::bigint`),
+		finish: s(`UPDATE $S.approval_decisions SET resumed_at = $2::text, resume_note = $3::text, resume_not_before = '', resume_claimant = '', resume_claim = '',
+				resume_crc = ` + resumeCRCWith(noClaimant(map[string]string{"resumed_at": "$2::text", "resume_note": "$3::text", "resume_not_before": "''"})) + `
 			WHERE id = $1::text AND resumed_at IS NULL AND ` + approvalIntact),
 		retry: s(`UPDATE $S.approval_decisions SET resume_attempts = resume_attempts + 1, resume_error = $2::text, resume_not_before = $3::text,
-				resume_crc = ` + resumeCRCWith(map[string]string{"resume_attempts::text": "(resume_attempts + 1)::text", "resume_error": "$2::text", "resume_not_before": "$3::text"}) + `
+				resume_claimant = '', resume_claim = '',
+				resume_crc = ` + resumeCRCWith(noClaimant(map[string]string{"resume_attempts::text": "(resume_attempts + 1)::text", "resume_error": "$2::text", "resume_not_before": "$3::text"})) + `
 			WHERE id = $1::text AND resumed_at IS NULL AND ` + approvalIntact),
 		exists: s(`SELECT 1 FROM $S.approval_decisions WHERE id = $1::text`),
 		recordOutcome: s(`INSERT INTO $S.approval_executions (approval_id, idempotency_key, args_hash, result, error, recorded_at, crc)
@@ -140,11 +183,12 @@ type approvalRecordRow struct {
 	resumeNote, resumeError, notBefore string
 	attempts                           int32
 	crc, resumeCRC                     []byte
+	claimant, claim                    string
 }
 
 func (r *approvalRecordRow) dest() []any {
 	return []any{&r.thread, &r.checkpoint, &r.tool, &r.owner, &r.request, &r.id, &r.outcome, &r.reviewer, &r.note, &r.args, &r.argsHash, &r.decided,
-		&r.resumed, &r.resumeNote, &r.attempts, &r.resumeError, &r.notBefore, &r.crc, &r.resumeCRC}
+		&r.resumed, &r.resumeNote, &r.attempts, &r.resumeError, &r.notBefore, &r.crc, &r.resumeCRC, &r.claimant, &r.claim}
 }
 
 // errCopied is what a row whose checksum fails is.
@@ -158,7 +202,7 @@ func (r *approvalRecordRow) record() (approval.Record, error) {
 		r.args, str(r.argsHash), str(r.decided), r.request)) {
 		return approval.Record{}, &approval.CorruptError{ID: r.id, What: "decision", Err: errCopied}
 	}
-	if !bytes.Equal(r.resumeCRC, crcOf(str(r.id), nstr(r.resumed), str(r.resumeNote), num(int64(r.attempts)), str(r.resumeError), str(r.notBefore))) {
+	if !bytes.Equal(r.resumeCRC, resumeCRCOf(r)) {
 		return approval.Record{}, &approval.CorruptError{ID: r.id, What: "resume", Err: errCopied}
 	}
 	rec, what, err := r.decode()
@@ -213,6 +257,7 @@ func (r *approvalRecordRow) decode() (approval.Record, string, error) {
 		}
 	}
 	rec.Resume.Note, rec.Resume.Attempts, rec.Resume.LastError = r.resumeNote, int(r.attempts), r.resumeError
+	rec.Resume.Claimant, rec.Resume.Claim = r.claimant, r.claim
 	return rec, "", nil
 }
 
@@ -407,6 +452,63 @@ func (s *ApprovalStore) ClaimResume(ctx context.Context, id string, lease time.D
 	}
 	now := s.db.now()
 	return s.update(ctx, id, "claim", s.db.q.approval.claim, id, formatTime(now.Add(lease)), formatTime(now))
+}
+
+// ClaimResumeAs implements approval.ResumeClaimer: one conditional
+// UPDATE, which takes the approval only while it is unresumed and either
+// free (its Resume.NotBefore passed) or held by the claim of c.Worker that
+// c.TakeBack names, so that two workers never hold one resume at once. It
+// fails as approval.ResumeClaimer says (approval.ErrNotFound, an
+// *approval.Error matching approval.ErrInvalidConfig for an invalid c, an
+// *approval.CorruptError for a row that does not verify, which is not
+// claimed), with approval.ErrClosed after Close, and with a *StoreError.
+func (s *ApprovalStore) ClaimResumeAs(ctx context.Context, id string, c approval.Claim) (bool, error) {
+	if err := s.live(id); err != nil {
+		return false, err
+	}
+	if err := approval.CheckClaim(id, c); err != nil {
+		return false, err
+	}
+	now := s.db.now()
+	return s.update(ctx, id, "claim", s.db.q.approval.claimAs, id, formatTime(now.Add(c.Lease)), formatTime(now), c.Worker, c.ID, c.TakeBack)
+}
+
+// Claims implements approval.ResumeClaimer: the unresumed approvals whose
+// claim by worker is live, oldest decision first. It fails as
+// approval.ResumeClaimer says (an *approval.Error matching
+// approval.ErrInvalidConfig for a worker name that is not valid, an
+// *approval.CorruptError for a row that does not verify), with
+// approval.ErrClosed after Close, and with a *StoreError.
+func (s *ApprovalStore) Claims(ctx context.Context, worker string, limit int) ([]approval.Record, error) {
+	if err := s.live(""); err != nil {
+		return nil, err
+	}
+	if err := approval.CheckWorkerName(worker); err != nil {
+		return nil, err
+	}
+	var lim *int64
+	if limit > 0 {
+		n := int64(limit)
+		lim = &n
+	}
+	what := "list the claims of worker " + quoteShort(worker)
+	rows, err := s.db.pool.Query(ctx, s.db.q.approval.claims, worker, formatTime(s.db.now()), lim)
+	if err != nil {
+		return nil, s.fail(what, "", err)
+	}
+	defer rows.Close()
+	var out []approval.Record
+	for rows.Next() {
+		r, err := scanApproval(rows)
+		if err != nil {
+			return nil, s.readFail(what, "", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail(what, "", err)
+	}
+	return out, nil
 }
 
 // FinishResume implements approval.Store. It fails as approval.Store

@@ -49,6 +49,7 @@ func TestHandEditedApprovalRowsAreCorrupt(t *testing.T) {
 		{"resume progress copied from another approval", "resume", `UPDATE ` + q + `.approval_decisions d SET resumed_at = o.resumed_at,
 			resume_note = o.resume_note, resume_crc = o.resume_crc FROM ` + q + `.approval_decisions o WHERE d.id = $1 AND o.id = $2`},
 		{"attempts edited", "resume", `UPDATE ` + q + `.approval_decisions SET resume_attempts = 7 WHERE id = $1`},
+		{"a claim's holder written by hand", "resume", `UPDATE ` + q + `.approval_decisions SET resume_claimant = 'mallory', resume_claim = 'c-1', resume_not_before = '2099-01-01T00:00:00.000000000Z' WHERE id = $1`},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,8 +77,9 @@ func TestHandEditedApprovalRowsAreCorrupt(t *testing.T) {
 			want("Get", err)
 			_, err = store.Audit(ctx, id)
 			want("Audit", err)
-			if tc.what != "resume" || !strings.Contains(tc.sql, "resumed_at") {
-				// (a row whose copied progress says resumed is not listed)
+			if (tc.what != "resume" || !strings.Contains(tc.sql, "resumed_at")) && tc.name != "a claim's holder written by hand" {
+				// (a row whose copied progress says resumed, or that a
+				// live claim holds, is not listed)
 				_, err = store.Unresumed(ctx, 0)
 				want("Unresumed", err)
 			}
@@ -85,6 +87,12 @@ func TestHandEditedApprovalRowsAreCorrupt(t *testing.T) {
 			want("Decide", err)
 			_, err = store.ClaimResume(ctx, id, time.Minute)
 			want("ClaimResume", err)
+			_, err = store.ClaimResumeAs(ctx, id, approval.Claim{Worker: "mallory", ID: "c-2", Lease: time.Minute, TakeBack: "c-1"})
+			want("ClaimResumeAs", err)
+			if tc.name == "a claim's holder written by hand" {
+				_, err = store.Claims(ctx, "mallory", 0)
+				want("Claims", err)
+			}
 			want("RetryResume", store.RetryResume(ctx, id, "later", time.Minute))
 			want("FinishResume", store.FinishResume(ctx, id, "done"))
 			want("RecordOutcome", store.RecordOutcome(ctx, id, approval.Execution{IdempotencyKey: "k", ArgsHash: approvalItem(t, id, clock).Request.ArgsHash}))

@@ -208,7 +208,9 @@
 //	approval_decisions   one row per decision (approval.Store), as in approval.SQLStore
 //	  id, thread, checkpoint, tool, owner, outcome, reviewer, note, args (JSONB), args_hash,
 //	  decided_at, request (JSONB: the request as shown), resumed_at, resume_note,
-//	  resume_attempts, resume_error, resume_not_before, crc, resume_crc
+//	  resume_attempts, resume_error, resume_not_before, crc, resume_crc,
+//	  resume_claimant and resume_claim (the worker and the claim that hold the resume,
+//	  approval.ResumeClaimer; '' when none)
 //	approval_executions  what ran for an approved call
 //	  approval_id, idempotency_key, args_hash, result (JSONB), error, recorded_at, crc
 //
@@ -234,7 +236,9 @@
 // the rows of version 1. Version 3 added the work of a pool of workers
 // (the due columns of threads, queued_inputs, and the partial indexes
 // claims walk); a thread whose lease expired unreleased is due at once
-// after the migration.
+// after the migration. Version 4 added approval_decisions.resume_claimant
+// and resume_claim; the resume checksum covers them only when one is set,
+// so the rows of older versions keep theirs.
 //
 // Every thread's latest checkpoint, with psql:
 //

@@ -13,7 +13,7 @@ import (
 // SchemaVersion is the version of the tables this code writes. Open
 // migrates older ones forward; both Open and OpenExisting refuse newer
 // ones.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // migrations[i] moves the tables from version i to i+1. They are run in
 // one transaction under a transaction-scoped advisory lock, together with
@@ -192,6 +192,15 @@ var migrations = []string{
 		UNIQUE (thread_id, run_key)
 	);
 	CREATE INDEX queued_inputs_thread ON $S.queued_inputs (thread_id, input_id);`,
+	// Version 4: resume claims that name their holder
+	// (approval.ResumeClaimer): the worker and the claim that hold a
+	// resume, so that a worker takes back at once a claim a killed process
+	// of its name left. Both are empty in the rows of older versions,
+	// whose resume checksums stay as they are: the checksum covers them
+	// only when one is set.
+	`ALTER TABLE $S.approval_decisions ADD COLUMN resume_claimant text COLLATE "C" NOT NULL DEFAULT '',
+		ADD COLUMN resume_claim text COLLATE "C" NOT NULL DEFAULT '';
+	CREATE INDEX approval_decisions_claimant ON $S.approval_decisions (resume_claimant, decided_at, id) WHERE resumed_at IS NULL AND resume_claimant <> '';`,
 }
 
 // versionTable creates the table that records the applied versions.

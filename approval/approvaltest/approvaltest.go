@@ -4,8 +4,9 @@
 // alike. The cases are the store rules of package approval's
 // documentation: first-wins decisions naming the winner, edits and their
 // hash, invalid verdicts that change nothing, outcomes only for approved
-// calls, the expiry boundary, the resume bookkeeping, and 64 goroutines
-// deciding one set of approvals.
+// calls, the expiry boundary, the resume bookkeeping, resume claims that
+// name their holder (approval.ResumeClaimer, for the stores that implement
+// it), and 64 goroutines deciding one set of approvals.
 package approvaltest
 
 import (
@@ -44,6 +45,7 @@ func Run(t *testing.T, open Factory) {
 		{"RecordOutcomeNotApproved", testRecordOutcomeNotApproved},
 		{"ExpiryBoundary", testExpiryBoundary},
 		{"ResumeBookkeeping", testResumeBookkeeping},
+		{"ResumeClaims", testResumeClaims},
 		{"DecisionRace", testDecisionRace},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, open) })
@@ -588,6 +590,181 @@ func testResumeBookkeeping(t *testing.T, open Factory) {
 	}
 	if diff := cmp.Diff(map[string]bool{"b0": true, "b1": true}, got); diff != "" {
 		t.Errorf("Decided (-want +got):\n%s", diff)
+	}
+}
+
+// testResumeClaims (approval.ResumeClaimer; skipped for a store that does
+// not implement it): ClaimResumeAs records its holder; a live claim is
+// taken by nobody else, and taken back only by its own worker naming it
+// (once, of two at once); Claims lists a worker's live claims, oldest
+// decision first; an anonymous claim, a retry and a finish clear the
+// holder; invalid claims are refused with ErrInvalidConfig and claim
+// nothing.
+func testResumeClaims(t *testing.T, open Factory) {
+	ctx := context.Background()
+	clock := newClock()
+	st, _ := openStore(t, open, clock.Now)
+	s, ok := st.(approval.ResumeClaimer)
+	if !ok {
+		t.Skipf("%T does not implement approval.ResumeClaimer", st)
+	}
+	schema := refundSchema(t)
+	for i := range 3 {
+		it := newItem(t, schema, clock.Now(), fmt.Sprintf("c%d", i))
+		if _, err := st.Decide(ctx, it, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Add(time.Second)
+	}
+	claim := func(id string, c approval.Claim) bool {
+		t.Helper()
+		ok, err := s.ClaimResumeAs(ctx, id, c)
+		if err != nil {
+			t.Fatalf("ClaimResumeAs(%s, %+v): %v", id, c, err)
+		}
+		return ok
+	}
+	holder := func(id string) (string, string) {
+		t.Helper()
+		rec, err := st.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.Resume.Claimant, rec.Resume.Claim
+	}
+	claims := func(worker string, limit int) []string {
+		t.Helper()
+		recs, err := s.Claims(ctx, worker, limit)
+		if err != nil {
+			t.Fatalf("Claims(%s): %v", worker, err)
+		}
+		var out []string
+		for _, r := range recs {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	if !claim("c1", approval.Claim{Worker: "w1", ID: "k1", Lease: time.Minute}) {
+		t.Fatal("the first claim of c1 was not taken")
+	}
+	if w, c := holder("c1"); w != "w1" || c != "k1" {
+		t.Errorf("holder of c1: %q %q, want w1 k1", w, c)
+	}
+	if !claim("c0", approval.Claim{Worker: "w1", ID: "k0", Lease: time.Minute}) {
+		t.Fatal("the first claim of c0 was not taken")
+	}
+	if diff := cmp.Diff([]string{"c0", "c1"}, claims("w1", 0)); diff != "" {
+		t.Errorf("Claims(w1), oldest decision first (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"c0"}, claims("w1", 1)); diff != "" {
+		t.Errorf("Claims(w1, 1) (-want +got):\n%s", diff)
+	}
+	if got := claims("w2", 0); len(got) != 0 {
+		t.Errorf("Claims(w2) = %v, want none", got)
+	}
+	for _, c := range []approval.Claim{
+		{Worker: "w2", ID: "k2", Lease: time.Minute},
+		{Worker: "w2", ID: "k2", Lease: time.Minute, TakeBack: "k1"}, // another worker naming the claim
+		{Worker: "w1", ID: "k3", Lease: time.Minute},                 // its own worker, naming no claim
+		{Worker: "w1", ID: "k3", Lease: time.Minute, TakeBack: "k0"}, // naming another claim
+	} {
+		if claim("c1", c) {
+			t.Errorf("ClaimResumeAs(c1, %+v) took a live claim of w1 k1", c)
+		}
+	}
+	if ok, err := st.ClaimResume(ctx, "c1", time.Minute); err != nil || ok {
+		t.Errorf("ClaimResume of a live named claim: %v, %v; want not taken", ok, err)
+	}
+	if w, c := holder("c1"); w != "w1" || c != "k1" {
+		t.Errorf("holder of c1 after the refused claims: %q %q, want w1 k1", w, c)
+	}
+	// Two take-backs of one claim at once: one wins.
+	var wg sync.WaitGroup
+	won := make([]bool, 2)
+	for i := range won {
+		wg.Go(func() {
+			ok, err := s.ClaimResumeAs(ctx, "c1", approval.Claim{Worker: "w1", ID: fmt.Sprintf("back-%d", i), Lease: time.Minute, TakeBack: "k1"})
+			if err != nil {
+				t.Error(err)
+			}
+			won[i] = ok
+		})
+	}
+	wg.Wait()
+	if won[0] == won[1] {
+		t.Errorf("two take-backs of claim k1 at once: taken %v; want exactly one", won)
+	}
+	if w, c := holder("c1"); w != "w1" || (c != "back-0" && c != "back-1") {
+		t.Errorf("holder of c1 after the take-back: %q %q", w, c)
+	}
+	// A lapsed claim is anyone's, and not listed.
+	clock.Add(time.Minute)
+	if got := claims("w1", 0); len(got) != 0 {
+		t.Errorf("Claims(w1) after the leases lapsed = %v, want none", got)
+	}
+	if !claim("c0", approval.Claim{Worker: "w2", ID: "k4", Lease: time.Minute}) {
+		t.Error("a lapsed claim was not taken by another worker")
+	}
+	// An anonymous claim, a retry and a finish clear the holder.
+	clock.Add(time.Minute)
+	if ok, err := st.ClaimResume(ctx, "c0", time.Minute); err != nil || !ok {
+		t.Fatalf("ClaimResume of c0: %v, %v", ok, err)
+	}
+	if w, c := holder("c0"); w != "" || c != "" {
+		t.Errorf("holder of c0 after an anonymous claim: %q %q, want none", w, c)
+	}
+	if !claim("c2", approval.Claim{Worker: "w1", ID: "k5", Lease: time.Minute}) {
+		t.Fatal("claim of c2 not taken")
+	}
+	if err := st.RetryResume(ctx, "c2", "down", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if w, c := holder("c2"); w != "" || c != "" {
+		t.Errorf("holder of c2 after RetryResume: %q %q, want none", w, c)
+	}
+	if got := claims("w1", 0); len(got) != 0 {
+		t.Errorf("Claims(w1) after the retry = %v: a backoff is no claim", got)
+	}
+	clock.Add(time.Second)
+	if !claim("c2", approval.Claim{Worker: "w1", ID: "k6", Lease: time.Minute}) {
+		t.Fatal("claim of c2 after its backoff not taken")
+	}
+	if err := st.FinishResume(ctx, "c2", "done"); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := st.Get(ctx, "c2"); err != nil || rec.Resume.Claimant != "" || rec.Resume.Claim != "" || rec.Resume.At.IsZero() {
+		t.Errorf("c2 after FinishResume: %+v, %v; want resumed, no holder", rec.Resume, err)
+	}
+	if claim("c2", approval.Claim{Worker: "w1", ID: "k7", Lease: time.Minute, TakeBack: "k6"}) {
+		t.Error("a finished resume was claimed")
+	}
+	if _, err := s.ClaimResumeAs(ctx, "nope", approval.Claim{Worker: "w1", ID: "k", Lease: time.Minute}); !errors.Is(err, approval.ErrNotFound) {
+		t.Errorf("ClaimResumeAs of an unknown approval: %v, want ErrNotFound", err)
+	}
+	// Invalid claims change nothing.
+	before, _ := holder("c1")
+	long := strings.Repeat("w", approval.MaxClaimBytes+1)
+	for _, c := range []approval.Claim{
+		{ID: "c", Lease: time.Minute},
+		{Worker: "w", Lease: time.Minute},
+		{Worker: long, ID: "c", Lease: time.Minute},
+		{Worker: "w", ID: long, Lease: time.Minute},
+		{Worker: "w", ID: "c", Lease: time.Minute, TakeBack: long},
+		{Worker: "w\xff", ID: "c", Lease: time.Minute},
+		{Worker: "w", ID: "c"},
+		{Worker: "w", ID: "c", Lease: -time.Second},
+	} {
+		if ok, err := s.ClaimResumeAs(ctx, "c1", c); ok || !errors.Is(err, approval.ErrInvalidConfig) {
+			t.Errorf("ClaimResumeAs(%+v) = %v, %v; want ErrInvalidConfig", c, ok, err)
+		}
+	}
+	if after, _ := holder("c1"); after != before {
+		t.Errorf("the refused claims changed c1's holder: %q, was %q", after, before)
+	}
+	for _, w := range []string{"", long, "w\xff"} {
+		if _, err := s.Claims(ctx, w, 0); !errors.Is(err, approval.ErrInvalidConfig) {
+			t.Errorf("Claims(%q) = %v, want ErrInvalidConfig", w, err)
+		}
 	}
 }
 
