@@ -49,6 +49,7 @@ type config struct {
 	stateCache     int
 	rand           io.Reader
 	observer       observe.Hook
+	durability     DurabilityMode
 	errs           []error
 }
 
@@ -216,6 +217,7 @@ func (g *Graph[S]) Compile(opts ...Option) (*Runnable[S], error) {
 		leaseTTL:       DefaultLeaseTTL,
 		maxValueBytes:  DefaultMaxValueBytes,
 		stateCache:     DefaultStateCache,
+		durability:     DurabilitySync,
 	}
 	for _, o := range opts {
 		o(&cfg)

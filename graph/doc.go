@@ -28,7 +28,9 @@
 //     name then Sends by index, whatever order the tasks finished in. Two
 //     writes to a last-value field are a [*ConflictError].
 //  4. Checkpoint: the new state, the changed channels and the writes that
-//     produced them are saved in one transaction before the next step.
+//     produced them are saved in one transaction before the next step
+//     (while it runs, or when the run stops, in the other durability
+//     modes: see Durability below).
 //
 // A run starts with an input checkpoint (step -1 on a new thread) and a
 // __start__ step (step 0) that copies the input into the state, as in
@@ -38,6 +40,54 @@
 // __start__ step fails (a router on START returns an error) the input
 // checkpoint is saved alone, with the failure. The recursion limit bounds
 // the supersteps of one run.
+//
+// # Durability
+//
+// When checkpoints are written is the run's durability mode
+// ([WithDurability] for every run of a graph, [Durability] for one run;
+// LangGraph's durability). Whatever the mode, a write is reported saved
+// only after its commit returned, a thread is never half-saved, and a
+// side effect behind the ledger (package nodes: keyed by thread, tool and
+// arguments), an approval (always answered on a saved, waiting
+// checkpoint) or a durable step (its fence saves the checkpoint its
+// result hangs on before it runs) never runs twice. What the modes change
+// is what a crash costs:
+//
+//   - [DurabilitySync], the default: each step's checkpoint commits
+//     before the next step starts, and a task that finishes while its
+//     siblings run has its writes saved at once. A crash costs the step in
+//     progress, less its finished tasks.
+//   - [DurabilityAsync]: a step's checkpoint is encoded before the next
+//     step starts and committed while it runs, one save in flight at a
+//     time and in order, so each still commits only on its parent (the
+//     compare-and-swap holds). The run's last checkpoint, and its input's
+//     with the __start__ step's, are committed before it goes on. A run
+//     never returns, and an interrupt never reaches the caller (nor a
+//     stream as [EventInterrupt]), before every checkpoint up to it is
+//     durable; a stream's [EventValues] and [EventCheckpoint] of a step may
+//     come before its commit. Finished tasks' writes are saved as in
+//     sync mode (as LangGraph does), each once the checkpoint it is
+//     written on has committed. A save that fails is the run's error, a
+//     [*SaveError] naming the thread, step and checkpoint; the run stops at
+//     the end of the step it is in and writes nothing more. A crash costs
+//     at most the two steps in flight (the one being saved and the one
+//     running), which [Runnable.Continue] runs again.
+//   - [DurabilityExit]: only the checkpoint a run ends, pauses or fails on
+//     is saved (with the run's input checkpoint, in the same transaction;
+//     LangGraph saves no input checkpoint here), and the pending writes of
+//     the step it stopped in: finished tasks' writes, the failure or the
+//     interrupts, so a resume runs only the unfinished nodes again. A
+//     durable step, or a subgraph's first write, saves the checkpoint its
+//     step started from first. A new thread is claimed (its lease taken)
+//     before the first node runs, so that a second run started on it at
+//     once fails before its nodes run, as in the other modes. A crash
+//     costs every step since the last saved checkpoint: Continue runs them
+//     again. A run started with new input lost that input too, and a
+//     resume its answers (the thread waits as it did): give them again
+//     (with a [RunKey], Invoke is safe to repeat).
+//
+// A subgraph's run saves every step, whatever the mode (it runs under its
+// task, which waits for it).
 //
 // A node given [WithRetry] runs again in the same step when it fails, up
 // to its [retry.Policy]'s attempts and after its backoff ([WithRetryOn]

@@ -204,6 +204,20 @@ type run[S any] struct {
 	answers   []checkpoint.TaskWrites
 	answersOn string
 
+	// The durability modes (see durability.go and the package doc), all
+	// guarded by heldMu. inflight is the save DurabilityAsync has in
+	// flight, nil when none; saveErr is the first error of such a save,
+	// which every later write of the run returns. deferred is set in
+	// DurabilityExit while fr is the frame of a finished step, stamped
+	// with its checkpoint's ID and not saved (its parent, fr.parentID, is
+	// the last checkpoint saved or held); materialized is the checkpoint
+	// a task's write saved it as mid-step, for the loop to record on fr
+	// once the step's tasks are done (see adoptSaved).
+	inflight     *inflightPut
+	saveErr      error
+	deferred     bool
+	materialized *checkpoint.Checkpoint
+
 	// repeated: the run's RunKey is that of the thread's latest input, so
 	// the run reports or continues that run (see repeat); asIs is the
 	// result of one that waits or is done, reported as it stands, and
@@ -286,14 +300,17 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 		return *res, nil
 	}
 	res, err = ru.loop(ctx)
-	if _, ferr := ru.flushHeld(ctx); ferr != nil {
+	if _, ferr := ru.flushHeld(ctx); ferr != nil && !errors.Is(err, ferr) {
 		// The run ended before its __start__ step, or its first write
 		// after a resume, was saved (cancelled, stopped, or the step
-		// failed), and the input or the answers could not be saved either:
+		// failed), and the input or the answers could not be saved either;
+		// or a checkpoint written in the background (DurabilityAsync), or
+		// the one the run ends on (DurabilityExit), could not be saved:
 		// the run failed, whatever the loop says.
 		res, err = zero, errors.Join(ferr, err)
 	}
-	if ru.saver != nil && ru.fr != nil && len(ru.fr.dirty) == 0 && !ru.heldLost {
+	ru.adoptSaved()
+	if ru.saver != nil && ru.fr != nil && len(ru.fr.dirty) == 0 && !ru.heldLost && ru.saveErr == nil {
 		r.cache.put(thread, "", ru.fr) // the last saved frame: the thread's head
 	}
 	if err == nil {
@@ -585,6 +602,15 @@ func (ru *run[S]) startInput(ctx context.Context, input Update[S]) error {
 		f, tp, err := ru.claimHead(ctx)
 		switch {
 		case errors.Is(err, ErrThreadNotFound):
+			if ru.mode() == DurabilityExit {
+				// Nothing is saved before the run ends: the new thread is
+				// claimed now, so that of two runs started on it at once
+				// the second fails before it runs any node, as in the
+				// other modes (there the input's save claims it).
+				if err := ru.claim(ctx, ""); err != nil {
+					return err
+				}
+			}
 		case err != nil:
 			return err
 		default:
@@ -1046,6 +1072,16 @@ func (ru *run[S]) putWrites(ctx context.Context, head string, tasks []checkpoint
 	// cancelled: cancellation takes effect at the next step boundary.
 	ctx = detached(ctx)
 	ru.heldMu.Lock()
+	if err := ru.settle(); err != nil {
+		ru.heldMu.Unlock()
+		return err
+	}
+	if ru.deferred && head == ru.fr.id {
+		// DurabilityExit: the writes are the first of the step that
+		// started from the deferred frame, which is saved with them.
+		defer ru.heldMu.Unlock()
+		return ru.saveDeferred(ctx, tasks, release)
+	}
 	if ru.held == nil && ru.answers == nil {
 		ru.heldMu.Unlock()
 		return ru.writePending(ctx, head, tasks, release)
@@ -1121,6 +1157,11 @@ func mergeTaskWrites(held, tasks []checkpoint.TaskWrites) []checkpoint.TaskWrite
 // the tasks whose writes produced it and are not saved yet; they are saved
 // as pending writes of the parent in the same transaction. A held input
 // checkpoint (the parent) is saved in the same transaction too.
+//
+// In DurabilityAsync a loop checkpoint that neither ends the run
+// (release) nor carries the held input is written in the background
+// (putAsync): f is marked saved at once, and the save's outcome is
+// collected by the run's next write (settle).
 func (ru *run[S]) save(ctx context.Context, f *frame[S], source checkpoint.Source, unsaved []*task[S], writes []checkpoint.TaskWrites, release bool, fork ...bool) error {
 	req, err := ru.prepareSave(ctx, f, source, unsaved, writes, release, fork...)
 	if err != nil {
@@ -1128,29 +1169,20 @@ func (ru *run[S]) save(ctx context.Context, f *frame[S], source checkpoint.Sourc
 	}
 	ru.heldMu.Lock()
 	defer ru.heldMu.Unlock()
-	reqs := []checkpoint.PutRequest{req}
-	if ru.held != nil {
-		reqs = []checkpoint.PutRequest{*ru.held, req}
-		ru.held = nil
+	if err := ru.settle(); err != nil {
+		return err
 	}
-	answers := ru.answers
-	if answers != nil {
-		if ru.answersOn != req.Checkpoint.ParentID {
-			if err := ru.flushAnswers(ctx); err != nil {
-				return err
-			}
-		} else {
-			ru.answers = nil
-			// The answers are writes of the tasks that produced the
-			// checkpoint: pending writes of its parent, as ParentWrites are.
-			reqs[len(reqs)-1].ParentWrites = mergeTaskWrites(answers, req.ParentWrites)
-		}
+	background := ru.mode() == DurabilityAsync && source == checkpoint.SourceLoop && !release && ru.held == nil
+	reqs, answers, err := ru.withHeld(ctx, req)
+	if err != nil {
+		return err
 	}
-	if err := ru.put(ctx, reqs); err != nil {
-		ru.heldLost = len(reqs) > 1
-		if ru.answers == nil {
-			ru.answers = answers // saved when the run ends, if the thread allows
+	if background {
+		if err := ru.putAsync(ctx, reqs, answers); err != nil {
+			return err
 		}
+	} else if err := ru.put(ctx, reqs); err != nil {
+		ru.lostHeld(reqs, answers)
 		return err
 	}
 	f.markSaved(&req.Checkpoint)
@@ -1160,9 +1192,53 @@ func (ru *run[S]) save(ctx context.Context, f *frame[S], source checkpoint.Sourc
 	return nil
 }
 
+// withHeld returns req preceded by the held input checkpoint, if any,
+// and with a resume's held answers on req's parent as its ParentWrites
+// (answers on another checkpoint are saved first, on their own). It
+// returns the answers it took, for lostHeld. The caller holds heldMu.
+func (ru *run[S]) withHeld(ctx context.Context, req checkpoint.PutRequest) ([]checkpoint.PutRequest, []checkpoint.TaskWrites, error) {
+	reqs := []checkpoint.PutRequest{req}
+	if ru.held != nil {
+		reqs = []checkpoint.PutRequest{*ru.held, req}
+		ru.held = nil
+	}
+	answers := ru.answers
+	if answers != nil {
+		if ru.answersOn != req.Checkpoint.ParentID {
+			if err := ru.flushAnswers(ctx); err != nil {
+				return nil, nil, err
+			}
+			answers = nil
+		} else {
+			ru.answers = nil
+			// The answers are writes of the tasks that produced the
+			// checkpoint: pending writes of its parent, as ParentWrites are.
+			reqs[len(reqs)-1].ParentWrites = mergeTaskWrites(answers, req.ParentWrites)
+		}
+	}
+	return reqs, answers, nil
+}
+
+// lostHeld records that reqs, built by withHeld, were not saved: the
+// held input is lost (fr is not the thread's head) and the answers are
+// held again, to be saved when the run ends if the thread allows. The
+// caller holds heldMu.
+func (ru *run[S]) lostHeld(reqs []checkpoint.PutRequest, answers []checkpoint.TaskWrites) {
+	ru.heldLost = ru.heldLost || len(reqs) > 1
+	if ru.answers == nil {
+		ru.answers = answers
+	}
+}
+
 // prepareSave encodes f as the request of a new checkpoint (see save).
 func (ru *run[S]) prepareSave(ctx context.Context, f *frame[S], source checkpoint.Source, unsaved []*task[S], writes []checkpoint.TaskWrites, release bool, fork ...bool) (checkpoint.PutRequest, error) {
-	r := ru.r
+	id := ru.stamp(f, source, max(f.parentID, ru.floor))
+	return ru.encodeSave(ctx, f, id, unsaved, writes, release, len(fork) > 0 && fork[0])
+}
+
+// stamp sets f's metadata and creation time for a new checkpoint of
+// source and returns the checkpoint's ID, which sorts after after.
+func (ru *run[S]) stamp(f *frame[S], source checkpoint.Source, after string) string {
 	step := ru.step
 	if source == checkpoint.SourceFork {
 		step = f.meta.Step + 1
@@ -1170,12 +1246,19 @@ func (ru *run[S]) prepareSave(ctx context.Context, f *frame[S], source checkpoin
 	// A new checkpoint sorts after its parent and, when it forks from an
 	// older checkpoint, after the thread's head, so that it becomes the
 	// head in every process whatever its clock says.
-	id := ru.nextID(max(f.parentID, ru.floor))
-	f.meta = checkpoint.Metadata{Source: source, Step: step, Parents: ru.parents(), RunID: ru.lease.Owner, Topology: r.topoFP, Extra: ru.opts.metadata}
+	id := ru.nextID(after)
+	f.meta = checkpoint.Metadata{Source: source, Step: step, Parents: ru.parents(), RunID: ru.lease.Owner, Topology: ru.r.topoFP, Extra: ru.opts.metadata}
 	if source == checkpoint.SourceInput {
 		f.meta.RunKey = ru.opts.runKey
 	}
 	f.createdAt = ru.now()
+	return id
+}
+
+// encodeSave encodes f, stamped (stamp), as the request of checkpoint id.
+func (ru *run[S]) encodeSave(ctx context.Context, f *frame[S], id string, unsaved []*task[S], writes []checkpoint.TaskWrites, release, fork bool) (checkpoint.PutRequest, error) {
+	r := ru.r
+	step := f.meta.Step
 	cp, err := r.encodeFrame(ctx, f, id)
 	if err != nil {
 		return checkpoint.PutRequest{}, fmt.Errorf("graph: thread %q step %d: %w", ru.thread, step, err)
@@ -1191,63 +1274,223 @@ func (ru *run[S]) prepareSave(ctx context.Context, f *frame[S], source checkpoin
 	return checkpoint.PutRequest{
 		Thread: ru.thread, NS: ru.ns, Checkpoint: cp,
 		ParentWrites: parentWrites, Writes: writes,
-		Fork: len(fork) > 0 && fork[0], Lease: ru.lease, Release: release && ru.nest == nil,
+		Fork: fork, Lease: ru.lease, Release: release && ru.nest == nil,
 	}, nil
 }
 
 // put saves reqs, a chain of checkpoints, in one transaction where the
-// saver can (checkpoint.PutChain), and records the last as the head. The
-// caller holds heldMu.
+// saver can (checkpoint.PutChain), and records the last as the head. It
+// returns a *SaveError when the saver refused or failed. The caller holds
+// heldMu.
 func (ru *run[S]) put(ctx context.Context, reqs []checkpoint.PutRequest) error {
-	last := &reqs[len(reqs)-1]
-	id, step := last.Checkpoint.ID, last.Checkpoint.Metadata.Step
-	if err := ru.beforeWrite(ctx); err != nil {
+	if err := ru.settle(); err != nil {
 		return err
+	}
+	pc, err := ru.beginPut(ctx, reqs)
+	if err != nil {
+		return err
+	}
+	return ru.endPut(pc, ru.commitPut(pc))
+}
+
+// putCall is one put: begun on the run's goroutine (beginPut), committed
+// there or in the background (commitPut), ended where its outcome is
+// collected (endPut).
+type putCall struct {
+	ctx     context.Context
+	reqs    []checkpoint.PutRequest
+	id      string
+	step    int
+	release bool
+	restore func()
+	sc      saverCall
+}
+
+// inflightPut is a put committing in the background (DurabilityAsync);
+// err is set before done is closed.
+type inflightPut struct {
+	pc      *putCall
+	answers []checkpoint.TaskWrites
+	done    chan struct{}
+	err     error
+}
+
+// beginPut does what comes before a put's transaction: the enclosing
+// graph's held writes, the topology, the hook and the observer's span.
+func (ru *run[S]) beginPut(ctx context.Context, reqs []checkpoint.PutRequest) (*putCall, error) {
+	last := &reqs[len(reqs)-1]
+	pc := &putCall{ctx: ctx, reqs: reqs, id: last.Checkpoint.ID, step: last.Checkpoint.Metadata.Step, release: last.Release, restore: func() {}}
+	if err := ru.beforeWrite(ctx); err != nil {
+		return nil, err
 	}
 	// The graph's topology is stored before the first checkpoint that
 	// names it (once per Runnable: then this is one atomic load).
 	if err := ru.saveTopology(ctx); err != nil {
-		return fmt.Errorf("graph: thread %q step %d: %w", ru.thread, step, err)
+		return nil, fmt.Errorf("graph: thread %q step %d: %w", ru.thread, pc.step, err)
 	}
 	ru.hit(testhook.GraphBeforeSave)
-	restore := func() {}
-	if last.Release {
-		restore = ru.releasing()
+	if pc.release {
+		pc.restore = ru.releasing()
 	}
-	var sc saverCall
 	if ru.r.obs != nil {
-		sc = ru.startSaver(ctx, observe.OpPut, func() int { return putBytes(reqs) })
+		pc.sc = ru.startSaver(ctx, observe.OpPut, func() int { return putBytes(reqs) })
 	}
+	return pc, nil
+}
+
+// commitPut runs a put's transaction and, when it committed, records its
+// last checkpoint as the head. It touches nothing heldMu guards, so it
+// may run in the background while the run goes on.
+func (ru *run[S]) commitPut(pc *putCall) error {
+	reqs := pc.reqs
 	err := ru.request(func(l checkpoint.Lease) error {
 		for i := range reqs {
 			reqs[i].Lease = l
 		}
-		return checkpoint.PutChain(detached(ctx), ru.saver, reqs...)
+		return checkpoint.PutChain(detached(pc.ctx), ru.saver, reqs...)
 	})
-	if err != nil && ru.committedAnyway(err, id) {
+	if err != nil && ru.committedAnyway(err, pc.id) {
 		err = nil
 	}
-	ru.endSaver(sc, 0, err)
 	if err != nil {
-		restore()
-		return fmt.Errorf("graph: thread %q step %d: save checkpoint %s: %w", ru.thread, step, id, err)
+		return err
 	}
 	ru.hit(testhook.GraphAfterSave)
-	for i := range reqs {
-		cp := &reqs[i].Checkpoint
-		ru.logAttrs(ctx, slog.LevelDebug, "checkpoint saved", slog.Int("step", cp.Metadata.Step), slog.String("source", string(cp.Metadata.Source)), slog.String("checkpoint", cp.ID))
-	}
-	ru.setLeased(id, !last.Release)
+	ru.setLeased(pc.id, !pc.release)
 	return nil
+}
+
+// endPut ends a put whose transaction returned err: it closes the
+// observer's span, logs, and turns a failure into a *SaveError.
+func (ru *run[S]) endPut(pc *putCall, err error) error {
+	ru.endSaver(pc.sc, 0, err)
+	if err != nil {
+		pc.restore()
+		return &SaveError{Thread: ru.thread, NS: ru.ns, Checkpoint: pc.id, Step: pc.step, Durability: ru.mode(), Err: err}
+	}
+	for i := range pc.reqs {
+		cp := &pc.reqs[i].Checkpoint
+		ru.logAttrs(pc.ctx, slog.LevelDebug, "checkpoint saved", slog.Int("step", cp.Metadata.Step), slog.String("source", string(cp.Metadata.Source)), slog.String("checkpoint", cp.ID))
+	}
+	return nil
+}
+
+// putAsync begins a put and commits it in the background
+// (DurabilityAsync). The caller holds heldMu and has settled the put
+// before (one is in flight at a time, so the saver gets them in order
+// and each one's parent is the head when it commits).
+func (ru *run[S]) putAsync(ctx context.Context, reqs []checkpoint.PutRequest, answers []checkpoint.TaskWrites) error {
+	pc, err := ru.beginPut(ctx, reqs)
+	if err != nil {
+		ru.lostHeld(reqs, answers)
+		return err
+	}
+	in := &inflightPut{pc: pc, answers: answers, done: make(chan struct{})}
+	ru.inflight = in
+	go func() {
+		defer close(in.done)
+		in.err = ru.commitPut(pc)
+	}()
+	return nil
+}
+
+// settle waits for the put in flight (DurabilityAsync), if any, and
+// returns the run's save error: the first put that failed in the
+// background fails every later write of the run, so that nothing is
+// written on a checkpoint that is not there. The caller holds heldMu.
+func (ru *run[S]) settle() error {
+	if in := ru.inflight; in != nil {
+		<-in.done
+		ru.inflight = nil
+		if err := ru.endPut(in.pc, in.err); err != nil {
+			ru.lostHeld(in.pc.reqs, in.answers)
+			ru.saveErr = err
+		}
+	}
+	return ru.saveErr
+}
+
+// mode is the run's durability mode: DurabilitySync without a saver, and
+// for a subgraph's run (it saves every step; see the package doc).
+func (ru *run[S]) mode() DurabilityMode {
+	if ru.saver == nil || ru.nest != nil || ru.opts.durability == "" {
+		return DurabilitySync
+	}
+	return ru.opts.durability
+}
+
+// saveDeferred saves the deferred frame (DurabilityExit) with writes as
+// its own pending writes, in one transaction with the held input and a
+// resume's answers. The frame is left as it is, for the tasks of the step
+// that may still read it; the checkpoint is recorded on it by adoptSaved.
+// The caller holds heldMu.
+func (ru *run[S]) saveDeferred(ctx context.Context, writes []checkpoint.TaskWrites, release bool) error {
+	f := *ru.fr
+	// Encoding takes over a versions map the frame owns; the copy must
+	// not take the map the step's frame still holds.
+	f.versionsOwner = versionsShared
+	req, err := ru.encodeSave(ctx, &f, ru.fr.id, nil, writes, release, false)
+	if err != nil {
+		return err
+	}
+	ru.deferred = false // saved now, or lost with the rest of the run's work
+	reqs, answers, err := ru.withHeld(ctx, req)
+	if err != nil {
+		return err
+	}
+	if err := ru.put(ctx, reqs); err != nil {
+		ru.lostHeld(reqs, answers)
+		return err
+	}
+	ru.materialized = &reqs[len(reqs)-1].Checkpoint
+	return nil
+}
+
+// adoptSaved records on fr the checkpoint saveDeferred saved it as, once
+// no task reads fr any more.
+func (ru *run[S]) adoptSaved() {
+	ru.heldMu.Lock()
+	defer ru.heldMu.Unlock()
+	if cp := ru.materialized; cp != nil {
+		ru.materialized = nil
+		ru.fr.markSaved(cp)
+	}
+}
+
+// deferSave stamps next, the frame of a finished step, as the checkpoint
+// DurabilityExit saves when the run stops (or a write needs it) instead
+// of saving it now: its parent is the last checkpoint saved or held.
+func (ru *run[S]) deferSave(next *frame[S]) {
+	if ru.deferred {
+		next.parentID = ru.fr.parentID
+	}
+	next.id = ru.stamp(next, checkpoint.SourceLoop, max(ru.fr.id, ru.floor))
+	ru.heldMu.Lock()
+	ru.deferred = true
+	ru.heldMu.Unlock()
 }
 
 // flushHeld saves what the run holds on its own: the input checkpoint,
 // then a resume's answers. The run calls it when it ends, and a durable
 // step's fence before it runs. It returns the checkpoint the answers were
 // saved on ("" when there were none).
+//
+// It first settles the put in flight (DurabilityAsync) and saves the
+// deferred frame (DurabilityExit), with what the run holds; it then
+// returns that frame's checkpoint, whose save confirmed the run's lease.
 func (ru *run[S]) flushHeld(ctx context.Context) (answeredOn string, err error) {
 	ru.heldMu.Lock()
 	defer ru.heldMu.Unlock()
+	if err := ru.settle(); err != nil {
+		return "", err
+	}
+	if ru.deferred {
+		id := ru.fr.id
+		if err := ru.saveDeferred(detached(ctx), nil, false); err != nil {
+			return "", err
+		}
+		return id, nil
+	}
 	if err := ru.flushInput(ctx); err != nil {
 		return "", err
 	}
@@ -1342,7 +1585,7 @@ func (ru *run[S]) loop(ctx context.Context) (res Result[S], err error) {
 		if len(tasks) == 0 {
 			return ru.result(StatusDone, ru.fr.state, nil, nil), nil
 		}
-		if names := breakpointHits(ru.opts.before, tasks, true); len(names) > 0 && ru.fr.maxVersion() > ru.fr.mark {
+		if names := breakpointHits(ru.opts.before, tasks, true); len(names) > 0 && ru.changedSinceMark() {
 			return ru.stopAtBreakpoint(ctx, "before", names, tasks)
 		}
 		sctx := ctx // the step's context: the observer's step span
@@ -1354,6 +1597,9 @@ func (ru *run[S]) loop(ctx context.Context) (res Result[S], err error) {
 		}
 		if err := ru.runTasks(sctx, tasks); err != nil {
 			return zero, err
+		}
+		if ru.mode() == DurabilityExit {
+			ru.adoptSaved()
 		}
 		abandoned := slices.ContainsFunc(tasks, func(t *task[S]) bool { return t.abandoned })
 		if ctx.Err() != nil && abandoned {
@@ -1421,11 +1667,25 @@ func (ru *run[S]) loop(ctx context.Context) (res Result[S], err error) {
 				unsaved = append(unsaved, t)
 			}
 		}
-		if ru.saver != nil {
-			if err := ru.save(sctx, next, checkpoint.SourceLoop, unsaved, marker, !due || len(marker) > 0); err != nil {
+		last := !due || len(marker) > 0
+		switch {
+		case ru.saver == nil:
+		case ru.mode() == DurabilityExit && !last:
+			ru.deferSave(next)
+		default:
+			if ru.deferred {
+				// DurabilityExit, the run's last checkpoint: the steps
+				// since the last one saved are in it.
+				next.parentID, unsaved = ru.fr.parentID, nil
+				ru.heldMu.Lock()
+				ru.deferred = false
+				ru.heldMu.Unlock()
+			}
+			if err := ru.save(sctx, next, checkpoint.SourceLoop, unsaved, marker, last); err != nil {
 				return zero, err
 			}
-		} else {
+		}
+		if ru.saver == nil {
 			next.id = ru.nextID(ru.fr.id)
 			next.meta = checkpoint.Metadata{Source: checkpoint.SourceLoop, Step: ru.step, Parents: ru.parents()}
 			next.dirty = nil
@@ -1443,6 +1703,14 @@ func (ru *run[S]) loop(ctx context.Context) (res Result[S], err error) {
 			return ru.waitResult(nil, r.plan(ru.fr, ru.ns, ru.step), ru.fr.state)
 		}
 	}
+}
+
+// changedSinceMark reports whether some channel changed since the thread
+// last passed a breakpoint or was resumed (a breakpoint fires only then).
+// A deferred frame (DurabilityExit) has not had its versions moved on:
+// its dirty channels are those a saved checkpoint would have.
+func (ru *run[S]) changedSinceMark() bool {
+	return ru.fr.maxVersion() > ru.fr.mark || ru.deferred && len(ru.fr.dirty) > 0
 }
 
 // breakpointHits returns the names of tasks that hit a breakpoint in set.
@@ -1506,6 +1774,14 @@ func (ru *run[S]) stopAtBreakpoint(ctx context.Context, when string, names []str
 }
 
 func (ru *run[S]) waitResult(interrupts []interrupt.Interrupt, tasks []*task[S], values S) (Result[S], error) {
+	// No interrupt reaches the caller before the checkpoints up to it
+	// are durable (DurabilityAsync).
+	ru.heldMu.Lock()
+	err := ru.settle()
+	ru.heldMu.Unlock()
+	if err != nil {
+		return Result[S]{}, err
+	}
 	var next []string
 	for _, t := range tasks {
 		if !t.done {
@@ -1679,7 +1955,7 @@ func (ru *run[S]) runTasks(ctx context.Context, tasks []*task[S]) error {
 				cancel()
 				return
 			}
-			if t.done && remaining > 0 && ru.saver != nil {
+			if t.done && remaining > 0 && ru.saver != nil && ru.mode() != DurabilityExit {
 				fl.add(stepCtx, t)
 			}
 		}()

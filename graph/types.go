@@ -198,6 +198,8 @@ type runOptions struct {
 	runKey        string
 	runKeySet     bool
 	subgraphs     bool
+	durability    DurabilityMode
+	durabilitySet bool
 }
 
 // RunKey makes Invoke idempotent under key: retried after a crash, a
@@ -281,6 +283,9 @@ type resolvedRun struct {
 	discard       bool
 	runKey        string
 	subgraphs     bool
+	// durability is the run's mode; "" (a subgraph's run) is
+	// DurabilitySync.
+	durability DurabilityMode
 }
 
 func (r *Runnable[S]) resolveRun(opts []RunOption) (resolvedRun, error) {
@@ -290,7 +295,13 @@ func (r *Runnable[S]) resolveRun(opts []RunOption) (resolvedRun, error) {
 	}
 	// The compiled breakpoints are shared; a run that adds its own gets
 	// copies.
-	rr := resolvedRun{before: r.before, after: r.after, limit: r.cfg.recursionLimit, metadata: o.metadata, discard: o.discard, runKey: o.runKey, subgraphs: o.subgraphs}
+	rr := resolvedRun{before: r.before, after: r.after, limit: r.cfg.recursionLimit, metadata: o.metadata, discard: o.discard, runKey: o.runKey, subgraphs: o.subgraphs, durability: r.cfg.durability}
+	if o.durabilitySet {
+		if err := checkDurability(o.durability); err != nil {
+			return rr, err
+		}
+		rr.durability = o.durability
+	}
 	if len(o.before) > 0 {
 		rr.before = maps.Clone(r.before)
 		if rr.before == nil {
