@@ -28,7 +28,12 @@ import (
 //     worker takes back at once a claim a killed process of its name
 //     left. Both are empty in the rows of version 2, whose checksums stay as
 //     they are: the resume checksum covers them only when one is set.
-const SchemaVersion = 3
+//   - 4: approval_consumptions records the approvals consumed in the
+//     transaction of the save that carries their decision into the thread
+//     (SQLStore.Consumption, D16), one row each, with a checksum bound to
+//     the approval ID. Approvals of version 3 have none: they were
+//     resumed without it.
+const SchemaVersion = 4
 
 // migration upgrades the tables by one version: stmts, then data (rows
 // rewritten in Go, where checksums are computed), in the transaction of
@@ -83,6 +88,12 @@ ALTER TABLE approval_executions ADD COLUMN crc INTEGER NOT NULL DEFAULT -1;`,
 	{stmts: `ALTER TABLE approval_decisions ADD COLUMN resume_claimant TEXT NOT NULL DEFAULT '';
 ALTER TABLE approval_decisions ADD COLUMN resume_claim TEXT NOT NULL DEFAULT '';
 CREATE INDEX IF NOT EXISTS approval_decisions_claimant ON approval_decisions (resume_claimant) WHERE resumed_at IS NULL AND resume_claimant <> '';`},
+	// 3 -> 4: consumptions, written with the save that carries them.
+	{stmts: `CREATE TABLE IF NOT EXISTS approval_consumptions (
+	approval_id TEXT PRIMARY KEY REFERENCES approval_decisions (id),
+	consumed_at TEXT NOT NULL,
+	crc         INTEGER NOT NULL
+);`},
 }
 
 // sqlTimeLayout writes times in UTC with nine fractional digits, so that
@@ -687,5 +698,9 @@ func (s *SQLStore) Audit(ctx context.Context, id string) (_ Trail, err error) {
 	if err != nil {
 		return Trail{}, err
 	}
-	return Trail{Record: rec, Execution: e}, nil
+	consumed, err := s.consumed(ctx, rec.ID)
+	if err != nil {
+		return Trail{}, err
+	}
+	return Trail{Record: rec, Execution: e, Consumed: consumed}, nil
 }

@@ -236,6 +236,12 @@ type Trail struct {
 	// Execution is what ran, once the tool node recorded it; nil before,
 	// and always nil for rejections and expiries.
 	Execution *Execution `json:"execution,omitempty"`
+	// Consumed is when the decision was consumed: saved into its thread,
+	// as the answer of its interrupt, in the transaction of the save that
+	// carries it (ResumeGraphConsuming, D16). Zero when no consuming
+	// resume saved it (a resume by ResumeGraph, a store that is no
+	// Consumer, or the decision is still to be delivered).
+	Consumed time.Time `json:"consumed,omitzero"`
 }
 
 // maxErrorBytes caps a stored resume error.

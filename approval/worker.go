@@ -45,27 +45,34 @@ type ResumeFunc func(ctx context.Context, rec Record) error
 // as the tool node does.
 func ResumeGraph[S any](r *graph.Runnable[S], opts ...graph.RunOption) ResumeFunc {
 	return func(ctx context.Context, rec Record) error {
-		_, err := r.Resume(ctx, rec.Thread, graph.Command[S]{ResumeByID: map[string]any{rec.ID: rec.Decision}}, opts...)
-		answered := errors.Is(err, graph.ErrAlreadyAnswered)
-		if !answered && !errors.Is(err, graph.ErrUnknownInterrupt) && !errors.Is(err, graph.ErrNothingToResume) {
-			return err
-		}
-		// An earlier attempt may have delivered the decision and stopped
-		// before the run finished: a crash, or a failure after the
-		// approval's step was saved. The thread is then pending or failed,
-		// its history holds the answer, and its run goes on.
-		snap, serr := r.GetState(ctx, rec.Thread)
-		if serr != nil || snap.Status != graph.StatusPending && snap.Status != graph.StatusFailed {
-			return err
-		}
-		if !answered {
-			if ok, herr := delivered(ctx, r, rec); herr != nil || !ok {
-				return err
-			}
-		}
-		_, err = r.Continue(ctx, rec.Thread, opts...)
+		return resumeGraph(ctx, r, rec, opts, opts)
+	}
+}
+
+// resumeGraph resumes rec's thread on r with resumeOpts, or continues it
+// with continueOpts when an earlier attempt delivered the decision (see
+// ResumeGraph).
+func resumeGraph[S any](ctx context.Context, r *graph.Runnable[S], rec Record, resumeOpts, continueOpts []graph.RunOption) error {
+	_, err := r.Resume(ctx, rec.Thread, graph.Command[S]{ResumeByID: map[string]any{rec.ID: rec.Decision}}, resumeOpts...)
+	answered := errors.Is(err, graph.ErrAlreadyAnswered)
+	if !answered && !errors.Is(err, graph.ErrUnknownInterrupt) && !errors.Is(err, graph.ErrNothingToResume) {
 		return err
 	}
+	// An earlier attempt may have delivered the decision and stopped
+	// before the run finished: a crash, or a failure after the
+	// approval's step was saved. The thread is then pending or failed,
+	// its history holds the answer, and its run goes on.
+	snap, serr := r.GetState(ctx, rec.Thread)
+	if serr != nil || snap.Status != graph.StatusPending && snap.Status != graph.StatusFailed {
+		return err
+	}
+	if !answered {
+		if ok, herr := delivered(ctx, r, rec); herr != nil || !ok {
+			return err
+		}
+	}
+	_, err = r.Continue(ctx, rec.Thread, continueOpts...)
+	return err
 }
 
 // delivered reports whether the thread's history shows rec's decision as

@@ -467,6 +467,10 @@ type PutRequest struct {
 	Lease Lease
 	// Release drops the lease after the commit.
 	Release bool
+	// Joins run in the request's transaction, after its checks passed
+	// and before it commits (see Join): only on a saver that is a
+	// Joiner; package graph sets them on no other.
+	Joins []Join
 }
 
 // WritesRequest asks a saver to add pending writes to the thread's head.
@@ -475,6 +479,10 @@ type WritesRequest struct {
 	Tasks   []TaskWrites
 	Lease   Lease
 	Release bool
+	// Joins run in the request's transaction, after its checks passed
+	// and before it commits (see Join): only on a saver that is a
+	// Joiner; package graph sets them on no other.
+	Joins []Join
 }
 
 // GetOptions tune Get.
@@ -633,6 +641,11 @@ var (
 	ErrInvalid = errors.New("checkpoint: invalid request")
 	// ErrClosed: the saver was closed.
 	ErrClosed = errors.New("checkpoint: saver is closed")
+	// ErrNotJoinable: the work of another store cannot commit in the
+	// saver's transaction (D16): the saver keeps none it shares (it is
+	// not a Joiner: MemorySaver), or the store is on another database.
+	// Nothing was written.
+	ErrNotJoinable = errors.New("checkpoint: the store's work cannot join the saver's transaction")
 )
 
 // ConflictError reports a compare-and-swap failure on a thread's head. It

@@ -365,6 +365,9 @@ func validatePut(req *PutRequest) error {
 	if err := validThread(req.Thread); err != nil {
 		return err
 	}
+	if err := validJoins(req.Joins); err != nil {
+		return err
+	}
 	cp := &req.Checkpoint
 	if cp.ID == "" {
 		return fmt.Errorf("%w: empty checkpoint ID", ErrInvalid)
@@ -479,7 +482,29 @@ func ValidateWrites(req *WritesRequest) error {
 	if req.Lease.Owner == "" {
 		return fmt.Errorf("%w: empty lease owner", ErrInvalid)
 	}
+	if err := validJoins(req.Joins); err != nil {
+		return err
+	}
 	return validateTaskWrites(req.Tasks)
+}
+
+// validJoins refuses a nil Join.
+func validJoins(joins []Join) error {
+	for _, j := range joins {
+		if j == nil {
+			return fmt.Errorf("%w: a nil Join", ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// refuseJoins is the MemorySaver's answer to a request with Joins: it
+// has no transaction another store could share (it is not a Joiner).
+func refuseJoins(thread string, joins []Join) error {
+	if len(joins) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: thread %q: the in-memory saver has no transaction another store's work could join (nothing was written)", ErrNotJoinable, thread)
 }
 
 func validateTaskWrites(tasks []TaskWrites) error {
@@ -576,6 +601,11 @@ func (s *MemorySaver) Put(ctx context.Context, req PutRequest) error {
 func (s *MemorySaver) PutChain(ctx context.Context, reqs []PutRequest) error {
 	if err := ValidateChain(reqs); err != nil {
 		return err
+	}
+	for i := range reqs {
+		if err := refuseJoins(reqs[i].Thread, reqs[i].Joins); err != nil {
+			return err
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -768,6 +798,9 @@ func cloneNonEmpty[K comparable, V any](m map[K]V) map[K]V {
 // another owner holds the lease. Nothing is stored on any error.
 func (s *MemorySaver) PutWrites(ctx context.Context, req WritesRequest) error {
 	if err := ValidateWrites(&req); err != nil {
+		return err
+	}
+	if err := refuseJoins(req.Ref.Thread, req.Joins); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {

@@ -203,6 +203,13 @@ type run[S any] struct {
 	// concurrent task (a durable step's result) overtakes them.
 	answers   []checkpoint.TaskWrites
 	answersOn string
+	// answerJoins (WithAnswerJoin) go with answers: they commit in the
+	// transaction that saves them (D16), and are held again with them
+	// when it fails. Guarded by heldMu.
+	answerJoins []checkpoint.Join
+	// joinsTaken are the answerJoins withHeld put in the request it
+	// built with the answers, for lostHeld to hold again.
+	joinsTaken []checkpoint.Join
 
 	// The durability modes (see durability.go and the package doc), all
 	// guarded by heldMu. inflight is the save DurabilityAsync has in
@@ -268,6 +275,9 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 	defer ru.finish(ctx)
 	if ru.saver == nil && in.kind != inputStart {
 		return zero, fmt.Errorf("%w: cannot resume, continue or replay thread %q", ErrNoSaver, thread)
+	}
+	if len(ro.answerJoins) > 0 && in.kind != inputResume {
+		return zero, fmt.Errorf("%w: thread %q: WithAnswerJoin applies to a resume's answers, not to new input, a continue or a replay", ErrInvalidInput, thread)
 	}
 	if ro.runKey != "" {
 		switch {
@@ -915,15 +925,18 @@ func (ru *run[S]) resumeAt(ctx context.Context, f *frame[S], tp *checkpoint.Tupl
 		}
 		writes = append(writes, checkpoint.TaskWrites{TaskID: nt.id, Writes: ws})
 	}
+	if len(ru.opts.answerJoins) > 0 && len(byTask) == 0 {
+		return fmt.Errorf("%w: thread %q: WithAnswerJoin needs answers to join (Command.Resume or ResumeByID); nothing was saved", ErrInvalidInput, ru.thread)
+	}
 	switch {
 	case len(writes) == 0:
 	case cmd.Update.IsZero():
 		// Only answers: they are saved with the resumed run's first write
 		// (see run.answers). The claim above already made this run the
 		// only one that can resume the thread.
-		ru.answers, ru.answersOn = writes, f.id
+		ru.answers, ru.answersOn, ru.answerJoins = writes, f.id, ru.opts.answerJoins
 	default:
-		if err := ru.putWrites(ctx, f.id, writes, false); err != nil {
+		if err := ru.putWrites(ctx, f.id, writes, false, ru.opts.answerJoins); err != nil {
 			return err
 		}
 	}
@@ -1067,7 +1080,7 @@ func (ru *run[S]) claim(ctx context.Context, head string) error {
 
 // putWrites saves pending writes on the head, claiming or renewing the
 // lease (and releasing it when release is set).
-func (ru *run[S]) putWrites(ctx context.Context, head string, tasks []checkpoint.TaskWrites, release bool) error {
+func (ru *run[S]) putWrites(ctx context.Context, head string, tasks []checkpoint.TaskWrites, release bool, joins []checkpoint.Join) error {
 	// Work that already happened is saved even when the caller has
 	// cancelled: cancellation takes effect at the next step boundary.
 	ctx = detached(ctx)
@@ -1080,11 +1093,11 @@ func (ru *run[S]) putWrites(ctx context.Context, head string, tasks []checkpoint
 		// DurabilityExit: the writes are the first of the step that
 		// started from the deferred frame, which is saved with them.
 		defer ru.heldMu.Unlock()
-		return ru.saveDeferred(ctx, tasks, release)
+		return ru.saveDeferred(ctx, tasks, release, joins)
 	}
 	if ru.held == nil && ru.answers == nil {
 		ru.heldMu.Unlock()
-		return ru.writePending(ctx, head, tasks, release)
+		return ru.writePending(ctx, head, tasks, release, joins)
 	}
 	defer ru.heldMu.Unlock()
 	if err := ru.flushInput(ctx); err != nil {
@@ -1094,19 +1107,19 @@ func (ru *run[S]) putWrites(ctx context.Context, head string, tasks []checkpoint
 		if err := ru.flushAnswers(ctx); err != nil {
 			return err
 		}
-		return ru.writePending(ctx, head, tasks, release)
+		return ru.writePending(ctx, head, tasks, release, joins)
 	}
-	answers := ru.answers
-	ru.answers = nil
-	if err := ru.writePending(ctx, head, mergeTaskWrites(answers, tasks), release); err != nil {
-		ru.answers = answers // saved when the run ends, if the thread allows
+	answers, answerJoins := ru.answers, ru.answerJoins
+	ru.answers, ru.answerJoins = nil, nil
+	if err := ru.writePending(ctx, head, mergeTaskWrites(answers, tasks), release, append(slices.Clip(answerJoins), joins...)); err != nil {
+		ru.answers, ru.answerJoins = answers, answerJoins // saved when the run ends, if the thread allows
 		return err
 	}
 	return nil
 }
 
 // writePending saves pending writes on the head (see putWrites).
-func (ru *run[S]) writePending(ctx context.Context, head string, tasks []checkpoint.TaskWrites, release bool) error {
+func (ru *run[S]) writePending(ctx context.Context, head string, tasks []checkpoint.TaskWrites, release bool, joins []checkpoint.Join) error {
 	if err := ru.beforeWrite(ctx); err != nil {
 		return err
 	}
@@ -1125,7 +1138,7 @@ func (ru *run[S]) writePending(ctx context.Context, head string, tasks []checkpo
 	err := ru.request(func(l checkpoint.Lease) error {
 		return ru.saver.PutWrites(ctx, checkpoint.WritesRequest{
 			Ref:   checkpoint.Ref{Thread: ru.thread, NS: ru.ns, ID: head},
-			Tasks: tasks, Lease: l, Release: release,
+			Tasks: tasks, Lease: l, Release: release, Joins: joins,
 		})
 	})
 	ru.endSaver(sc, 0, err)
@@ -1214,6 +1227,10 @@ func (ru *run[S]) withHeld(ctx context.Context, req checkpoint.PutRequest) ([]ch
 			// The answers are writes of the tasks that produced the
 			// checkpoint: pending writes of its parent, as ParentWrites are.
 			reqs[len(reqs)-1].ParentWrites = mergeTaskWrites(answers, req.ParentWrites)
+			// Their joins commit with them (WithAnswerJoin).
+			last := &reqs[len(reqs)-1]
+			last.Joins = append(slices.Clip(last.Joins), ru.answerJoins...)
+			ru.joinsTaken, ru.answerJoins = ru.answerJoins, nil
 		}
 	}
 	return reqs, answers, nil
@@ -1227,6 +1244,9 @@ func (ru *run[S]) lostHeld(reqs []checkpoint.PutRequest, answers []checkpoint.Ta
 	ru.heldLost = ru.heldLost || len(reqs) > 1
 	if ru.answers == nil {
 		ru.answers = answers
+		if answers != nil {
+			ru.answerJoins = ru.joinsTaken
+		}
 	}
 }
 
@@ -1424,7 +1444,7 @@ func (ru *run[S]) mode() DurabilityMode {
 // resume's answers. The frame is left as it is, for the tasks of the step
 // that may still read it; the checkpoint is recorded on it by adoptSaved.
 // The caller holds heldMu.
-func (ru *run[S]) saveDeferred(ctx context.Context, writes []checkpoint.TaskWrites, release bool) error {
+func (ru *run[S]) saveDeferred(ctx context.Context, writes []checkpoint.TaskWrites, release bool, joins []checkpoint.Join) error {
 	f := *ru.fr
 	// Encoding takes over a versions map the frame owns; the copy must
 	// not take the map the step's frame still holds.
@@ -1434,6 +1454,7 @@ func (ru *run[S]) saveDeferred(ctx context.Context, writes []checkpoint.TaskWrit
 		return err
 	}
 	ru.deferred = false // saved now, or lost with the rest of the run's work
+	req.Joins = joins
 	reqs, answers, err := ru.withHeld(ctx, req)
 	if err != nil {
 		return err
@@ -1486,7 +1507,7 @@ func (ru *run[S]) flushHeld(ctx context.Context) (answeredOn string, err error) 
 	}
 	if ru.deferred {
 		id := ru.fr.id
-		if err := ru.saveDeferred(detached(ctx), nil, false); err != nil {
+		if err := ru.saveDeferred(detached(ctx), nil, false, nil); err != nil {
 			return "", err
 		}
 		return id, nil
@@ -1525,10 +1546,10 @@ func (ru *run[S]) flushAnswers(ctx context.Context) error {
 	if ru.answers == nil {
 		return nil
 	}
-	if err := ru.writePending(detached(ctx), ru.answersOn, ru.answers, false); err != nil {
+	if err := ru.writePending(detached(ctx), ru.answersOn, ru.answers, false, ru.answerJoins); err != nil {
 		return err // still held: the next write, or the run's end, saves them
 	}
-	ru.answers = nil
+	ru.answers, ru.answerJoins = nil, nil
 	return nil
 }
 
@@ -1764,7 +1785,7 @@ func (ru *run[S]) stopAtBreakpoint(ctx context.Context, when string, names []str
 	if ru.saver != nil {
 		b, _ := json.Marshal(checkpoint.Breakpoint{When: when, Nodes: names})
 		w := []checkpoint.TaskWrites{{TaskID: checkpoint.NullTaskID, Writes: []checkpoint.Write{{Channel: checkpoint.ChannelBreakpoint, Value: b}}}}
-		if err := ru.putWrites(ctx, ru.fr.id, w, true); err != nil {
+		if err := ru.putWrites(ctx, ru.fr.id, w, true, nil); err != nil {
 			var zero Result[S]
 			return zero, err
 		}
@@ -1850,7 +1871,7 @@ func (ru *run[S]) stopStep(ctx context.Context, tasks []*task[S], failed *task[S
 		ru.stoppedAt = bp
 	}
 	if ru.saver != nil && len(writes) > 0 {
-		if err := ru.putWrites(ctx, ru.fr.id, writes, true); err != nil {
+		if err := ru.putWrites(ctx, ru.fr.id, writes, true, nil); err != nil {
 			return zero, err
 		}
 		for _, t := range tasks {
@@ -1897,7 +1918,7 @@ func (ru *run[S]) saveUnsaved(ctx context.Context, tasks []*task[S]) error {
 	if len(writes) == 0 {
 		return nil
 	}
-	return ru.putWrites(ctx, ru.fr.id, writes, true)
+	return ru.putWrites(ctx, ru.fr.id, writes, true, nil)
 }
 
 // runTasks executes the tasks that have not finished. One task runs on the
@@ -2056,14 +2077,15 @@ func (ru *run[S]) scratchFor(t *task[S]) *scratch {
 	if ru.saver != nil {
 		head := ru.fr.id
 		sp.fence = func(ctx context.Context) error { return ru.confirmOwner(ctx, head) }
-		sp.persist = func(ctx context.Context, n int, sr checkpoint.StepResult) error {
+		sp.persist = func(ctx context.Context, n int, sr checkpoint.StepResult, joins []checkpoint.Join) error {
 			b, err := json.Marshal(sr)
 			if err != nil {
 				return err
 			}
 			return ru.putWrites(ctx, head, []checkpoint.TaskWrites{{TaskID: t.id, Node: t.name, Path: t.path(),
-				Writes: []checkpoint.Write{{Channel: fmt.Sprintf("%s%d", checkpoint.ChannelStepPrefix, n), Value: b}}}}, false)
+				Writes: []checkpoint.Write{{Channel: fmt.Sprintf("%s%d", checkpoint.ChannelStepPrefix, n), Value: b}}}}, false, joins)
 		}
+		_, sp.joinable = ru.saver.(checkpoint.Joiner)
 	}
 	return sp
 }
@@ -2130,7 +2152,7 @@ func (fl *flusher[S]) save(ctx context.Context, batch []*task[S]) error {
 		}
 		writes = append(writes, checkpoint.TaskWrites{TaskID: t.id, Node: t.name, Path: t.path(), Writes: ws})
 	}
-	if err := fl.ru.putWrites(detached(ctx), fl.ru.fr.id, writes, false); err != nil {
+	if err := fl.ru.putWrites(detached(ctx), fl.ru.fr.id, writes, false, nil); err != nil {
 		return err
 	}
 	for _, t := range batch {

@@ -223,7 +223,8 @@ type scratch struct {
 	steps    map[string]checkpoint.StepResult
 	inflight map[string]chan struct{}
 	slots    int
-	persist  func(ctx context.Context, slot int, sr checkpoint.StepResult) error
+	persist  func(ctx context.Context, slot int, sr checkpoint.StepResult, joins []checkpoint.Join) error
+	joinable bool                            // the run's saver is a checkpoint.Joiner (JoinWrite)
 	fence    func(ctx context.Context) error // confirms the run still owns the thread
 	maxBytes int                             // the cap on a result (WithMaxValueBytes)
 	aband    *safe.Counter                   // the runnable's abandoned calls (nil outside a run)
@@ -435,7 +436,9 @@ func Durable[T any](ctx context.Context, name string, fn func(ctx context.Contex
 			return zero, fmt.Errorf("graph: %s not run: %w", sp.describe(name), context.Cause(ctx))
 		}
 	}
-	v, err := fn(context.WithValue(ctx, durableKey{}, &durableCall{sp: sp, name: name, outer: callOf(ctx)}))
+	call := &durableCall{sp: sp, name: name, outer: callOf(ctx)}
+	v, err := fn(context.WithValue(ctx, durableKey{}, call))
+	joins := call.takeJoins() // they go with this step's write, or nowhere
 	if err != nil {
 		return zero, err
 	}
@@ -464,7 +467,7 @@ func Durable[T any](ctx context.Context, name string, fn func(ctx context.Contex
 	}
 	sr := checkpoint.StepResult{Name: name, Result: b}
 	if sp.persist != nil {
-		if err := sp.persist(ctx, slot, sr); err != nil {
+		if err := sp.persist(ctx, slot, sr, joins); err != nil {
 			return zero, fmt.Errorf("graph: durable step %q ran but its result was not saved: %w", name, err)
 		}
 	}
@@ -485,6 +488,71 @@ type durableCall struct {
 	sp    *scratch
 	name  string
 	outer *durableCall
+	// joins are the JoinWrite work of the step, saved with its result.
+	mu    sync.Mutex
+	joins []checkpoint.Join
+	done  bool // the step's fn returned: JoinWrite is too late
+}
+
+// takeJoins returns the step's joins and closes it to more.
+func (c *durableCall) takeJoins() []checkpoint.Join {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.done = true
+	j := c.joins
+	c.joins = nil
+	return j
+}
+
+// OwnThread makes sure that the run executing the node of ctx holds its
+// thread's lease in the saver, before the node writes to a store fenced
+// by that lease (a ledger intent, D17): inside a durable step, whose
+// start confirmed it, it does nothing; elsewhere in a node it confirms it
+// with a write, as a durable step does before it runs (saving what the
+// run holds back, such as a new thread's input checkpoint, and renewing
+// the lease). It returns an error matching checkpoint.ErrThreadBusy or
+// checkpoint.ErrConflict when the run has lost the thread, and nil
+// outside a run or without a saver.
+func OwnThread(ctx context.Context) error {
+	if callOf(ctx) != nil {
+		return nil
+	}
+	res, ok := interrupt.FromContext(ctx)
+	sp, isScratch := res.(*scratch)
+	if !ok || !isScratch || sp.fence == nil {
+		return nil
+	}
+	if err := sp.fence(ctx); err != nil {
+		return fmt.Errorf("graph: thread %q node %q: %w", sp.info.Thread, sp.info.Node, err)
+	}
+	return nil
+}
+
+// JoinWrite makes j commit in the transaction of the write that saves the
+// result of the durable step running with ctx (the innermost one, when
+// steps nest), so that work of another store on the saver's database (a
+// ledger outcome, D16) lands exactly when the result does: both, or
+// neither after a crash, and neither when the run has lost the thread
+// (the write is fenced, D17). It reports whether j was taken: false
+// outside a durable step of a run (a node's own code, or no runtime in
+// ctx), on a saver that is not a checkpoint.Joiner (MemorySaver), after
+// the step's function returned, and for a nil j. A caller that gets false
+// does its write on its own. When the step's result is not saved (fn
+// fails, its result does not encode, the save is refused), j does not run;
+// when it runs and fails, the step's result is not saved either, and
+// Durable returns j's error.
+func JoinWrite(ctx context.Context, j checkpoint.Join) bool {
+	c := callOf(ctx)
+	if c == nil || j == nil || c.sp.persist == nil || !c.sp.joinable {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return false
+	}
+	c.joins = append(c.joins, j)
+	return true
 }
 
 func callOf(ctx context.Context) *durableCall {

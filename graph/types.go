@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -200,6 +201,7 @@ type runOptions struct {
 	subgraphs     bool
 	durability    DurabilityMode
 	durabilitySet bool
+	answerJoins   []checkpoint.Join
 }
 
 // RunKey makes Invoke idempotent under key: retried after a crash, a
@@ -285,7 +287,8 @@ type resolvedRun struct {
 	subgraphs     bool
 	// durability is the run's mode; "" (a subgraph's run) is
 	// DurabilitySync.
-	durability DurabilityMode
+	durability  DurabilityMode
+	answerJoins []checkpoint.Join
 }
 
 func (r *Runnable[S]) resolveRun(opts []RunOption) (resolvedRun, error) {
@@ -295,7 +298,8 @@ func (r *Runnable[S]) resolveRun(opts []RunOption) (resolvedRun, error) {
 	}
 	// The compiled breakpoints are shared; a run that adds its own gets
 	// copies.
-	rr := resolvedRun{before: r.before, after: r.after, limit: r.cfg.recursionLimit, metadata: o.metadata, discard: o.discard, runKey: o.runKey, subgraphs: o.subgraphs, durability: r.cfg.durability}
+	rr := resolvedRun{before: r.before, after: r.after, limit: r.cfg.recursionLimit, metadata: o.metadata, discard: o.discard, runKey: o.runKey, subgraphs: o.subgraphs, durability: r.cfg.durability,
+		answerJoins: o.answerJoins}
 	if o.durabilitySet {
 		if err := checkDurability(o.durability); err != nil {
 			return rr, err
@@ -342,7 +346,37 @@ func (r *Runnable[S]) resolveRun(opts []RunOption) (resolvedRun, error) {
 			return rr, err
 		}
 	}
+	if len(o.answerJoins) > 0 {
+		if slices.IndexFunc(o.answerJoins, func(j checkpoint.Join) bool { return j == nil }) >= 0 {
+			return rr, fmt.Errorf("%w: WithAnswerJoin: a nil Join", ErrInvalidInput)
+		}
+		if _, ok := r.cfg.saver.(checkpoint.Joiner); !ok {
+			return rr, fmt.Errorf("graph: WithAnswerJoin: %w: the graph's saver (%T) has no transaction the work could join; nothing was run", checkpoint.ErrNotJoinable, r.cfg.saver)
+		}
+	}
 	return rr, nil
+}
+
+// WithAnswerJoin makes joins commit in the transaction of the write that
+// saves a resume's answers (D16): the checkpoint of the resumed step, the
+// pending writes that end it, or the first pending write a task saves,
+// whichever comes first, or, with Command.Update, the write that saves the
+// update with them. Work of another store on the saver's database (an
+// approval consumed with the save that carries its decision, as
+// approval.ResumeGraphConsuming does) so lands exactly when the answers do:
+// after a crash, both or neither; and, since that write is fenced by the
+// run's lease (D17), neither when the run has lost the thread. An error of
+// a join fails the write, which saves nothing, and the run, with that
+// error.
+//
+// It applies to Resume with answers (Command.Resume or ResumeByID): on
+// any other run, or a Resume that answers nothing, the run fails with
+// ErrInvalidInput, and on a saver that is not a checkpoint.Joiner
+// (MemorySaver, or no saver) with an error matching
+// checkpoint.ErrNotJoinable; a nil join is ErrInvalidInput. Nothing runs
+// then.
+func WithAnswerJoin(joins ...checkpoint.Join) RunOption {
+	return func(o *runOptions) { o.answerJoins = append(o.answerJoins, joins...) }
 }
 
 // checkRunKey validates a RunKey: 1 to checkpoint.MaxRunKeyBytes bytes of

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/lockstepgo/lockstep/approval"
+	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/internal/canon"
 	"github.com/lockstepgo/lockstep/internal/hookcall"
@@ -730,6 +731,14 @@ func (e *Executor) runWrite(ctx context.Context, c *Call, p *prepared) (Result, 
 		// The run holds the thread's lease: an intent an earlier run of
 		// the thread left is abandoned now, not in progress (D17).
 		in.Thread, in.Run = info.Thread, info.Run
+		if j, ok := e.ledger.(ledger.Joiner); ok && j.Fenced() {
+			// The intent is fenced by the run's lease, which the run must
+			// then hold in the saver (a new thread's first step has not
+			// written yet).
+			if err := graph.OwnThread(ctx); err != nil {
+				return Result{}, e.ledgerRefusal(ctx, c, p, key, err)
+			}
+		}
 	}
 	entry, started, err := e.begin(ctx, in)
 	var unknown *ledger.OutcomeUnknownError
@@ -780,14 +789,20 @@ func (e *Executor) settle(op func() error) error {
 // would write on it.
 func ledgerRefused(err error) bool {
 	return errors.Is(err, ledger.ErrKeyReuse) || errors.Is(err, ledger.ErrInProgress) || errors.Is(err, ledger.ErrOutcomeUnknown) || errors.Is(err, ledger.ErrInvalid) ||
-		errors.Is(err, ledger.ErrCorrupt)
+		errors.Is(err, ledger.ErrCorrupt) || fenced(err)
+}
+
+// fenced reports whether err says that the run lost its thread: a fenced
+// ledger refused its write (D17), which trying again cannot change.
+func fenced(err error) bool {
+	return errors.Is(err, checkpoint.ErrThreadBusy) || errors.Is(err, checkpoint.ErrConflict)
 }
 
 // ledgerRefusal logs and wraps an error of Begin: the ledger's typed
 // refusals keep their types; anything else is a *LedgerError.
 func (e *Executor) ledgerRefusal(ctx context.Context, c *Call, p *prepared, key string, err error) error {
 	e.event(ctx, slog.LevelWarn, StatusFailed, c, p.args, slog.String("reason", "ledger"), slog.String("key", key), e.errAttr(err))
-	if errors.Is(err, ledger.ErrKeyReuse) || errors.Is(err, ledger.ErrInProgress) || errors.Is(err, ledger.ErrOutcomeUnknown) || ctx.Err() != nil {
+	if errors.Is(err, ledger.ErrKeyReuse) || errors.Is(err, ledger.ErrInProgress) || errors.Is(err, ledger.ErrOutcomeUnknown) || fenced(err) || ctx.Err() != nil {
 		return fmt.Errorf("nodes: tool %q: %w", p.tool.name, err)
 	}
 	return &LedgerError{Tool: p.tool.name, Err: err}
@@ -859,6 +874,14 @@ func (e *Executor) runHeld(ctx context.Context, c *Call, p *prepared, key, owner
 	if err == nil {
 		e.event(ctx, slog.LevelInfo, StatusExecuted, c, p.args, slog.Int("attempts", attempts))
 		res := Result{Tool: p.tool.name, CallID: c.ID, Output: out, Status: StatusExecuted, Key: key, Attempts: attempts}
+		if j, ok := e.ledger.(ledger.Joiner); ok {
+			// On the saver's database, the outcome commits with the write
+			// that saves the result (the durable step around the call),
+			// or not at all (D16).
+			if w := j.CompleteJoin(key, owner, ledger.Outcome{Result: res.Output}); w != nil && graph.JoinWrite(ctx, w) {
+				return res, nil
+			}
+		}
 		cerr := e.settle(func() error { return e.ledger.Complete(store, key, owner, ledger.Outcome{Result: res.Output}) })
 		if errors.Is(cerr, ledger.ErrNotHeld) {
 			// Another outcome was recorded first (a late result of an

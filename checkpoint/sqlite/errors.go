@@ -266,7 +266,7 @@ type opInfo struct {
 // is on none).
 func (o opInfo) changesHeads() bool {
 	switch o.op {
-	case "claim", "release", "claim due", "hold", "settle", "enqueue":
+	case "claim", "release", "claim due", "hold", "settle", "enqueue", "fenced write":
 		return false
 	}
 	return o.thread != ""

@@ -521,7 +521,10 @@ func (s *Saver) Put(ctx context.Context, req checkpoint.PutRequest) error {
 	op := opInfo{op: "put", thread: req.Thread, ns: req.NS, checkpoint: req.Checkpoint.ID}
 	return s.write(ctx, op, "sqlite.put", func(t *wtx) error {
 		t.savedPut = p
-		return t.put(p)
+		if err := t.put(p); err != nil {
+			return err
+		}
+		return t.join(req.Joins)
 	})
 }
 
@@ -553,6 +556,11 @@ func (s *Saver) PutChain(ctx context.Context, reqs []checkpoint.PutRequest) erro
 		t.savedPut = ps[len(ps)-1]
 		for _, p := range ps {
 			if err := t.put(p); err != nil {
+				return err
+			}
+		}
+		for i := range reqs {
+			if err := t.join(reqs[i].Joins); err != nil {
 				return err
 			}
 		}
@@ -763,7 +771,10 @@ func (s *Saver) PutWrites(ctx context.Context, req checkpoint.WritesRequest) err
 		if err := t.checkInterrupts(ref.Thread, ref.NS, ref.ID, false, req.Tasks); err != nil {
 			return err
 		}
-		return t.insertWrites(ref.Thread, ref.NS, rows, func() string { return nowText })
+		if err := t.insertWrites(ref.Thread, ref.NS, rows, func() string { return nowText }); err != nil {
+			return err
+		}
+		return t.join(req.Joins)
 	})
 }
 

@@ -398,6 +398,49 @@ type Options struct {
 	Retention time.Duration
 	// Now reads the time (default time.Now).
 	Now func() time.Time
+	// Fence, if set, is the checkpoint saver the ledger shares its
+	// database with (a checkpoint.Joiner: the SQLite saver whose DB the
+	// SQL ledger is opened on; package postgres's Saver for its ledger).
+	// Every intent of a leased graph run (Intent.Thread and Intent.Run
+	// set) is then begun, completed and released only while that run
+	// still holds the thread's lease, checked in the same transaction
+	// (D17): a run that lost the thread (it was paused past its lease and
+	// another run took over) gets an error matching
+	// checkpoint.ErrThreadBusy, and nothing of it lands, so that it can
+	// neither start a call its successor owns nor record what its
+	// successor must reconcile. With a Fence the SQL ledger also offers
+	// CompleteJoin, which records an outcome in the transaction of the
+	// write that saves the call's result (D16). A ledger that cannot be
+	// fenced by it refuses it with ErrInvalid: the Memory ledger (it
+	// shares no transaction with a saver), and a SQL ledger whose
+	// database is not the Fence's.
+	Fence Fencer
+}
+
+// Joiner is a Ledger that can be fenced by a saver (Options.Fence) and
+// record an outcome in the saver's transaction (D16). The SQL ledger and
+// package postgres's implement it.
+type Joiner interface {
+	Ledger
+	// Fenced reports whether the ledger has a Fence: whether its intents
+	// of leased graph runs are fenced by their thread's lease.
+	Fenced() bool
+	// CompleteJoin returns the work of Complete(key, owner, o), to run in
+	// the transaction of a write of the saver the ledger is fenced by
+	// (graph.JoinWrite), or nil when the ledger is not fenced.
+	CompleteJoin(key, owner string, o Outcome) func(ctx context.Context, tx any) error
+}
+
+// Fencer is the saver side of a fenced ledger (Options.Fence): the
+// method of checkpoint.Joiner, which the SQLite and Postgres savers
+// implement. Fenced runs work in one transaction of the saver after
+// checking in it that owner holds thread's lease at the epoch it took it,
+// and fails with a *checkpoint.BusyError (checkpoint.ErrThreadBusy),
+// running nothing, otherwise; work's error rolls everything back and is
+// returned as it is. tx is the saver's transaction (checkpoint.SQLTx on
+// database/sql).
+type Fencer interface {
+	Fenced(ctx context.Context, thread, owner string, work func(ctx context.Context, tx any) error) error
 }
 
 func (o Options) resolved() (Options, error) {

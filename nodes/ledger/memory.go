@@ -29,11 +29,14 @@ type claimed struct {
 var _ Ledger = (*Memory)(nil)
 
 // NewMemory returns an empty in-memory ledger. It returns an error wrapping
-// ErrInvalid for a negative retention.
+// ErrInvalid for a negative retention and for a Fence (see Options.Fence).
 func NewMemory(opts Options) (*Memory, error) {
 	o, err := opts.resolved()
 	if err != nil {
 		return nil, err
+	}
+	if o.Fence != nil {
+		return nil, fmt.Errorf("%w: Options.Fence: the memory ledger shares no transaction with a saver, so it cannot be fenced by a thread's lease (use the SQL ledger on the saver's database)", ErrInvalid)
 	}
 	return &Memory{opts: o, entries: map[string]Entry{}, messages: map[messageKey]claimed{}}, nil
 }

@@ -144,6 +144,11 @@ func NewSQL(ctx context.Context, db *sql.DB, opts Options) (*SQL, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Fence != nil {
+		if d, ok := o.Fence.(interface{ DB() *sql.DB }); !ok || d.DB() != db {
+			return nil, fmt.Errorf("%w: Options.Fence is not a saver on this database (open the ledger on the saver's DB(), and fence it with that saver)", ErrInvalid)
+		}
+	}
 	l := &SQL{db: db, opts: o}
 	err = l.tx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, schemaMeta); err != nil {
@@ -220,6 +225,43 @@ func storedVersion(ctx context.Context, tx *sql.Tx) (int, error) {
 	return int(v), nil
 }
 
+// sqlExec is what the ledger's statements run on: its own *sql.Tx, or
+// the transaction of a saver (checkpoint.SQLTx) it is fenced by or joins.
+type sqlExec interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// saverTx is checkpoint.SQLTx: the transaction a saver on database/sql
+// hands the work it runs.
+type saverTx interface {
+	sqlExec
+	DB() *sql.DB
+}
+
+// errNotJoinable is the error of work run in a transaction that is not
+// on the ledger's database.
+func errNotJoinable(key string) error {
+	return fmt.Errorf("%w: key %s: the saver's transaction is not on the ledger's database (fence the ledger with the saver it is opened on)", ErrInvalid, short(key))
+}
+
+// write runs fn in one write transaction: fenced by the lease of run on
+// thread (Options.Fence) when the ledger has a fence and both are set,
+// otherwise in a transaction of its own.
+func (l *SQL) write(ctx context.Context, key, thread, run string, fn func(q sqlExec) error) error {
+	if l.opts.Fence == nil || thread == "" || run == "" {
+		return l.tx(ctx, func(tx *sql.Tx) error { return fn(tx) })
+	}
+	return l.opts.Fence.Fenced(ctx, thread, run, func(ctx context.Context, tx any) error {
+		st, ok := tx.(saverTx)
+		if !ok || st.DB() != l.db {
+			return errNotJoinable(key)
+		}
+		return fn(st)
+	})
+}
+
 // tx runs fn in a transaction and commits it when fn returns nil.
 func (l *SQL) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := l.db.BeginTx(ctx, nil)
@@ -261,7 +303,7 @@ const lockTables = `DELETE FROM lockstep_ledger WHERE 0`
 
 // insert writes e under a new key and reports whether it did (false: the
 // key has a row).
-func insert(ctx context.Context, tx *sql.Tx, e Entry) (bool, error) {
+func insert(ctx context.Context, tx sqlExec, e Entry) (bool, error) {
 	r, err := rowOf(e)
 	if err != nil {
 		return false, err
@@ -276,7 +318,7 @@ func insert(ctx context.Context, tx *sql.Tx, e Entry) (bool, error) {
 
 // update replaces the row under e.Key, read and checked in the same
 // transaction, by e.
-func update(ctx context.Context, tx *sql.Tx, e Entry) error {
+func update(ctx context.Context, tx sqlExec, e Entry) error {
 	r, err := rowOf(e)
 	if err != nil {
 		return err
@@ -301,7 +343,7 @@ func (l *SQL) Begin(ctx context.Context, in Intent) (Entry, bool, error) {
 		out     Entry
 		started bool
 	)
-	err := l.tx(ctx, func(tx *sql.Tx) error {
+	err := l.write(ctx, in.Key, in.Thread, in.Run, func(tx sqlExec) error {
 		now := l.opts.Now()
 		fresh := Entry{Key: in.Key, Tool: in.Tool, ArgsHash: in.ArgsHash, State: StatePending, Owner: in.Owner, LeaseUntil: now.Add(in.Lease), CreatedAt: now,
 			Thread: in.Thread, Run: in.Run}
@@ -360,7 +402,7 @@ func (l *SQL) wrap(op, key string, err error) error {
 // held reads the record under key in tx and returns it when owner holds
 // its pending intent: an error matching ErrNotHeld otherwise, and a
 // *CorruptError when it does not verify.
-func held(ctx context.Context, tx *sql.Tx, key, owner string) (Entry, error) {
+func held(ctx context.Context, tx sqlExec, key, owner string) (Entry, error) {
 	e, err := readEntry(ctx, tx, key)
 	if errors.Is(err, ErrNotFound) || err == nil && (e.State != StatePending || e.Owner != owner) {
 		return Entry{}, fmt.Errorf("%w (key %s)", ErrNotHeld, short(key))
@@ -377,7 +419,7 @@ func (l *SQL) Complete(ctx context.Context, key, owner string, o Outcome) error 
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	err := l.tx(ctx, func(tx *sql.Tx) error {
+	err := l.heldWrite(ctx, key, owner, func(tx sqlExec) error {
 		if _, err := tx.ExecContext(ctx, lockTables); err != nil {
 			return err
 		}
@@ -391,9 +433,74 @@ func (l *SQL) Complete(ctx context.Context, key, owner string, o Outcome) error 
 	return l.wrap("complete", key, err)
 }
 
+// heldWrite runs fn on the intent under key that owner holds: fenced by
+// the lease of the graph run that recorded it (Entry.Thread and Run) when
+// the ledger has a fence, otherwise in a transaction of its own. fn reads
+// the record again in the transaction.
+func (l *SQL) heldWrite(ctx context.Context, key, owner string, fn func(q sqlExec) error) error {
+	if l.opts.Fence == nil {
+		return l.tx(ctx, func(tx *sql.Tx) error { return fn(tx) })
+	}
+	e, err := readEntry(ctx, l.db, key)
+	if errors.Is(err, ErrNotFound) || err == nil && (e.State != StatePending || e.Owner != owner) {
+		return fmt.Errorf("%w (key %s)", ErrNotHeld, short(key))
+	}
+	if err != nil {
+		return err
+	}
+	return l.write(ctx, key, e.Thread, e.Run, func(q sqlExec) error {
+		// The record is read again under the fence: the intent that
+		// owner holds is still the one of that run.
+		now, err := readEntry(ctx, q, key)
+		if err == nil && (now.Thread != e.Thread || now.Run != e.Run) {
+			return fmt.Errorf("%w (key %s)", ErrNotHeld, short(key))
+		}
+		return fn(q)
+	})
+}
+
+var _ Joiner = (*SQL)(nil)
+
+// Fenced implements Joiner: it reports whether the ledger was opened
+// with Options.Fence.
+func (l *SQL) Fenced() bool { return l.opts.Fence != nil }
+
+// CompleteJoin returns the work of Complete(key, owner, o), to run in the
+// transaction of the saver the ledger is fenced by (graph.JoinWrite), so
+// that the outcome commits with the write that saves the call's result
+// (D16), and is fenced with it. It returns nil when the ledger has no
+// Options.Fence (it shares no saver's transaction). The work fails as
+// Complete does, except that an intent already completed (by a late
+// result of an abandoned attempt) is left as it is, and with an error
+// matching ErrInvalid when run in a transaction on another database.
+func (l *SQL) CompleteJoin(key, owner string, o Outcome) func(ctx context.Context, tx any) error {
+	if l.opts.Fence == nil {
+		return nil
+	}
+	return func(ctx context.Context, tx any) error {
+		st, ok := tx.(saverTx)
+		if !ok || st.DB() != l.db {
+			return errNotJoinable(key)
+		}
+		if err := o.Validate(); err != nil {
+			return err
+		}
+		e, err := readEntry(ctx, st, key)
+		if err == nil && e.State == StateDone {
+			return nil // a late result was recorded first: it stays
+		}
+		e, err = held(ctx, st, key, owner)
+		if err != nil {
+			return l.wrap("complete", key, err)
+		}
+		e.State, e.Outcome, e.CompletedAt = StateDone, o, l.opts.Now()
+		return l.wrap("complete", key, update(ctx, st, e))
+	}
+}
+
 // Release implements Ledger. It fails as Complete does.
 func (l *SQL) Release(ctx context.Context, key, owner string) error {
-	err := l.tx(ctx, func(tx *sql.Tx) error {
+	err := l.heldWrite(ctx, key, owner, func(tx sqlExec) error {
 		if _, err := tx.ExecContext(ctx, lockTables); err != nil {
 			return err
 		}

@@ -1,0 +1,331 @@
+package approval_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockstepgo/lockstep/approval"
+	"github.com/lockstepgo/lockstep/approval/approvaltest"
+	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
+	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/canon"
+	"github.com/lockstepgo/lockstep/interrupt"
+	"github.com/lockstepgo/lockstep/nodes"
+	"github.com/lockstepgo/lockstep/nodes/ledger"
+)
+
+// The fenced fixture: one SQLite file holding the saver, the approval
+// store and the ledger, opened together (the store and the ledger on the
+// saver's DB, the ledger fenced by the saver), and a graph whose one node,
+// "refund", asks for an approval and then charges inside graph.Durable
+// through an executor on that ledger. Two Runnables (runners "A" and "B")
+// run it on the same thread, as two processes would: their run IDs start
+// with their runner's name, so that hooks can tell whose run they are in.
+
+const fenceTTL = 10 * time.Minute // the graph's lease; the saver's clock is the fake one
+
+type fenceState struct {
+	Order  string
+	Amount int
+	Paid   json.RawMessage
+}
+
+// fenceHooks are the test's points in runner A's run (B runs through).
+type fenceHooks struct {
+	afterAsk     func(ctx context.Context) // after the decision arrived, before the durable step
+	beforeCharge func(ctx context.Context) // in the durable step, before the executor
+	inCharge     func(ctx context.Context) // in the tool's body, after the effect
+}
+
+type fenceFixture struct {
+	clock   *fakeClock
+	saver   *sqlite.Saver
+	store   *approval.SQLStore
+	ledger  *ledger.SQL
+	charges atomic.Int32
+	hooks   map[string]*fenceHooks // by runner
+}
+
+// runnerOf names the runner ("A", "B") of the run executing ctx.
+func runnerOf(ctx context.Context) string {
+	info, _ := graph.TaskFrom(ctx)
+	r, _, _ := strings.Cut(info.Run, "-")
+	return r
+}
+
+func (f *fenceFixture) hook(ctx context.Context, pick func(h *fenceHooks) func(context.Context)) {
+	if h := f.hooks[runnerOf(ctx)]; h != nil {
+		if fn := pick(h); fn != nil {
+			fn(ctx)
+		}
+	}
+}
+
+func newFenceFixture(t *testing.T, clock *fakeClock) *fenceFixture {
+	t.Helper()
+	ctx := context.Background()
+	s, err := sqlite.Open(filepath.Join(t.TempDir(), "lockstep.db"), sqlite.Config{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	store := openSQLStore(t, s.DB(), clock.Now)
+	led, err := ledger.NewSQL(ctx, s.DB(), ledger.Options{Now: clock.Now, Fence: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fenceFixture{clock: clock, saver: s, store: store, ledger: led, hooks: map[string]*fenceHooks{}}
+}
+
+// runnable compiles the graph for runner name, with tool options opts.
+func (f *fenceFixture) runnable(t *testing.T, name string, toolOpts ...nodes.ToolOption) *graph.Runnable[fenceState] {
+	t.Helper()
+	tool, err := nodes.NewTool("charge", "Charge the refund. Returns the charge.",
+		func(ctx context.Context, a approvaltest.RefundArgs, env nodes.Env) (map[string]any, error) {
+			f.charges.Add(1)
+			f.hook(ctx, func(h *fenceHooks) func(context.Context) { return h.inCharge })
+			return map[string]any{"order": a.Order, "charged": a.Amount}, nil
+		}, toolOpts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := nodes.NewExecutor([]*nodes.Tool{tool}, nodes.WithLedger(f.ledger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := approvaltest.RefundSchema(t)
+	refund := func(ctx context.Context, st fenceState) (graph.Update[fenceState], error) {
+		var none graph.Update[fenceState]
+		req := approvaltest.NewRequest(t, schema, epoch, st.Order, st.Amount)
+		d, err := interrupt.Ask[approval.Decision](ctx, req)
+		if err != nil {
+			return none, err
+		}
+		if !d.Allows() {
+			return none, errors.New("rejected")
+		}
+		f.hook(ctx, func(h *fenceHooks) func(context.Context) { return h.afterAsk })
+		paid, err := graph.Durable(ctx, "pay", func(ctx context.Context) (json.RawMessage, error) {
+			f.hook(ctx, func(h *fenceHooks) func(context.Context) { return h.beforeCharge })
+			res, err := ex.Execute(ctx, nodes.Call{ID: "call-1", Tool: "charge", Args: req.Args})
+			return res.Output, err
+		})
+		if err != nil {
+			return none, err
+		}
+		return graph.Set(fenceState{Paid: paid}, "Paid"), nil
+	}
+	var seq atomic.Int32
+	r, err := graph.New[fenceState]().AddNode("refund", refund).AddEdge(graph.START, "refund").AddEdge("refund", graph.END).
+		Compile(graph.WithSaver(f.saver), graph.WithRunner(name), graph.WithLeaseTTL(fenceTTL),
+			graph.WithRunIDs(func() string { return fmt.Sprintf("%s-%d", name, seq.Add(1)) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// start runs thread up to its approval, decides it, and returns the
+// approval's record.
+func (f *fenceFixture) start(t *testing.T, r *graph.Runnable[fenceState], thread string) approval.Record {
+	t.Helper()
+	ctx := context.Background()
+	res, err := r.Invoke(ctx, thread, graph.Set(fenceState{Order: "order-" + thread, Amount: 70}, "Order", "Amount"))
+	if err != nil || res.Status != graph.StatusWaiting || len(res.Interrupts) != 1 {
+		t.Fatalf("start: %v %+v", err, res)
+	}
+	item, err := approval.NewInbox(f.saver, f.store).Get(ctx, res.Interrupts[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Decide(ctx, item, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := f.store.Get(ctx, item.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// gate blocks a hook until released, and says when it is reached.
+type gate struct {
+	reached, release chan struct{}
+	once             sync.Once
+}
+
+func newGate() *gate { return &gate{reached: make(chan struct{}), release: make(chan struct{})} }
+
+func (g *gate) wait(context.Context) {
+	g.once.Do(func() {
+		close(g.reached)
+		<-g.release
+	})
+}
+
+// resumeAsync resumes rec on r with its decision, consuming it, in a
+// goroutine; the channel gives the run's error.
+func resumeAsync(r *graph.Runnable[fenceState], store approval.Consumer, rec approval.Record) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Resume(context.Background(), rec.Thread, graph.Command[fenceState]{ResumeByID: map[string]any{rec.ID: rec.Decision}},
+			graph.WithAnswerJoin(store.Consumption(rec.ID)))
+		done <- err
+	}()
+	return done
+}
+
+// runWrites lists the checkpoints run saved on thread.
+func runWrites(t *testing.T, s checkpoint.Saver, thread, run string) []string {
+	t.Helper()
+	tuples, err := s.List(context.Background(), thread, checkpoint.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, tp := range tuples {
+		if tp.Checkpoint.Metadata.RunID == run {
+			out = append(out, "checkpoint "+tp.Checkpoint.ID)
+		}
+	}
+	return out
+}
+
+// TestStaleRunnerFenced is the #8796 scenario for approvals and the
+// ledger (D17) on SQLite: runner A resumes a thread and is paused past its
+// lease; runner B takes the thread over; when A goes on, its approval
+// consumption, its ledger intent and its ledger outcome are each refused
+// with an error matching checkpoint.ErrThreadBusy, and nothing of them
+// lands.
+func TestStaleRunnerFenced(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("approval consumption", func(t *testing.T) {
+		// A and B both resume the approval; A is paused past its lease
+		// before its first write, which carries the answer and the
+		// consumption; B takes the thread over and is paused in turn.
+		// A's write comes first and is refused; B's consumes.
+		f := newFenceFixture(t, newClock())
+		a, b := f.runnable(t, "A"), f.runnable(t, "B")
+		rec := f.start(t, b, "consume")
+		ga, gb := newGate(), newGate()
+		f.hooks["A"] = &fenceHooks{afterAsk: ga.wait}
+		f.hooks["B"] = &fenceHooks{afterAsk: gb.wait}
+		doneA := resumeAsync(a, f.store, rec)
+		<-ga.reached // A holds the lease; its answer and consumption are held
+		f.clock.Add(2 * fenceTTL)
+		doneB := resumeAsync(b, f.store, rec)
+		<-gb.reached // B holds the lease now
+		close(ga.release)
+		errA := <-doneA
+		if !errors.Is(errA, checkpoint.ErrThreadBusy) {
+			t.Fatalf("A's resume: %v, want ErrThreadBusy", errA)
+		}
+		if tr, err := f.store.Audit(ctx, rec.ID); err != nil || !tr.Consumed.IsZero() {
+			t.Fatalf("after A's refused save: consumed at %v (%v), want not consumed", tr.Consumed, err)
+		}
+		f.clock.Add(time.Minute)
+		consumedAt := f.clock.Now()
+		close(gb.release)
+		if err := <-doneB; err != nil {
+			t.Fatalf("B: %v", err)
+		}
+		tr, err := f.store.Audit(ctx, rec.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !tr.Consumed.Equal(consumedAt) {
+			t.Errorf("consumed at %v, want B's save at %v", tr.Consumed, consumedAt)
+		}
+		if n := f.charges.Load(); n != 1 {
+			t.Errorf("charged %d times, want 1", n)
+		}
+		if w := runWrites(t, f.saver, rec.Thread, "A-1"); len(w) > 0 {
+			t.Errorf("A's run saved %v", w)
+		}
+	})
+
+	t.Run("ledger intent", func(t *testing.T) {
+		// A passes its durable step's fence and is paused before the
+		// executor records the intent; B runs the charge and is inside
+		// the tool's body when A goes on. Unfenced, A would take B's live
+		// intent for an earlier run's (D17's successor rule, applied by a
+		// run that is not the successor) and, the tool deduping by key,
+		// charge again.
+		f := newFenceFixture(t, newClock())
+		a, b := f.runnable(t, "A", nodes.DedupesByKey()), f.runnable(t, "B", nodes.DedupesByKey())
+		rec := f.start(t, b, "intent")
+		ga, gb := newGate(), newGate()
+		f.hooks["A"] = &fenceHooks{beforeCharge: ga.wait}
+		f.hooks["B"] = &fenceHooks{inCharge: gb.wait}
+		doneA := resumeAsync(a, f.store, rec)
+		<-ga.reached
+		f.clock.Add(2 * fenceTTL)
+		doneB := make(chan error, 1)
+		go func() { _, err := b.Continue(ctx, rec.Thread); doneB <- err }()
+		<-gb.reached // B's intent is pending, its charge made
+		close(ga.release)
+		errA := <-doneA
+		close(gb.release)
+		if err := <-doneB; err != nil {
+			t.Fatalf("B: %v", err)
+		}
+		if !errors.Is(errA, checkpoint.ErrThreadBusy) {
+			t.Errorf("A: %v, want ErrThreadBusy", errA)
+		}
+		if n := f.charges.Load(); n != 1 {
+			t.Errorf("charged %d times, want 1", n)
+		}
+		s, err := b.GetState(ctx, rec.Thread)
+		if err != nil || s.Status != graph.StatusDone {
+			t.Fatalf("thread: %v %s", err, s.Status)
+		}
+	})
+
+	t.Run("ledger outcome", func(t *testing.T) {
+		// A records its intent and charges, and is paused before the
+		// outcome; B takes over and finds A's intent of unknown outcome
+		// (its tool cannot reconcile), so it stops. A's outcome, and the
+		// write that would carry it, are refused: the intent stays A's,
+		// pending, for a reconcile to settle.
+		f := newFenceFixture(t, newClock())
+		a, b := f.runnable(t, "A"), f.runnable(t, "B")
+		rec := f.start(t, b, "outcome")
+		g := newGate()
+		f.hooks["A"] = &fenceHooks{inCharge: g.wait}
+		doneA := resumeAsync(a, f.store, rec)
+		<-g.reached
+		f.clock.Add(2 * fenceTTL)
+		if _, err := b.Continue(ctx, rec.Thread); !errors.Is(err, ledger.ErrOutcomeUnknown) {
+			t.Fatalf("B: %v, want ErrOutcomeUnknown", err)
+		}
+		close(g.release)
+		if err := <-doneA; !errors.Is(err, checkpoint.ErrThreadBusy) {
+			t.Errorf("A: %v, want ErrThreadBusy", err)
+		}
+		args, err := canon.JSON(rec.Request.Args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := nodes.IdempotencyKey(rec.Thread, "charge", args)
+		e, err := f.ledger.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.State != ledger.StatePending || !strings.HasPrefix(e.Run, "A-") {
+			t.Errorf("the ledger holds %s by run %s, want A's intent pending", e.State, e.Run)
+		}
+		if n := f.charges.Load(); n != 1 {
+			t.Errorf("charged %d times, want 1", n)
+		}
+	})
+}
