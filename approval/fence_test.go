@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,6 +51,8 @@ type fenceHooks struct {
 
 type fenceFixture struct {
 	clock   *fakeClock
+	path    string // the database file
+	effects string // if set, every charge appends a line to this file
 	saver   *sqlite.Saver
 	store   *approval.SQLStore
 	ledger  *ledger.SQL
@@ -72,8 +77,15 @@ func (f *fenceFixture) hook(ctx context.Context, pick func(h *fenceHooks) func(c
 
 func newFenceFixture(t *testing.T, clock *fakeClock) *fenceFixture {
 	t.Helper()
+	return openFenceFixture(t, clock, filepath.Join(t.TempDir(), "lockstep.db"), nil)
+}
+
+// openFenceFixture opens the fixture on the file at path; hook is the
+// saver's test hook (Config.Hook).
+func openFenceFixture(t *testing.T, clock *fakeClock, path string, hook func(string)) *fenceFixture {
+	t.Helper()
 	ctx := context.Background()
-	s, err := sqlite.Open(filepath.Join(t.TempDir(), "lockstep.db"), sqlite.Config{Now: clock.Now})
+	s, err := sqlite.Open(path, sqlite.Config{Now: clock.Now, Hook: hook})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +95,21 @@ func newFenceFixture(t *testing.T, clock *fakeClock) *fenceFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fenceFixture{clock: clock, saver: s, store: store, ledger: led, hooks: map[string]*fenceHooks{}}
+	return &fenceFixture{clock: clock, path: path, saver: s, store: store, ledger: led, hooks: map[string]*fenceHooks{}}
+}
+
+// effectCount counts the charges made on order, in every process, from
+// the effects file.
+func (f *fenceFixture) effectCount(t *testing.T, order string) int {
+	t.Helper()
+	b, err := os.ReadFile(f.effects)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), order+"\n")
 }
 
 // runnable compiles the graph for runner name, with tool options opts.
@@ -92,6 +118,11 @@ func (f *fenceFixture) runnable(t *testing.T, name string, toolOpts ...nodes.Too
 	tool, err := nodes.NewTool("charge", "Charge the refund. Returns the charge.",
 		func(ctx context.Context, a approvaltest.RefundArgs, env nodes.Env) (map[string]any, error) {
 			f.charges.Add(1)
+			if f.effects != "" {
+				if err := appendLine(f.effects, a.Order); err != nil {
+					return nil, err
+				}
+			}
 			f.hook(ctx, func(h *fenceHooks) func(context.Context) { return h.inCharge })
 			return map[string]any{"order": a.Order, "charged": a.Amount}, nil
 		}, toolOpts...)
@@ -328,4 +359,184 @@ func TestStaleRunnerFenced(t *testing.T) {
 			t.Errorf("charged %d times, want 1", n)
 		}
 	})
+}
+
+// appendLine appends line to the file at path, synced: an effect that
+// survives the process that made it.
+func appendLine(path, line string) error {
+	fh, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := fh.WriteString(line + "\n"); err != nil {
+		fh.Close()
+		return err
+	}
+	if err := fh.Sync(); err != nil {
+		fh.Close()
+		return err
+	}
+	return fh.Close()
+}
+
+const (
+	fenceCrashRole  = "fence-crash"
+	envFenceDB      = "FENCE_DB"
+	envFenceEffects = "FENCE_EFFECTS"
+	envFencePoint   = "FENCE_POINT" // "<saver hook point>#<hit>"
+	envFenceApprove = "FENCE_APPROVAL"
+)
+
+// reconciled is the charge tool's Reconcile hook: the effects file says
+// whether an earlier attempt charged the order.
+func (f *fenceFixture) reconciled() nodes.ToolOption {
+	return nodes.Reconcile(func(ctx context.Context, a approvaltest.RefundArgs, env nodes.Env) (map[string]any, bool, error) {
+		b, err := os.ReadFile(f.effects)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, false, err
+		}
+		if strings.Contains(string(b), a.Order+"\n") {
+			return map[string]any{"order": a.Order, "charged": a.Amount}, true, nil
+		}
+		return nil, false, nil
+	})
+}
+
+// TestCrashConsumesWithItsWrite kills the resuming process at the
+// commits that carry the approval's consumption (with the answer) and the
+// ledger's outcome (with the durable step's result): just before and just
+// after each. Whatever the point, after the kill the approval is consumed
+// exactly when the thread holds its answer, and the ledger holds the
+// charge's outcome exactly when the thread holds its result; a resume
+// after the restart finishes the thread with the charge made once.
+func TestCrashConsumesWithItsWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs child processes")
+	}
+	points := []string{
+		"sqlite.writes.beforeCommit#1", // the answer and the consumption
+		"sqlite.writes.afterCommit#1",
+		"sqlite.writes.beforeCommit#2", // the charge's result and its outcome
+		"sqlite.writes.afterCommit#2",
+	}
+	for _, point := range points {
+		t.Run(point, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			path, effects := filepath.Join(dir, "lockstep.db"), filepath.Join(dir, "effects")
+			f := openFenceFixture(t, newClock(), path, nil)
+			f.effects = effects
+			r := f.runnable(t, "B", f.reconciled())
+			rec := f.start(t, r, "crash")
+			f.saver.Close()
+
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperFenceCrash$", "-test.count=1")
+			cmd.Env = append(os.Environ(), helperEnv+"="+fenceCrashRole, envFenceDB+"="+path, envFenceEffects+"="+effects,
+				envFencePoint+"="+point, envFenceApprove+"="+rec.ID)
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) {
+				t.Fatalf("child: %v, want it killed at %s\n%s", err, point, out)
+			}
+			if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+				t.Fatalf("child ended with %v, want SIGKILL\n%s", err, out)
+			}
+
+			// Restart.
+			f = openFenceFixture(t, newClock(), path, nil)
+			f.effects = effects
+			r = f.runnable(t, "B", f.reconciled())
+			tr, err := f.store.Audit(ctx, rec.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			answered, stepSaved := f.threadHolds(t, rec)
+			if consumed := !tr.Consumed.IsZero(); consumed != answered {
+				t.Errorf("after the kill: consumed %v, the thread holds the answer %v", consumed, answered)
+			}
+			args, err := canon.JSON(rec.Request.Args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := f.ledger.Get(ctx, nodes.IdempotencyKey(rec.Thread, "charge", args))
+			if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+				t.Fatal(err)
+			}
+			done := err == nil && e.State == ledger.StateDone
+			t.Logf("after the kill: answered %v, consumed %v, charge's result saved %v, outcome recorded %v, charges %d",
+				answered, !tr.Consumed.IsZero(), stepSaved, done, f.effectCount(t, "order-crash"))
+			if done != stepSaved {
+				t.Errorf("after the kill: the ledger holds the outcome %v, the thread holds the charge's result %v", done, stepSaved)
+			}
+
+			if err := approval.ResumeGraphConsuming(r, f.store)(ctx, rec); err != nil {
+				t.Fatalf("resume after the restart: %v", err)
+			}
+			s, err := r.GetState(ctx, rec.Thread)
+			if err != nil || s.Status != graph.StatusDone || len(s.Values.Paid) == 0 {
+				t.Fatalf("after the resume: %v %s %s", err, s.Status, s.Values.Paid)
+			}
+			if n := f.effectCount(t, "order-crash"); n != 1 {
+				t.Errorf("charged %d times, want 1", n)
+			}
+			if tr, err := f.store.Audit(ctx, rec.ID); err != nil || tr.Consumed.IsZero() {
+				t.Errorf("after the resume: consumed at %v (%v)", tr.Consumed, err)
+			}
+		})
+	}
+}
+
+// threadHolds reports whether rec's thread holds the approval's answer,
+// and the result of the charge's durable step, in any checkpoint.
+func (f *fenceFixture) threadHolds(t *testing.T, rec approval.Record) (answered, stepSaved bool) {
+	t.Helper()
+	tuples, err := f.saver.List(context.Background(), rec.Thread, checkpoint.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range tuples {
+		for _, w := range tp.Pending {
+			switch {
+			case w.Channel == checkpoint.ChannelResume && strings.Contains(string(w.Value), rec.ID):
+				answered = true
+			case strings.HasPrefix(w.Channel, checkpoint.ChannelStepPrefix):
+				stepSaved = true
+			}
+		}
+	}
+	return answered, stepSaved
+}
+
+// TestHelperFenceCrash is the child of TestCrashConsumesWithItsWrite: it
+// resumes the approval, consuming it, and kills itself at the saver's
+// hook point named by envFencePoint.
+func TestHelperFenceCrash(t *testing.T) {
+	if os.Getenv(helperEnv) != fenceCrashRole {
+		t.Skip("crash child only")
+	}
+	point, nth, _ := strings.Cut(os.Getenv(envFencePoint), "#")
+	want := 1
+	if _, err := fmt.Sscan(nth, &want); err != nil {
+		t.Fatal(err)
+	}
+	hits := 0
+	hook := func(p string) {
+		if p != point {
+			return
+		}
+		if hits++; hits == want {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+	}
+	f := openFenceFixture(t, newClock(), os.Getenv(envFenceDB), hook)
+	f.effects = os.Getenv(envFenceEffects)
+	r := f.runnable(t, "B", f.reconciled())
+	ctx := context.Background()
+	rec, err := f.store.Get(ctx, os.Getenv(envFenceApprove))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = approval.ResumeGraphConsuming(r, f.store)(ctx, rec)
+	t.Fatalf("the resume ended (%v) before %s", err, os.Getenv(envFencePoint))
 }
