@@ -149,6 +149,18 @@
 // before any node runs) makes it happen once. Resume threads only through
 // the worker, so that the answer a thread receives is the recorded one.
 //
+// With [ResumeGraphConsuming] over a [Consumer] (an SQLStore on the SQLite
+// saver's database, or the Postgres store beside its saver) the approval
+// is also consumed in the transaction of the save that carries its
+// decision into the thread ([Trail].Consumed): after a crash at any point
+// it is consumed exactly when the thread holds the answer, and a run that
+// lost its thread (paused past its lease while another runner took over)
+// consumes nothing: its save is refused with checkpoint.ErrThreadBusy
+// (DESIGN D16, D17). A store on another database makes every such resume
+// fail with checkpoint.ErrNotJoinable rather than consume unfenced; over a
+// MemoryStore (no Consumer) the thread's first-wins resume is what keeps a
+// decision from being delivered twice.
+//
 // # Audit
 //
 // [Store.Audit] returns an approval's [Trail]: who decided what and when,

@@ -82,6 +82,16 @@
 // are. [LeaseInspector] reports a thread's
 // lease (owner, runner, epoch, end) to operators' tools.
 //
+// # Other stores' work in the saver's transaction
+//
+// A saver that is a [Joiner] runs other stores' work ([Join]) in its own
+// transaction: the Joins of a PutRequest or WritesRequest, after the
+// request's checks and before its commit, and work fenced by a thread's
+// lease ([Joiner.Fenced]). An approval store or a ledger opened on the
+// saver's database so commits with the save that carries its result, and
+// only while the run's lease holds (D16, D17). MemorySaver is no Joiner:
+// it refuses a request with Joins ([ErrNotJoinable]).
+//
 // # Topologies
 //
 // A saver that implements [TopologyStore] keeps the topology of every

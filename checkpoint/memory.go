@@ -593,8 +593,9 @@ func (s *MemorySaver) Put(ctx context.Context, req PutRequest) error {
 // The others cannot fail once the first passes: each is the child of the
 // head the one before made, its ID sorts after every existing one, and the
 // lease is the chain's owner's. It returns an error wrapping ErrInvalid
-// when reqs are not a valid chain (ValidateChain), ctx's error when ctx is
-// done, a *BusyError when another owner holds the lease, and a
+// when reqs are not a valid chain (ValidateChain), an error matching
+// ErrNotJoinable when one has Joins (the MemorySaver is no Joiner), ctx's
+// error when ctx is done, a *BusyError when another owner holds the lease, and a
 // *ConflictError when the first parent is not the head (or a fork's parent
 // does not exist), the ID is taken, or a fork's ID does not sort after the
 // head. Nothing is stored on any error.
@@ -795,7 +796,9 @@ func cloneNonEmpty[K comparable, V any](m map[K]V) map[K]V {
 // PutWrites implements Saver. It returns an error wrapping ErrInvalid for
 // a request ValidateWrites rejects, ctx's error when ctx is done, a
 // *ConflictError when req.Ref.ID is not the head, and a *BusyError when
-// another owner holds the lease. Nothing is stored on any error.
+// another owner holds the lease, and an error matching ErrNotJoinable
+// for a request with Joins (the MemorySaver is no Joiner). Nothing is
+// stored on any error.
 func (s *MemorySaver) PutWrites(ctx context.Context, req WritesRequest) error {
 	if err := ValidateWrites(&req); err != nil {
 		return err

@@ -371,8 +371,11 @@ func TaskFrom(ctx context.Context) (TaskInfo, bool) {
 // can fail after fn succeeded (the saver is unreachable, the lease was
 // lost); Durable then returns the save error, and fn will run again on the
 // next attempt. So effects that must happen once also need an idempotency
-// key (package nodes' ledger), which is the real fence. Outside a run (no
-// runtime in ctx) Durable just calls fn.
+// key (package nodes' ledger), which is the real fence: a ledger fenced by
+// the saver (ledger.Options.Fence) checks the run's lease again in the
+// transaction that records the intent, and records the outcome with the
+// step's result (JoinWrite). Outside a run (no runtime in ctx) Durable
+// just calls fn.
 func Durable[T any](ctx context.Context, name string, fn func(ctx context.Context) (T, error)) (T, error) {
 	var zero T
 	res, ok := interrupt.FromContext(ctx)

@@ -72,6 +72,23 @@
 // the transaction that records it (say, the row that starts the thread the
 // message asks for): both commit, or neither.
 //
+// # Fenced by the thread's lease
+//
+// A SQL ledger opened on the checkpoint saver's database and fenced by it
+// (Options.Fence: the SQLite saver whose DB it is opened on) begins,
+// completes and releases the intents of a leased graph run (Intent.Thread
+// and Intent.Run set) only in a transaction of the saver that checks that
+// the run still holds the thread's lease (checkpoint.Joiner's Fenced): a
+// run that lost its thread gets an error matching checkpoint.ErrThreadBusy
+// and writes nothing, so that it neither starts a call its successor owns
+// nor records what its successor must reconcile (D17). Its CompleteJoin
+// records an outcome in the transaction of the saver's write that saves
+// the call's result (graph.JoinWrite), so that the outcome and the result
+// land together or not at all (D16); package nodes' executor uses it
+// inside a durable step, as the tool node runs every call. Resolve,
+// Forget, Get, Prune and message claims are not fenced. The Memory ledger
+// cannot be fenced (NewMemory refuses a Fence).
+//
 // The SQL tables are versioned (SchemaVersion); NewSQL upgrades the tables
 // of an older version in place, in one transaction. Message claims made
 // before version 2 had no scope or fingerprint: they still refuse their ID,

@@ -333,8 +333,10 @@ func update(ctx context.Context, tx sqlExec, e Entry) error {
 // empty or oversized key or owner or a negative lease, a *KeyReuseError,
 // *InProgressError or *OutcomeUnknownError as Ledger.Begin says, a
 // *CorruptError when the record under the key does not verify (nothing is
-// written), and the database's error, wrapped with the operation and key,
-// when the transaction fails.
+// written), an error matching checkpoint.ErrThreadBusy when the ledger is
+// fenced (Options.Fence) and in.Run no longer holds in.Thread's lease
+// (nothing is written), and the database's error, wrapped with the
+// operation and key, when the transaction fails.
 func (l *SQL) Begin(ctx context.Context, in Intent) (Entry, bool, error) {
 	if err := checkIntent(&in); err != nil {
 		return Entry{}, false, err
@@ -413,8 +415,11 @@ func held(ctx context.Context, tx sqlExec, key, owner string) (Entry, error) {
 // Complete implements Ledger. It returns an error matching ErrInvalid for
 // an outcome that fails Outcome.Validate, one matching ErrNotHeld when
 // owner does not hold a pending intent under key, a *CorruptError when the
-// record does not verify (nothing is written), and the database's error,
-// wrapped with the operation and key, when the transaction fails.
+// record does not verify (nothing is written), an error matching
+// checkpoint.ErrThreadBusy when the ledger is fenced and the run that
+// recorded the intent no longer holds its thread's lease (nothing is
+// written), and the database's error, wrapped with the operation and key,
+// when the transaction fails.
 func (l *SQL) Complete(ctx context.Context, key, owner string, o Outcome) error {
 	if err := o.Validate(); err != nil {
 		return err
