@@ -1,4 +1,4 @@
-package lockstep_test
+package crash_test
 
 import (
 	"bufio"
@@ -20,42 +20,7 @@ import (
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/internal/testhook"
 	"github.com/lockstepgo/lockstep/interrupt"
-	"go.uber.org/goleak"
 )
-
-// TestMain runs child roles for the crash tests (the test binary re-runs
-// itself with LOCKSTEP_CHILD set) and the soak (LOCKSTEP_SOAK_CHILD), and
-// checks for goroutine leaks otherwise.
-func TestMain(m *testing.M) {
-	if cfg := os.Getenv(soakChildEnv); cfg != "" {
-		os.Exit(soakChild(cfg))
-	}
-	if role := os.Getenv("LOCKSTEP_CHILD"); role != "" {
-		if role == crashLoopRole {
-			os.Exit(runCrashLoopChild())
-		}
-		if role == freezeRole {
-			os.Exit(runFreezeChild())
-		}
-		if role == branchRole {
-			os.Exit(runBranchChild())
-		}
-		if role == subgraphCrashRole {
-			os.Exit(runSubgraphCrashChild())
-		}
-		if role == fenceRole {
-			os.Exit(runFenceChild())
-		}
-		if role == w6Role {
-			os.Exit(runW6Child())
-		}
-		if role == killLoopRole {
-			os.Exit(runKillLoopChild())
-		}
-		os.Exit(runChild(role))
-	}
-	goleak.VerifyTestMain(m)
-}
 
 // witness appends one line per real side effect to a file, synced, so a
 // SIGKILL cannot lose an effect that happened.

@@ -1,4 +1,4 @@
-package lockstep_test
+package crash_test
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/internal/crashtest"
+	"github.com/lockstepgo/lockstep/internal/systemtest"
 	"github.com/lockstepgo/lockstep/internal/testhook"
 	"github.com/lockstepgo/lockstep/nodes"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
@@ -371,7 +372,7 @@ func branchChild(ctx context.Context, cfg branchConfig, gen int) error {
 	seq := newBranchSeq(cfg)
 	// Compressed time, as in the crash loop: a restarted process never
 	// waits for a dead one's leases.
-	off := time.Duration(gen) * loopSkew
+	off := time.Duration(gen) * systemtest.GenerationSkew
 	now := func() time.Time { return time.Now().Add(off) }
 	dbPath, wPath := branchPaths(cfg.Dir)
 	w, err := crashtest.OpenWitness(wPath, gen)
@@ -398,7 +399,7 @@ func branchChild(ctx context.Context, cfg branchConfig, gen int) error {
 	if err != nil {
 		return err
 	}
-	opts := []nodes.ExecutorOption{nodes.WithPolicy(nodes.AlwaysApprove()), nodes.WithClock(loopClock{now})}
+	opts := []nodes.ExecutorOption{nodes.WithPolicy(nodes.AlwaysApprove()), nodes.WithClock(systemtest.Clock{NowFunc: now})}
 	if cfg.Sabotage != "no-ledger" {
 		l, err := ledger.NewSQL(ctx, s.DB(), ledger.Options{Now: now})
 		if err != nil {

@@ -1,4 +1,4 @@
-package lockstep_test
+package crash_test
 
 import (
 	"context"

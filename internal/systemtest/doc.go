@@ -1,0 +1,36 @@
+// Package systemtest is the harness of lockstep's system tests: the
+// scenarios that run across packages, in real processes, on real files
+// (crash and kill loops, the soak, bad inputs, golden files, fencing,
+// leaks, freezes, races). It is test support: only tests import it, and
+// production code never does.
+//
+// The tests live in the packages below it, one per area, each named for
+// what it checks:
+//
+//   - crash: SIGKILL at chosen points of one run (an interrupt saved, a
+//     resumed node before its checkpoint, a commit before its
+//     acknowledgement, a subgraph's boundary) and the parallel-branch
+//     ordering of R05.
+//   - crashloop: the seeded crash loop over an order desk (R01-R06, R15,
+//     R16, R19, R34, R37, R44) and its negative controls.
+//   - killloop: the examples' programs killed and restarted as a user
+//     runs them.
+//   - soak: processes and goroutines on one file under injected faults,
+//     a nemesis and redelivered messages (R52).
+//   - badinput: corrupt, oversized and hostile inputs get typed errors and
+//     lose nothing.
+//   - golden: files written by an earlier lockstep resume the same.
+//   - fence: a stale writer is fenced, on SQLite and Postgres.
+//   - freeze: a runner frozen past its lease is refused when it thaws.
+//   - leak: no descriptor, connection or goroutine outlives a Close.
+//   - race: concurrent resumes keep every answer.
+//   - status, runkey: the status table, run metadata and run keys on
+//     every saver.
+//   - docs: what the documents tell a user to run.
+//
+// What they share is here: the child processes (a test binary re-runs
+// itself in a role, [RunChild]), the soak's payments application
+// ([OpenSoakApp]) that the soak, the bad-input and the leak tests open,
+// the savers every end-to-end test runs on ([EverySaver]), and the clock
+// of a crash child's generation ([Clock]).
+package systemtest
