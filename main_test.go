@@ -16,11 +16,10 @@ func TestMain(m *testing.M) {
 		os.Exit(soakChild(cfg))
 	}
 	systemtest.RunChild(map[string]func() int{
-		crashLoopRole: runCrashLoopChild,
-		freezeRole:    runFreezeChild,
-		fenceRole:     runFenceChild,
-		w6Role:        runW6Child,
-		killLoopRole:  runKillLoopChild,
+		freezeRole:   runFreezeChild,
+		fenceRole:    runFenceChild,
+		w6Role:       runW6Child,
+		killLoopRole: runKillLoopChild,
 	})
 	goleak.VerifyTestMain(m)
 }

@@ -1,4 +1,4 @@
-package lockstep_test
+package crashloop_test
 
 import (
 	"context"
@@ -25,6 +25,7 @@ import (
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/internal/crashtest"
 	"github.com/lockstepgo/lockstep/internal/faultdb"
+	"github.com/lockstepgo/lockstep/internal/systemtest"
 	"github.com/lockstepgo/lockstep/internal/testhook"
 	"github.com/lockstepgo/lockstep/nodes"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
@@ -76,7 +77,7 @@ const (
 	// injected fault reported a lease-taking write as failed after it
 	// took effect (the approval worker's resume claim, a thread's lease),
 	// and this process's clock does not reach the lease's end. The next
-	// generation's clock does (loopSkew).
+	// generation's clock does (systemtest.GenerationSkew).
 	loopLaterLine  = "LATER"
 	loopFaultStuck = 2 * time.Second
 )
@@ -166,13 +167,6 @@ func loopRetryKind(err error) (string, bool) {
 const (
 	loopGateAbove   = 100 // charges above this need an approval
 	loopRejectAbove = 300 // the reviewer rejects charges above this
-	// loopSkew is how far each generation's clock runs ahead of the
-	// previous one: more than every lease (the graph's 30s, the ledger's
-	// intent lease, the worker's claim of a minute), so that a restarted
-	// process never waits for a dead one's lease. Compressed time, as in
-	// deterministic simulation: leases are for liveness, and the checks
-	// are about safety.
-	loopSkew = 10 * time.Minute
 	// loopTimeout: a child that takes longer is stuck (a clean one takes
 	// under 0.1s). It only ends a stuck child, so it is generous: on a
 	// loaded machine a child may take many times as long.
@@ -411,14 +405,6 @@ type loopDeps struct {
 	freshKeys bool
 }
 
-type loopClock struct{ now func() time.Time }
-
-func (c loopClock) Now() time.Time { return c.now() }
-
-func (c loopClock) Sleep(ctx context.Context, d time.Duration) error {
-	return nodes.SystemClock().Sleep(ctx, d)
-}
-
 // loopGraph builds the order graph: START → fraud, stock (parallel) →
 // join → model ↔ tools.
 func loopGraph(d loopDeps) (*graph.Graph[loopState], error) {
@@ -463,7 +449,7 @@ func loopGraph(d loopDeps) (*graph.Graph[loopState], error) {
 		return nil, err
 	}
 	rules := loopRules()
-	opts := []nodes.ExecutorOption{nodes.WithPolicy(nodes.FromRules(rules)), nodes.WithClock(loopClock{d.now})}
+	opts := []nodes.ExecutorOption{nodes.WithPolicy(nodes.FromRules(rules)), nodes.WithClock(systemtest.Clock{NowFunc: d.now})}
 	if d.ledger != nil {
 		opts = append(opts, nodes.WithLedger(d.ledger))
 	}
@@ -541,7 +527,7 @@ func loopPaths(dir string) (db, witness string) {
 }
 
 func openLoopApp(ctx context.Context, dir string, sc loopScenario, gen int, rep *crashtest.Reporter, hook *crashtest.Hook) (_ *loopApp, err error) {
-	off := time.Duration(gen) * loopSkew
+	off := time.Duration(gen) * systemtest.GenerationSkew
 	now := func() time.Time { return time.Now().Add(off) }
 	a := &loopApp{sc: sc, dir: dir, gen: gen, now: now, rep: rep, hook: hook}
 	defer func() {

@@ -1,4 +1,4 @@
-package lockstep_test
+package crashloop_test
 
 import (
 	"context"

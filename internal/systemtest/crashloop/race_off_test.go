@@ -1,6 +1,6 @@
 //go:build !race
 
-package lockstep_test
+package crashloop_test
 
 // crashLoopRace scales the crash loop down under the race detector.
 const crashLoopRace = false

@@ -1,0 +1,16 @@
+package crashloop_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/lockstepgo/lockstep/internal/systemtest"
+)
+
+// TestMain runs the crash loop's child (the test binary re-runs itself
+// with LOCKSTEP_CHILD set) and checks for goroutine leaks otherwise.
+func TestMain(m *testing.M) {
+	systemtest.RunChild(map[string]func() int{crashLoopRole: runCrashLoopChild})
+	goleak.VerifyTestMain(m)
+}
