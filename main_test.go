@@ -16,10 +16,9 @@ func TestMain(m *testing.M) {
 		os.Exit(soakChild(cfg))
 	}
 	systemtest.RunChild(map[string]func() int{
-		freezeRole:   runFreezeChild,
-		fenceRole:    runFenceChild,
-		w6Role:       runW6Child,
-		killLoopRole: runKillLoopChild,
+		freezeRole: runFreezeChild,
+		fenceRole:  runFenceChild,
+		w6Role:     runW6Child,
 	})
 	goleak.VerifyTestMain(m)
 }

@@ -1,4 +1,4 @@
-package lockstep_test
+package killloop_test
 
 import (
 	"bytes"
