@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
+	"github.com/lockstepgo/lockstep/internal/systemtest"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
 )
 
@@ -59,7 +60,7 @@ func TestBadInputDatabaseFiles(t *testing.T) {
 			// Another payments database, open and written to, as an
 			// operator would find it: its -wal copied beside this file.
 			f := newBadFixture(t)
-			wal, err := os.ReadFile(f.app.saver.Path() + "-wal")
+			wal, err := os.ReadFile(f.app.Saver.Path() + "-wal")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,12 +72,12 @@ func TestBadInputDatabaseFiles(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			dir := t.TempDir()
-			cfg := soakAppConfig{DB: filepath.Join(dir, "bad.db"), Provider: filepath.Join(t.TempDir(), "provider.db")}
-			app, err := openSoakApp(ctx, cfg)
+			cfg := systemtest.SoakAppConfig{DB: filepath.Join(dir, "bad.db"), Provider: filepath.Join(t.TempDir(), "provider.db")}
+			app, err := systemtest.OpenSoakApp(ctx, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := app.runner.Invoke(ctx, "pay-wait", soakUser("pay-wait")); err != nil {
+			if _, err := app.Runner.Invoke(ctx, "pay-wait", systemtest.SoakUser("pay-wait")); err != nil {
 				t.Fatal(err)
 			}
 			if err := app.Close(); err != nil {
@@ -99,14 +100,14 @@ func TestBadInputDatabaseFiles(t *testing.T) {
 	}
 }
 
-func openSoakAppNoPanic(t *testing.T, ctx context.Context, cfg soakAppConfig) (app *soakApp, err error) {
+func openSoakAppNoPanic(t *testing.T, ctx context.Context, cfg systemtest.SoakAppConfig) (app *systemtest.SoakApp, err error) {
 	t.Helper()
 	defer func() {
 		if p := recover(); p != nil {
 			t.Fatalf("opening panicked: %v", p)
 		}
 	}()
-	return openSoakApp(ctx, cfg)
+	return systemtest.OpenSoakApp(ctx, cfg)
 }
 
 // badFiles returns the contents of the files in dir, by name.

@@ -122,7 +122,7 @@ func badRows(query string, fix bool) func(ctx context.Context, f *badFixture) er
 			}
 		}
 		// A fresh Runnable reads it (no decoded state cached).
-		f.r, err = badGraph(true).Compile(graph.WithSaver(f.app.saver))
+		f.r, err = badGraph(true).Compile(graph.WithSaver(f.app.Saver))
 		return err
 	}
 }
@@ -171,7 +171,7 @@ func TestBadInputCorruptRows(t *testing.T) {
 			return err
 		}},
 		{"saver PendingInterrupts", func(ctx context.Context, f *badFixture) error {
-			_, _, err := f.app.saver.PendingInterrupts(ctx, checkpoint.InterruptQuery{Limit: 1000})
+			_, _, err := f.app.Saver.PendingInterrupts(ctx, checkpoint.InterruptQuery{Limit: 1000})
 			return err
 		}},
 	}
@@ -212,7 +212,7 @@ func TestBadInputInexactValues(t *testing.T) {
 				return graph.Set(rowPrice{Name: n}, "Name"), err
 			}).
 			AddEdge(graph.START, "p").AddEdge("p", "ask")
-		r, err := g.Compile(graph.WithSaver(f.app.saver))
+		r, err := g.Compile(graph.WithSaver(f.app.Saver))
 		if err != nil {
 			return err
 		}
@@ -225,7 +225,7 @@ func TestBadInputInexactValues(t *testing.T) {
 		if err := badRechecksum(ctx, f.db, "priced"); err != nil {
 			return err
 		}
-		priced, err = g.Compile(graph.WithSaver(f.app.saver)) // no decoded state cached
+		priced, err = g.Compile(graph.WithSaver(f.app.Saver)) // no decoded state cached
 		return err
 	}
 	var quoteCalls int
@@ -282,7 +282,7 @@ func TestBadInputInexactValues(t *testing.T) {
 			return err
 		}, check: argsErr("$.amount")},
 		{name: "approval edit lone surrogate", call: func(ctx context.Context, f *badFixture) error {
-			_, err := f.app.inbox.Decide(ctx, f.approval, approval.Verdict{Outcome: approval.Edited, Reviewer: "alice", Args: json.RawMessage(`{"order":"A-\udc00","amount":5}`)})
+			_, err := f.app.Inbox.Decide(ctx, f.approval, approval.Verdict{Outcome: approval.Edited, Reviewer: "alice", Args: json.RawMessage(`{"order":"A-\udc00","amount":5}`)})
 			return err
 		}, check: approvalErr(approval.ErrInvalidArgs)},
 		{name: "resume answer duplicate key", call: resume("wait", graph.Command[badState]{Resume: json.RawMessage(`{"a":1,"a":2}`)}), check: notSerializable},
@@ -301,7 +301,7 @@ func TestBadInputInexactValues(t *testing.T) {
 					AddNode("ask", func(ctx context.Context, s badState) (graph.Update[badState], error) {
 						_, err := interrupt.Ask[string](ctx, v.v)
 						return graph.Update[badState]{}, err
-					}).AddEdge(graph.START, "ask").Compile(graph.WithSaver(f.app.saver))
+					}).AddEdge(graph.START, "ask").Compile(graph.WithSaver(f.app.Saver))
 				if err != nil {
 					return err
 				}

@@ -126,15 +126,15 @@ func storesRechecksum(ctx context.Context, db *sql.DB) error {
 func approvalEdit(query string, twin bool) func(ctx context.Context, f *badFixture) error {
 	return func(ctx context.Context, f *badFixture) error {
 		if twin {
-			it, err := f.app.inbox.Get(ctx, f.approval)
+			it, err := f.app.Inbox.Get(ctx, f.approval)
 			if err != nil {
 				return err
 			}
 			it.ID, it.Thread, it.Checkpoint = "twin", "pay-twin", "twin-checkpoint"
-			if _, err := f.app.store.Decide(ctx, it, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice", Note: "refund it"}); err != nil {
+			if _, err := f.app.Store.Decide(ctx, it, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice", Note: "refund it"}); err != nil {
 				return err
 			}
-		} else if _, err := f.app.inbox.Approve(ctx, f.approval, "alice", "refund it"); err != nil {
+		} else if _, err := f.app.Inbox.Approve(ctx, f.approval, "alice", "refund it"); err != nil {
 			return err
 		}
 		res, err := f.db.ExecContext(ctx, query, f.approval, "twin")
@@ -154,7 +154,7 @@ func approvalEdit(query string, twin bool) func(ctx context.Context, f *badFixtu
 // paidFor returns how many calls of pay the provider saw for thread.
 func paidFor(ctx context.Context, f *badFixture, thread string) (int, error) {
 	var n sql.NullInt64
-	err := f.app.provider.db.QueryRowContext(ctx, `SELECT sum(calls) FROM payments WHERE thread = ?`, thread).Scan(&n)
+	err := f.app.Provider.DB.QueryRowContext(ctx, `SELECT sum(calls) FROM payments WHERE thread = ?`, thread).Scan(&n)
 	return int(n.Int64), err
 }
 
@@ -187,22 +187,22 @@ func TestBadInputCorruptApprovalRows(t *testing.T) {
 		call func(ctx context.Context, f *badFixture) error
 	}{
 		{"Worker", func(ctx context.Context, f *badFixture) error {
-			_, err := f.app.worker.RunOnce(ctx)
+			_, err := f.app.Worker.RunOnce(ctx)
 			if n, perr := paidFor(ctx, f, "pay-wait"); perr != nil || n != 0 {
 				return fmt.Errorf("thread pay-wait paid %d times (%v); worker: %v", n, perr, err)
 			}
 			return err
 		}},
 		{"Inbox List", func(ctx context.Context, f *badFixture) error {
-			_, err := f.app.inbox.List(ctx, approval.Filter{})
+			_, err := f.app.Inbox.List(ctx, approval.Filter{})
 			return err
 		}},
 		{"Inbox Get", func(ctx context.Context, f *badFixture) error {
-			_, err := f.app.inbox.Get(ctx, f.approval)
+			_, err := f.app.Inbox.Get(ctx, f.approval)
 			return err
 		}},
 		{"Store Audit", func(ctx context.Context, f *badFixture) error {
-			_, err := f.app.store.Audit(ctx, f.approval)
+			_, err := f.app.Store.Audit(ctx, f.approval)
 			return err
 		}},
 	}

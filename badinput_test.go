@@ -22,6 +22,7 @@ import (
 	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/systemtest"
 	"github.com/lockstepgo/lockstep/interrupt"
 	"github.com/lockstepgo/lockstep/nodes"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
@@ -76,7 +77,7 @@ func badGraph(withAsk bool) *graph.Graph[badState] {
 // agent (saver, ledger, approval store, inbox) and badGraph on the same
 // saver, with threads in every state.
 type badFixture struct {
-	app      *soakApp
+	app      *systemtest.SoakApp
 	db       *sql.DB
 	r        *graph.Runnable[badState]
 	approval string // the pending approval of thread "pay-wait"
@@ -88,7 +89,7 @@ func newBadFixture(t *testing.T) *badFixture {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
-	app, err := openSoakApp(ctx, soakAppConfig{DB: filepath.Join(dir, "bad.db"), Provider: filepath.Join(dir, "provider.db")})
+	app, err := systemtest.OpenSoakApp(ctx, systemtest.SoakAppConfig{DB: filepath.Join(dir, "bad.db"), Provider: filepath.Join(dir, "provider.db")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,11 +98,11 @@ func newBadFixture(t *testing.T) *badFixture {
 			t.Error(err)
 		}
 	})
-	r, err := badGraph(true).Compile(graph.WithSaver(app.saver))
+	r, err := badGraph(true).Compile(graph.WithSaver(app.Saver))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &badFixture{app: app, db: app.saver.DB(), r: r}
+	f := &badFixture{app: app, db: app.Saver.DB(), r: r}
 	if res, err := r.Invoke(ctx, "wait", graph.Set(badState{Count: 1}, "Count")); err != nil || res.Status != graph.StatusWaiting {
 		t.Fatalf("thread wait: %s %v", res.Status, err)
 	}
@@ -111,7 +112,7 @@ func newBadFixture(t *testing.T) *badFixture {
 	if res, err := r.Resume(ctx, "done", graph.Command[badState]{Resume: "ok"}); err != nil || res.Status != graph.StatusDone {
 		t.Fatalf("thread done: %s %v", res.Status, err)
 	}
-	res, err := app.runner.Invoke(ctx, "pay-wait", soakUser("pay-wait"))
+	res, err := app.Runner.Invoke(ctx, "pay-wait", systemtest.SoakUser("pay-wait"))
 	if err != nil || len(res.Interrupts) != 1 {
 		t.Fatalf("thread pay-wait: %s %v", res.Status, err)
 	}
@@ -121,14 +122,14 @@ func newBadFixture(t *testing.T) *badFixture {
 	// the argument cases.
 	calls := 0
 	f.payCalls = &calls
-	pay, err := nodes.NewTool("pay", "Pay an order back.", func(ctx context.Context, a soakPayArgs, env nodes.Env) (soakPayment, error) {
+	pay, err := nodes.NewTool("pay", "Pay an order back.", func(ctx context.Context, a systemtest.SoakPayArgs, env nodes.Env) (systemtest.SoakPayment, error) {
 		calls++
-		return soakPayment{ID: "p", Order: a.Order, Amount: a.Amount}, nil
+		return systemtest.SoakPayment{ID: "p", Order: a.Order, Amount: a.Amount}, nil
 	}, nodes.Destructive(approval.RiskHigh))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.ex, err = nodes.NewExecutor([]*nodes.Tool{pay}, nodes.WithPolicy(nodes.AlwaysApprove()), nodes.WithLedger(app.ledger)); err != nil {
+	if f.ex, err = nodes.NewExecutor([]*nodes.Tool{pay}, nodes.WithPolicy(nodes.AlwaysApprove()), nodes.WithLedger(app.Ledger)); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -376,7 +377,7 @@ func TestBadInputUnknownNodes(t *testing.T) {
 
 // badGraphV2 compiles badGraph without "ask" on the fixture's saver.
 func badGraphV2(t *testing.T, f *badFixture) *graph.Runnable[badState] {
-	r, err := badGraph(false).Compile(graph.WithSaver(f.app.saver))
+	r, err := badGraph(false).Compile(graph.WithSaver(f.app.Saver))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +405,7 @@ func routeCase(name string, route graph.Router[badState], out graph.Update[badSt
 				g.AddEdge("r", "x")
 			}
 			var err error
-			if r, err = g.Compile(graph.WithSaver(f.app.saver)); err != nil {
+			if r, err = g.Compile(graph.WithSaver(f.app.Saver)); err != nil {
 				return err
 			}
 			_, err = r.Invoke(ctx, "route", graph.Update[badState]{}, graph.InterruptBefore("r"))
@@ -450,7 +451,7 @@ func bigWriter(over string) badCase {
 			r, err = graph.New[badState]().
 				AddNode("big", func(ctx context.Context, s badState) (graph.Update[badState], error) {
 					return graph.Set(badState{Log: []string{over}}, "Log"), nil
-				}).AddEdge(graph.START, "big").Compile(graph.WithSaver(f.app.saver))
+				}).AddEdge(graph.START, "big").Compile(graph.WithSaver(f.app.Saver))
 			if err != nil {
 				return err
 			}
@@ -488,7 +489,7 @@ func TestHugeStateUnderCap(t *testing.T) {
 	if alloc > 10*uint64(len(big)) {
 		t.Errorf("writing an 8 MiB value allocated %d MiB, more than 10x its size", alloc>>20)
 	}
-	fresh, err := badGraph(true).Compile(graph.WithSaver(f.app.saver))
+	fresh, err := badGraph(true).Compile(graph.WithSaver(f.app.Saver))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -546,7 +547,7 @@ func TestBadInputInterruptValues(t *testing.T) {
 					AddNode("ask", func(ctx context.Context, s badState) (graph.Update[badState], error) {
 						_, err := interrupt.Ask[string](ctx, v.v)
 						return graph.Update[badState]{}, err
-					}).AddEdge(graph.START, "ask").Compile(graph.WithSaver(f.app.saver))
+					}).AddEdge(graph.START, "ask").Compile(graph.WithSaver(f.app.Saver))
 				if err != nil {
 					return err
 				}
@@ -625,7 +626,7 @@ func TestBadInputCorruptState(t *testing.T) {
 						return err
 					}
 					var err error
-					f.r, err = badGraph(true).Compile(graph.WithSaver(f.app.saver))
+					f.r, err = badGraph(true).Compile(graph.WithSaver(f.app.Saver))
 					return err
 				},
 				call:  op.call,
@@ -744,7 +745,7 @@ func TestBadInputIdentifiers(t *testing.T) {
 			if id == "<pending>" {
 				id = f.approval
 			}
-			_, err := f.app.inbox.Approve(ctx, id, reviewer, note)
+			_, err := f.app.Inbox.Approve(ctx, id, reviewer, note)
 			return err
 		}
 	}
@@ -760,7 +761,7 @@ func TestBadInputIdentifiers(t *testing.T) {
 	cases = append(cases, badCase{name: "note over the cap", call: approve("<pending>", "alice", strings.Repeat("n", approval.MaxNoteBytes+1)), check: approvalErr(approval.ErrInvalidDecision)})
 	for _, out := range []approval.Outcome{"APPROVE", "yes", "", "Approved", approval.Expired} {
 		cases = append(cases, badCase{name: fmt.Sprintf("outcome %q", out), call: func(ctx context.Context, f *badFixture) error {
-			_, err := f.app.inbox.Decide(ctx, f.approval, approval.Verdict{Outcome: out, Reviewer: "alice"})
+			_, err := f.app.Inbox.Decide(ctx, f.approval, approval.Verdict{Outcome: out, Reviewer: "alice"})
 			return err
 		}, check: approvalErr(approval.ErrInvalidDecision)})
 	}
@@ -768,7 +769,7 @@ func TestBadInputIdentifiers(t *testing.T) {
 	// The ledger: message IDs and idempotency keys.
 	claim := func(scope, id, fingerprint string) func(ctx context.Context, f *badFixture) error {
 		return func(ctx context.Context, f *badFixture) error {
-			return f.app.ledger.ClaimMessage(ctx, ledger.Claim{Scope: scope, ID: id, Fingerprint: fingerprint})
+			return f.app.Ledger.ClaimMessage(ctx, ledger.Claim{Scope: scope, ID: id, Fingerprint: fingerprint})
 		}
 	}
 	fp := ledger.MessageFingerprint([]byte(`{"order":"A-1"}`))
@@ -781,7 +782,7 @@ func TestBadInputIdentifiers(t *testing.T) {
 	)
 	begin := func(key, owner string) func(ctx context.Context, f *badFixture) error {
 		return func(ctx context.Context, f *badFixture) error {
-			_, _, err := f.app.ledger.Begin(ctx, ledger.Intent{Key: key, Tool: "pay", ArgsHash: "h", Owner: owner})
+			_, _, err := f.app.Ledger.Begin(ctx, ledger.Intent{Key: key, Tool: "pay", ArgsHash: "h", Owner: owner})
 			return err
 		}
 	}
@@ -805,20 +806,20 @@ func TestBadInputIdentifiers(t *testing.T) {
 	// The saver, called directly.
 	saverCalls := map[string]func(ctx context.Context, f *badFixture) error{
 		"Get empty thread": func(ctx context.Context, f *badFixture) error {
-			_, err := f.app.saver.Get(ctx, checkpoint.Ref{}, checkpoint.GetOptions{})
+			_, err := f.app.Saver.Get(ctx, checkpoint.Ref{}, checkpoint.GetOptions{})
 			return err
 		},
 		"List empty thread": func(ctx context.Context, f *badFixture) error {
-			_, err := f.app.saver.List(ctx, "", checkpoint.ListOptions{})
+			_, err := f.app.Saver.List(ctx, "", checkpoint.ListOptions{})
 			return err
 		},
 		"List bad filter key": func(ctx context.Context, f *badFixture) error {
-			_, err := f.app.saver.List(ctx, "wait", checkpoint.ListOptions{Filter: map[string]any{"a') OR 1=1 --": 1}})
+			_, err := f.app.Saver.List(ctx, "wait", checkpoint.ListOptions{Filter: map[string]any{"a') OR 1=1 --": 1}})
 			return err
 		},
-		"DeleteThread empty thread": func(ctx context.Context, f *badFixture) error { return f.app.saver.DeleteThread(ctx, "") },
+		"DeleteThread empty thread": func(ctx context.Context, f *badFixture) error { return f.app.Saver.DeleteThread(ctx, "") },
 		"Claim empty owner": func(ctx context.Context, f *badFixture) error {
-			return f.app.saver.Claim(ctx, checkpoint.Ref{Thread: "new"}, checkpoint.Lease{TTL: time.Second})
+			return f.app.Saver.Claim(ctx, checkpoint.Ref{Thread: "new"}, checkpoint.Lease{TTL: time.Second})
 		},
 	}
 	for _, name := range slices.Sorted(maps.Keys(saverCalls)) {
@@ -832,7 +833,7 @@ func TestBadInputIdentifiers(t *testing.T) {
 				AddNode(nn.node, func(ctx context.Context, s badState) (graph.Update[badState], error) {
 					return graph.Update[badState]{}, nil
 				}).
-				AddEdge(graph.START, nn.node).Compile(graph.WithSaver(f.app.saver))
+				AddEdge(graph.START, nn.node).Compile(graph.WithSaver(f.app.Saver))
 			return err
 		}, check: asErr[*graph.CompileError](nil)})
 	}
@@ -888,7 +889,7 @@ func TestBadInputToolArgs(t *testing.T) {
 func TestBadInputApprovalEdits(t *testing.T) {
 	edit := func(tool, args string) func(ctx context.Context, f *badFixture) error {
 		return func(ctx context.Context, f *badFixture) error {
-			_, err := f.app.inbox.Decide(ctx, f.approval, approval.Verdict{Outcome: approval.Edited, Reviewer: "alice", Tool: tool, Args: json.RawMessage(args)})
+			_, err := f.app.Inbox.Decide(ctx, f.approval, approval.Verdict{Outcome: approval.Edited, Reviewer: "alice", Tool: tool, Args: json.RawMessage(args)})
 			return err
 		}
 	}
@@ -937,7 +938,7 @@ func TestBadInputApplicationCode(t *testing.T) {
 		return e
 	}
 	readTool := func(name string, body func() error) *nodes.Tool {
-		tool, err := nodes.NewTool(name, "A read that fails.", func(ctx context.Context, a soakPayArgs, env nodes.Env) (string, error) {
+		tool, err := nodes.NewTool(name, "A read that fails.", func(ctx context.Context, a systemtest.SoakPayArgs, env nodes.Env) (string, error) {
 			return "", body()
 		}, nodes.Idempotent(), nodes.NoMemo())
 		if err != nil {
@@ -947,7 +948,7 @@ func TestBadInputApplicationCode(t *testing.T) {
 	}
 	execute := func(tool *nodes.Tool, opts ...nodes.ExecutorOption) func(ctx context.Context, f *badFixture) error {
 		return func(ctx context.Context, f *badFixture) error {
-			ex, err := nodes.NewExecutor([]*nodes.Tool{tool}, append([]nodes.ExecutorOption{nodes.WithLedger(f.app.ledger)}, opts...)...)
+			ex, err := nodes.NewExecutor([]*nodes.Tool{tool}, append([]nodes.ExecutorOption{nodes.WithLedger(f.app.Ledger)}, opts...)...)
 			if err != nil {
 				return err
 			}
@@ -990,7 +991,7 @@ func TestBadInputApplicationCode(t *testing.T) {
 			var err error
 			asker, err = graph.New[badState]().AddNode("n", func(ctx context.Context, s badState) (graph.Update[badState], error) {
 				return graph.Update[badState]{}, nilErr()
-			}).AddEdge(graph.START, "n").Compile(graph.WithSaver(f.app.saver))
+			}).AddEdge(graph.START, "n").Compile(graph.WithSaver(f.app.Saver))
 			if err == nil {
 				_, err = asker.Invoke(ctx, "typed-nil", graph.Update[badState]{}, graph.InterruptBefore("n"))
 			}
@@ -1032,7 +1033,7 @@ func TestBadInputApplicationCode(t *testing.T) {
 			asker, err = graph.New[badState]().AddNode("ask", func(ctx context.Context, s badState) (graph.Update[badState], error) {
 				_, err := interrupt.Ask[string](ctx, badBlockMarshal{release: blockedAsk})
 				return graph.Update[badState]{}, err
-			}).AddEdge(graph.START, "ask").Compile(graph.WithSaver(f.app.saver))
+			}).AddEdge(graph.START, "ask").Compile(graph.WithSaver(f.app.Saver))
 			if err == nil {
 				_, err = asker.Invoke(ctx, "asker", graph.Update[badState]{}, graph.InterruptBefore("ask"))
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/lockstepgo/lockstep/examples/support/helpdesk"
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/internal/faultdb"
+	"github.com/lockstepgo/lockstep/internal/systemtest"
 )
 
 // Leak checks (docs/reliability.md H7, R49): after Close the saver and the SQL
@@ -80,7 +81,7 @@ func TestNoLeakAfterClose(t *testing.T) {
 			return nil
 		}},
 		{"agent, approvals and ledger through the graph", 10, func(t *testing.T, dir string) error {
-			app, err := openSoakApp(ctx, soakAppConfig{DB: filepath.Join(dir, "app.db"), Provider: filepath.Join(dir, "provider.db")})
+			app, err := systemtest.OpenSoakApp(ctx, systemtest.SoakAppConfig{DB: filepath.Join(dir, "app.db"), Provider: filepath.Join(dir, "provider.db")})
 			if err != nil {
 				return err
 			}
@@ -88,11 +89,11 @@ func TestNoLeakAfterClose(t *testing.T) {
 				app.Close()
 				return err
 			}
-			if err := app.provider.Close(); err != nil {
+			if err := app.Provider.Close(); err != nil {
 				return err
 			}
-			app.provider = nil
-			return closeNoConns(app.saver)
+			app.Provider = nil
+			return closeNoConns(app.Saver)
 		}},
 		{"refund example", 3, func(t *testing.T, dir string) error {
 			_, err := refunds.Run(ctx, refunds.Config{DB: filepath.Join(dir, "r.db")})
@@ -134,22 +135,22 @@ func closeNoConns(s *sqlite.Saver) error {
 
 // leakAgentCycle runs one thread of the soak agent to its end: to the
 // approval, decided in the inbox, resumed by the worker.
-func leakAgentCycle(ctx context.Context, app *soakApp, thread string) error {
-	res, err := app.runner.Invoke(ctx, thread, soakUser(thread))
+func leakAgentCycle(ctx context.Context, app *systemtest.SoakApp, thread string) error {
+	res, err := app.Runner.Invoke(ctx, thread, systemtest.SoakUser(thread))
 	if err != nil {
 		return err
 	}
 	if res.Status != graph.StatusWaiting || len(res.Interrupts) != 1 {
 		return fmt.Errorf("invoke: %s with %d interrupts, want waiting on the payment", res.Status, len(res.Interrupts))
 	}
-	if _, err := app.inbox.Approve(ctx, res.Interrupts[0].ID, "alice", "ok"); err != nil {
+	if _, err := app.Inbox.Approve(ctx, res.Interrupts[0].ID, "alice", "ok"); err != nil {
 		return err
 	}
-	rep, err := app.worker.RunOnce(ctx)
+	rep, err := app.Worker.RunOnce(ctx)
 	if err != nil || rep.Resumed != 1 {
 		return fmt.Errorf("worker: %+v, %v", rep, err)
 	}
-	snap, err := app.runner.GetState(ctx, thread)
+	snap, err := app.Runner.GetState(ctx, thread)
 	if err != nil || snap.Status != graph.StatusDone {
 		return fmt.Errorf("after the worker: %s, %v", snap.Status, err)
 	}
@@ -163,21 +164,21 @@ func leakAgentCycle(ctx context.Context, app *soakApp, thread string) error {
 // rows open would keep the write lock or pin a WAL snapshot for the life
 // of the process. The saver's own writer connection is the one allowed.
 func TestNoConnectionHeldAfterFailures(t *testing.T) {
-	before, after := soakFaults()
+	before, after := systemtest.SoakFaults()
 	t.Cleanup(func() { before.Reset(); after.Reset() })
 	ctx := context.Background()
 	dir := t.TempDir()
-	app, err := openSoakApp(ctx, soakAppConfig{DB: filepath.Join(dir, "f.db"), Provider: filepath.Join(dir, "p.db"), DriverName: soakFaultDriver, LeaseTTL: 50 * time.Millisecond})
+	app, err := systemtest.OpenSoakApp(ctx, systemtest.SoakAppConfig{DB: filepath.Join(dir, "f.db"), Provider: filepath.Join(dir, "p.db"), DriverName: systemtest.SoakFaultDriver, LeaseTTL: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
 		before.Reset()
 		after.Reset()
-		if err := closeNoConns(app.saver); err != nil {
+		if err := closeNoConns(app.Saver); err != nil {
 			t.Error(err)
 		}
-		app.provider.Close()
+		app.Provider.Close()
 	}()
 	// One clean thread counts the operations of a thread's life.
 	before.Reset()
@@ -188,7 +189,7 @@ func TestNoConnectionHeldAfterFailures(t *testing.T) {
 	for _, op := range []faultdb.Op{faultdb.OpBegin, faultdb.OpExec, faultdb.OpQuery, faultdb.OpCommit} {
 		ops[op] = before.Count(op)
 	}
-	idle := app.saver.DB().Stats().InUse
+	idle := app.Saver.DB().Stats().InUse
 	steps := 0
 	for _, op := range []faultdb.Op{faultdb.OpBegin, faultdb.OpExec, faultdb.OpQuery, faultdb.OpCommit} {
 		for _, when := range []faultdb.When{faultdb.Before, faultdb.After} {
@@ -205,11 +206,11 @@ func TestNoConnectionHeldAfterFailures(t *testing.T) {
 				}
 				before.Reset()
 				after.Reset()
-				d.Arm(faultdb.Fault{Op: op, N: n, When: when, Err: soakTransientSQLiteFault[n%2]})
+				d.Arm(faultdb.Fault{Op: op, N: n, When: when, Err: systemtest.SoakTransientSQLiteFault[n%2]})
 				err := leakAgentCycle(ctx, app, thread)
-				if inUse := app.saver.DB().Stats().InUse; inUse > idle {
+				if inUse := app.Saver.DB().Stats().InUse; inUse > idle {
 					t.Errorf("%s fault (%v) at %s #%d (call returned %v): %d connections in use after the call returned, want %d",
-						whenName(when), soakTransientSQLiteFault[n%2], op, n, err, inUse, idle)
+						whenName(when), systemtest.SoakTransientSQLiteFault[n%2], op, n, err, inUse, idle)
 				}
 			}
 		}

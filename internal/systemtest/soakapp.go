@@ -1,4 +1,4 @@
-package lockstep_test
+package systemtest
 
 import (
 	"context"
@@ -34,22 +34,22 @@ import (
 // the provider records every call it receives under that key, so the
 // witness tells "the engine called pay twice" apart from "paid twice".
 
-// soakState is the agent's state plus the audit branch's field.
-type soakState struct {
+// SoakState is the agent's state plus the audit branch's field.
+type SoakState struct {
 	Messages []nodes.Message            `lockstep:"append"`
 	Memo     map[string]nodes.MemoEntry `lockstep:"merge"`
 	Audit    []string                   `lockstep:"append"`
 }
 
-func soakAccess() nodes.StateAccess[soakState] {
-	return nodes.StateAccess[soakState]{
-		Messages: func(s soakState) []nodes.Message { return s.Messages },
-		Memo:     func(s soakState) map[string]nodes.MemoEntry { return s.Memo },
-		Update: func(msgs []nodes.Message, memo map[string]nodes.MemoEntry) graph.Update[soakState] {
+func soakAccess() nodes.StateAccess[SoakState] {
+	return nodes.StateAccess[SoakState]{
+		Messages: func(s SoakState) []nodes.Message { return s.Messages },
+		Memo:     func(s SoakState) map[string]nodes.MemoEntry { return s.Memo },
+		Update: func(msgs []nodes.Message, memo map[string]nodes.MemoEntry) graph.Update[SoakState] {
 			if memo == nil {
-				return graph.Set(soakState{Messages: msgs}, "Messages")
+				return graph.Set(SoakState{Messages: msgs}, "Messages")
 			}
-			return graph.Set(soakState{Messages: msgs, Memo: memo}, "Messages", "Memo")
+			return graph.Set(SoakState{Messages: msgs, Memo: memo}, "Messages", "Memo")
 		},
 	}
 }
@@ -58,27 +58,29 @@ type soakLookupArgs struct {
 	Order string `json:"order" jsonschema:"minLength=1"`
 }
 
-type soakPayArgs struct {
+// SoakPayArgs are the pay tool's arguments.
+type SoakPayArgs struct {
 	Order  string `json:"order" jsonschema:"minLength=1"`
 	Amount int    `json:"amount" jsonschema:"minimum=1"`
 }
 
-type soakPayment struct {
+// SoakPayment is what the pay tool returns.
+type SoakPayment struct {
 	ID     string `json:"id"`
 	Order  string `json:"order"`
 	Amount int    `json:"amount"`
 }
 
-// soakProvider is the payment provider and audit sink: a separate SQLite
+// SoakProvider is the payment provider and audit sink: a separate SQLite
 // file (never under injected faults) that counts every call it receives,
 // by idempotency key, and applies the effect once per key.
-type soakProvider struct{ db *sql.DB }
+type SoakProvider struct{ DB *sql.DB }
 
 const soakProviderSchema = `
 CREATE TABLE IF NOT EXISTS payments (key TEXT PRIMARY KEY, thread TEXT NOT NULL, order_id TEXT NOT NULL, amount INTEGER NOT NULL, calls INTEGER NOT NULL, pid INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS audits (thread TEXT PRIMARY KEY, calls INTEGER NOT NULL);`
 
-func openSoakProvider(path string) (*soakProvider, error) {
+func openSoakProvider(path string) (*SoakProvider, error) {
 	db, err := sql.Open("sqlite3", path+"?_journal_mode=WAL&_busy_timeout=10000&_txlock=immediate")
 	if err != nil {
 		return nil, err
@@ -87,37 +89,38 @@ func openSoakProvider(path string) (*soakProvider, error) {
 		db.Close()
 		return nil, err
 	}
-	return &soakProvider{db: db}, nil
+	return &SoakProvider{DB: db}, nil
 }
 
-func (p *soakProvider) Close() error { return p.db.Close() }
+// Close closes the provider's database.
+func (p *SoakProvider) Close() error { return p.DB.Close() }
 
 // pay applies a payment once per key and counts the call.
-func (p *soakProvider) pay(ctx context.Context, key, thread string, a soakPayArgs) (soakPayment, error) {
-	_, err := p.db.ExecContext(ctx, `INSERT INTO payments(key, thread, order_id, amount, calls, pid) VALUES (?, ?, ?, ?, 1, ?)
+func (p *SoakProvider) pay(ctx context.Context, key, thread string, a SoakPayArgs) (SoakPayment, error) {
+	_, err := p.DB.ExecContext(ctx, `INSERT INTO payments(key, thread, order_id, amount, calls, pid) VALUES (?, ?, ?, ?, 1, ?)
 		ON CONFLICT(key) DO UPDATE SET calls = calls + 1`, key, thread, a.Order, a.Amount, os.Getpid())
 	if err != nil {
-		return soakPayment{}, nodes.Transient(err)
+		return SoakPayment{}, nodes.Transient(err)
 	}
-	return soakPayment{ID: "pay_" + key[:12], Order: a.Order, Amount: a.Amount}, nil
+	return SoakPayment{ID: "pay_" + key[:12], Order: a.Order, Amount: a.Amount}, nil
 }
 
 // find reports the payment made under key, if any (the reconcile hook).
-func (p *soakProvider) find(ctx context.Context, key string) (soakPayment, bool, error) {
-	var pm soakPayment
-	err := p.db.QueryRowContext(ctx, `SELECT order_id, amount FROM payments WHERE key = ?`, key).Scan(&pm.Order, &pm.Amount)
+func (p *SoakProvider) find(ctx context.Context, key string) (SoakPayment, bool, error) {
+	var pm SoakPayment
+	err := p.DB.QueryRowContext(ctx, `SELECT order_id, amount FROM payments WHERE key = ?`, key).Scan(&pm.Order, &pm.Amount)
 	if errors.Is(err, sql.ErrNoRows) {
-		return soakPayment{}, false, nil
+		return SoakPayment{}, false, nil
 	}
 	if err != nil {
-		return soakPayment{}, false, err
+		return SoakPayment{}, false, err
 	}
 	pm.ID = "pay_" + key[:12]
 	return pm, true, nil
 }
 
-func (p *soakProvider) audit(ctx context.Context, thread string) error {
-	_, err := p.db.ExecContext(ctx, `INSERT INTO audits(thread, calls) VALUES (?, 1) ON CONFLICT(thread) DO UPDATE SET calls = calls + 1`, thread)
+func (p *SoakProvider) audit(ctx context.Context, thread string) error {
+	_, err := p.DB.ExecContext(ctx, `INSERT INTO audits(thread, calls) VALUES (?, 1) ON CONFLICT(thread) DO UPDATE SET calls = calls + 1`, thread)
 	return err
 }
 
@@ -143,12 +146,12 @@ func (soakModel) Generate(ctx context.Context, msgs []nodes.Message, tools []nod
 	if !ok {
 		return nodes.Message{}, errors.New("soak model: no task in context")
 	}
-	order, amount := soakOrder(info.Thread)
+	order, amount := SoakOrder(info.Thread)
 	return soakScript(order, amount).Generate(ctx, msgs, tools)
 }
 
-// soakOrder derives a thread's order and amount.
-func soakOrder(thread string) (string, int) {
+// SoakOrder derives a thread's order and amount.
+func SoakOrder(thread string) (string, int) {
 	var h uint32 = 2166136261
 	for i := 0; i < len(thread); i++ {
 		h = (h ^ uint32(thread[i])) * 16777619
@@ -156,47 +159,51 @@ func soakOrder(thread string) (string, int) {
 	return "O-" + thread, int(h%9000) + 100
 }
 
-// soakApp is one process's wiring on the database file.
-type soakApp struct {
-	saver    *sqlite.Saver
-	store    *approval.SQLStore
-	ledger   *ledger.SQL
-	provider *soakProvider
-	runner   *graph.Runnable[soakState]
-	inbox    *approval.Inbox
-	worker   *approval.Worker
+// SoakApp is one process's wiring on the database file.
+type SoakApp struct {
+	Saver    *sqlite.Saver
+	Store    *approval.SQLStore
+	Ledger   *ledger.SQL
+	Provider *SoakProvider
+	Runner   *graph.Runnable[SoakState]
+	Inbox    *approval.Inbox
+	Worker   *approval.Worker
 }
 
-// soakAppConfig configures openSoakApp.
-type soakAppConfig struct {
+// SoakAppConfig configures OpenSoakApp.
+type SoakAppConfig struct {
 	DB, Provider string
 	DriverName   string        // "" for the plain sqlite3 driver
 	LeaseTTL     time.Duration // the graph's and the worker's leases
 }
 
-func openSoakApp(ctx context.Context, cfg soakAppConfig) (_ *soakApp, err error) {
+// OpenSoakApp opens the soak's application on cfg.DB and cfg.Provider:
+// the saver, the ledger, the approval store, the agent with its audit
+// branch, the inbox and the approval worker. It returns the first error
+// of opening any of them, having closed what it opened.
+func OpenSoakApp(ctx context.Context, cfg SoakAppConfig) (_ *SoakApp, err error) {
 	saver, err := sqlite.Open(cfg.DB, sqlite.Config{DriverName: cfg.DriverName, Synchronous: sqlite.SyncNormal, BusyTimeout: 10 * time.Second})
 	if err != nil {
 		return nil, err
 	}
-	a := &soakApp{saver: saver}
+	a := &SoakApp{Saver: saver}
 	defer func() {
 		if err != nil {
 			a.Close()
 		}
 	}()
-	if a.provider, err = openSoakProvider(cfg.Provider); err != nil {
+	if a.Provider, err = openSoakProvider(cfg.Provider); err != nil {
 		return nil, err
 	}
-	if a.ledger, err = ledger.NewSQL(ctx, saver.DB(), ledger.Options{}); err != nil {
+	if a.Ledger, err = ledger.NewSQL(ctx, saver.DB(), ledger.Options{}); err != nil {
 		return nil, err
 	}
-	if a.store, err = approval.OpenSQLStore(ctx, saver.DB(), time.Now); err != nil {
+	if a.Store, err = approval.OpenSQLStore(ctx, saver.DB(), time.Now); err != nil {
 		return nil, err
 	}
 	lookupOrder, err := nodes.NewTool("lookup_order", "Look an order up.",
 		func(ctx context.Context, a soakLookupArgs, _ nodes.Env) (map[string]any, error) {
-			_, amount := soakOrder(a.Order)
+			_, amount := SoakOrder(a.Order)
 			return map[string]any{"order": a.Order, "amount": amount, "status": "delivered"}, nil
 		}, nodes.Idempotent())
 	if err != nil {
@@ -209,48 +216,48 @@ func openSoakApp(ctx context.Context, cfg soakAppConfig) (_ *soakApp, err error)
 	if err != nil {
 		return nil, err
 	}
-	prov := a.provider
+	prov := a.Provider
 	pay, err := nodes.NewTool("pay", "Pay an order back. Needs approval.",
-		func(ctx context.Context, a soakPayArgs, env nodes.Env) (soakPayment, error) {
+		func(ctx context.Context, a SoakPayArgs, env nodes.Env) (SoakPayment, error) {
 			return prov.pay(ctx, env.IdempotencyKey(), env.Thread, a)
 		},
 		nodes.Destructive(approval.RiskHigh),
-		nodes.Reconcile(func(ctx context.Context, a soakPayArgs, env nodes.Env) (soakPayment, bool, error) {
+		nodes.Reconcile(func(ctx context.Context, a SoakPayArgs, env nodes.Env) (SoakPayment, bool, error) {
 			return prov.find(ctx, env.IdempotencyKey())
 		}))
 	if err != nil {
 		return nil, err
 	}
 	ex, err := nodes.NewExecutor([]*nodes.Tool{lookupOrder, lookupCustomer, pay},
-		nodes.WithPolicy(nodes.FromRules(approval.Rules{Owner: "payments", TTL: time.Hour})), nodes.WithLedger(a.ledger))
+		nodes.WithPolicy(nodes.FromRules(approval.Rules{Owner: "payments", TTL: time.Hour})), nodes.WithLedger(a.Ledger))
 	if err != nil {
 		return nil, err
 	}
-	agent, err := nodes.NewAgentFor(soakModel{}, ex, soakAccess(), nodes.AgentOptions{MaxTurns: 4, ToolNode: []nodes.ToolNodeOption{nodes.WithOutcomeRecorder(a.store)}})
+	agent, err := nodes.NewAgentFor(soakModel{}, ex, soakAccess(), nodes.AgentOptions{MaxTurns: 4, ToolNode: []nodes.ToolNodeOption{nodes.WithOutcomeRecorder(a.Store)}})
 	if err != nil {
 		return nil, err
 	}
 	agent.Graph().
-		AddNode("audit", func(ctx context.Context, s soakState) (graph.Update[soakState], error) {
+		AddNode("audit", func(ctx context.Context, s SoakState) (graph.Update[SoakState], error) {
 			info, _ := graph.TaskFrom(ctx)
 			if _, err := graph.Durable(ctx, "audit", func(ctx context.Context) (bool, error) { return true, prov.audit(ctx, info.Thread) }); err != nil {
-				return graph.Update[soakState]{}, err
+				return graph.Update[SoakState]{}, err
 			}
-			return graph.Set(soakState{Audit: []string{"audited " + info.Thread}}, "Audit"), nil
+			return graph.Set(SoakState{Audit: []string{"audited " + info.Thread}}, "Audit"), nil
 		}).
 		AddEdge(graph.START, "audit")
 	lease := cfg.LeaseTTL
 	if lease == 0 {
 		lease = 2 * time.Second
 	}
-	if a.runner, err = agent.Compile(graph.WithSaver(saver), graph.WithLeaseTTL(lease), graph.WithLogger(slog.New(slog.DiscardHandler))); err != nil {
+	if a.Runner, err = agent.Compile(graph.WithSaver(saver), graph.WithLeaseTTL(lease), graph.WithLogger(slog.New(slog.DiscardHandler))); err != nil {
 		return nil, err
 	}
-	a.inbox = approval.NewInbox(saver, a.store)
-	if a.worker, err = approval.NewWorker(a.store, approval.ResumeGraph(a.runner), approval.WorkerOptions{
+	a.Inbox = approval.NewInbox(saver, a.Store)
+	if a.Worker, err = approval.NewWorker(a.Store, approval.ResumeGraph(a.Runner), approval.WorkerOptions{
 		Lease:   4 * lease,
 		Retry:   &retry.Policy{Initial: 50 * time.Millisecond, Max: time.Second},
-		Sweeper: a.inbox,
+		Sweeper: a.Inbox,
 	}); err != nil {
 		return nil, err
 	}
@@ -258,42 +265,48 @@ func openSoakApp(ctx context.Context, cfg soakAppConfig) (_ *soakApp, err error)
 }
 
 // Close closes the provider and the database.
-func (a *soakApp) Close() error {
+func (a *SoakApp) Close() error {
 	var errs []error
-	if a.provider != nil {
-		errs = append(errs, a.provider.Close())
+	if a.Provider != nil {
+		errs = append(errs, a.Provider.Close())
 	}
-	errs = append(errs, a.saver.Close())
+	errs = append(errs, a.Saver.Close())
 	return errors.Join(errs...)
 }
 
-// soakUser is the customer's message that starts a thread.
-func soakUser(thread string) graph.Update[soakState] {
-	order, _ := soakOrder(thread)
-	return graph.Set(soakState{Messages: []nodes.Message{{Role: nodes.RoleUser, Content: "Please refund order " + order + "."}}}, "Messages")
+// SoakUser is the customer's message that starts a thread.
+func SoakUser(thread string) graph.Update[SoakState] {
+	order, _ := SoakOrder(thread)
+	return graph.Set(SoakState{Messages: []nodes.Message{{Role: nodes.RoleUser, Content: "Please refund order " + order + "."}}}, "Messages")
 }
 
+// SoakFaultDriver is the name of the fault-injecting driver SoakFaults
+// registers (SoakAppConfig.DriverName).
+const SoakFaultDriver = "lockstep_soak_fault"
+
+// SoakTransientSQLiteFault are the SQLite errors the soak and the leak
+// tests inject: busy and I/O errors, which the engine retries.
+var SoakTransientSQLiteFault = []error{sqlite3.Error{Code: sqlite3.ErrBusy}, sqlite3.Error{Code: sqlite3.ErrIoErr}}
+
 var (
-	soakFaultsOnce           sync.Once
-	soakBefore, soakAfter    *faultdb.Driver
-	soakFaultDriver          = "lockstep_soak_fault"
-	soakTransientSQLiteFault = []error{sqlite3.Error{Code: sqlite3.ErrBusy}, sqlite3.Error{Code: sqlite3.ErrIoErr}}
+	soakFaultsOnce        sync.Once
+	soakBefore, soakAfter *faultdb.Driver
 )
 
-// soakFaults registers, once per process, the fault-injecting driver the
+// SoakFaults registers, once per process, the fault-injecting driver the
 // soak and the leak tests open the file through: one faultdb layer that
 // fails operations before they run and one that fails them after they
 // took effect. It returns both layers (reset).
-func soakFaults() (before, after *faultdb.Driver) {
+func SoakFaults() (before, after *faultdb.Driver) {
 	soakFaultsOnce.Do(func() {
 		soakBefore = faultdb.New(&sqlite3.SQLiteDriver{})
 		soakAfter = faultdb.New(soakBefore)
-		sql.Register(soakFaultDriver, soakAfter)
+		sql.Register(SoakFaultDriver, soakAfter)
 	})
 	soakBefore.Reset()
 	soakAfter.Reset()
 	return soakBefore, soakAfter
 }
 
-// soakEditedAmount is the amount a resolver's edit pays instead.
-func soakEditedAmount(amount int) int { return amount / 2 }
+// SoakEditedAmount is the amount a resolver's edit pays instead.
+func SoakEditedAmount(amount int) int { return amount / 2 }

@@ -1,4 +1,4 @@
-package lockstep_test
+package soak_test
 
 import (
 	"context"

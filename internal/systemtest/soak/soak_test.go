@@ -1,4 +1,4 @@
-package lockstep_test
+package soak_test
 
 import (
 	"bufio"
@@ -28,6 +28,7 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/internal/faultdb"
+	"github.com/lockstepgo/lockstep/internal/systemtest"
 	"github.com/lockstepgo/lockstep/nodes"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
 )
@@ -347,11 +348,11 @@ func runSoak(t *testing.T, o soakOptions) *soakRecorder {
 	db, provider, feedPath := filepath.Join(dir, "soak.db"), filepath.Join(dir, "provider.db"), filepath.Join(dir, "feed.db")
 	// Create the tables once, without faults.
 	ctx := context.Background()
-	app, err := openSoakApp(ctx, soakAppConfig{DB: db, Provider: provider})
+	app, err := systemtest.OpenSoakApp(ctx, systemtest.SoakAppConfig{DB: db, Provider: provider})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := app.saver.DB().ExecContext(ctx, soakSchema); err != nil {
+	if _, err := app.Saver.DB().ExecContext(ctx, soakSchema); err != nil {
 		t.Fatal(err)
 	}
 	if err := app.Close(); err != nil {
@@ -626,12 +627,12 @@ func soakCheck(t *testing.T, r *soakRecorder, in soakCheckInput) {
 	t.Helper()
 	ctx := context.Background()
 	told := in.told
-	app, err := openSoakApp(ctx, soakAppConfig{DB: in.db, Provider: in.provider})
+	app, err := systemtest.OpenSoakApp(ctx, systemtest.SoakAppConfig{DB: in.db, Provider: in.provider})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer app.Close()
-	sdb := app.saver.DB()
+	sdb := app.Saver.DB()
 
 	var ok string
 	if err := sdb.QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&ok); err != nil || ok != "ok" {
@@ -660,7 +661,7 @@ func soakCheck(t *testing.T, r *soakRecorder, in soakCheckInput) {
 		t.Fatal(err)
 	}
 	trows.Close()
-	threads, err := app.saver.Threads(ctx, 0, 0)
+	threads, err := app.Saver.Threads(ctx, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -688,7 +689,7 @@ func soakCheck(t *testing.T, r *soakRecorder, in soakCheckInput) {
 	payText := map[string]string{}         // thread → the pay tool message the model read
 	var completed []time.Time              // when each thread completed
 	for _, th := range threads {
-		snap, err := app.runner.GetState(ctx, th.Thread)
+		snap, err := app.Runner.GetState(ctx, th.Thread)
 		if err != nil {
 			r.fail("threads", "thread %s: %v", th.Thread, err)
 			continue
@@ -802,7 +803,7 @@ func soakCheck(t *testing.T, r *soakRecorder, in soakCheckInput) {
 	// result says it ran (executed, or replayed from the ledger) was paid
 	// exactly once, under the key the result names; a thread was only
 	// paid after an approval.
-	rows, err := app.provider.db.QueryContext(ctx, `SELECT key, thread, calls, amount FROM payments`)
+	rows, err := app.Provider.DB.QueryContext(ctx, `SELECT key, thread, calls, amount FROM payments`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -855,10 +856,10 @@ func soakCheck(t *testing.T, r *soakRecorder, in soakCheckInput) {
 			// checked above), whatever the model was told, for the
 			// amount asked, or the edited one.
 			approved++
-			_, want := soakOrder(thread)
+			_, want := systemtest.SoakOrder(thread)
 			if m.Approval == string(approval.Edited) {
 				edited++
-				want = soakEditedAmount(want)
+				want = systemtest.SoakEditedAmount(want)
 			}
 			if len(paid[thread]) == 0 {
 				r.fail("payments", "thread %s: pay was %s and the thread is done, but the provider was never paid (%s): %s", thread, m.Approval, m.Status, payText[thread])
@@ -983,7 +984,7 @@ func soakRunning(a, b time.Time, stops []soakStopWindow) time.Duration {
 
 // soakCheckSnapshot says what is wrong with a thread's final snapshot, or
 // "" when its status, Next and Tasks agree.
-func soakCheckSnapshot(s graph.Snapshot[soakState]) string {
+func soakCheckSnapshot(s graph.Snapshot[systemtest.SoakState]) string {
 	switch s.Status {
 	case graph.StatusDone:
 		if len(s.Next) != 0 || len(s.Interrupts) != 0 {
@@ -1085,8 +1086,8 @@ func soakPrintf(format string, args ...any) {
 
 func runSoakChild(cfg soakChildConfig) (soakChildResult, error) {
 	ctx := context.Background()
-	before, after := soakFaults()
-	app, err := openSoakApp(ctx, soakAppConfig{DB: cfg.DB, Provider: cfg.Provider, DriverName: soakFaultDriver})
+	before, after := systemtest.SoakFaults()
+	app, err := systemtest.OpenSoakApp(ctx, systemtest.SoakAppConfig{DB: cfg.DB, Provider: cfg.Provider, DriverName: systemtest.SoakFaultDriver})
 	if err != nil {
 		return soakChildResult{}, err
 	}
@@ -1096,7 +1097,7 @@ func runSoakChild(cfg soakChildConfig) (soakChildResult, error) {
 		return soakChildResult{}, err
 	}
 	defer feed.Close()
-	sdb := app.saver.DB()
+	sdb := app.Saver.DB()
 	// Each incarnation has its own fault stream, drawn from the seed.
 	procSeed := cfg.Seed ^ uint64(cfg.Proc+1)*0x9e3779b97f4a7c15 ^ uint64(cfg.Incarnation)*0xbf58476d1ce4e5b9
 	// Half the rate before operations (which then do not happen), half
@@ -1107,8 +1108,8 @@ func runSoakChild(cfg soakChildConfig) (soakChildResult, error) {
 	// transaction, so the pooled connection would keep the write lock (or
 	// an old read snapshot) forever, which go-sqlite3 itself never does
 	// (its Commit rolls back on failure); reported to the lead.
-	before.ArmRandom(procSeed, soakFaultRate/2, faultdb.Before, []faultdb.Op{faultdb.OpBegin, faultdb.OpExec, faultdb.OpQuery}, soakTransientSQLiteFault...)
-	after.ArmRandom(procSeed+1, soakFaultRate/2, faultdb.After, []faultdb.Op{faultdb.OpExec, faultdb.OpQuery, faultdb.OpCommit}, soakTransientSQLiteFault...)
+	before.ArmRandom(procSeed, soakFaultRate/2, faultdb.Before, []faultdb.Op{faultdb.OpBegin, faultdb.OpExec, faultdb.OpQuery}, systemtest.SoakTransientSQLiteFault...)
+	after.ArmRandom(procSeed+1, soakFaultRate/2, faultdb.After, []faultdb.Op{faultdb.OpExec, faultdb.OpQuery, faultdb.OpCommit}, systemtest.SoakTransientSQLiteFault...)
 
 	var (
 		mu         sync.Mutex
@@ -1231,10 +1232,10 @@ func runSoakChild(cfg soakChildConfig) (soakChildResult, error) {
 	// continue it if a fault (or a dead process) left it failed or
 	// pending. It reports whether it ran the thread.
 	advance := func(thread string) bool {
-		snap, err := app.runner.GetState(ctx, thread)
+		snap, err := app.Runner.GetState(ctx, thread)
 		switch {
 		case errors.Is(err, graph.ErrThreadNotFound):
-			_, err := app.runner.Invoke(ctx, thread, soakUser(thread))
+			_, err := app.Runner.Invoke(ctx, thread, systemtest.SoakUser(thread))
 			noteErr(err)
 			return true
 		case err != nil:
@@ -1243,7 +1244,7 @@ func runSoakChild(cfg soakChildConfig) (soakChildResult, error) {
 			markDone(thread)
 		case snap.Status == graph.StatusFailed || snap.Status == graph.StatusPending:
 			continued.Add(1)
-			_, err := app.runner.Continue(ctx, thread)
+			_, err := app.Runner.Continue(ctx, thread)
 			noteErr(err)
 			return true
 		}
@@ -1261,7 +1262,7 @@ func runSoakChild(cfg soakChildConfig) (soakChildResult, error) {
 		c := ledger.Claim{Scope: soakFeedScope, ID: d.MessageID, Fingerprint: ledger.MessageFingerprint([]byte(d.Body))}
 		if cfg.Sabotage == "claim-outside-tx" {
 			// Negative control: the claim commits on its own.
-			switch err := app.ledger.ClaimMessage(ctx, c); {
+			switch err := app.Ledger.ClaimMessage(ctx, c); {
 			case errors.Is(err, ledger.ErrDuplicateMessage):
 				dups.Add(1)
 				return nil
@@ -1277,7 +1278,7 @@ func runSoakChild(cfg soakChildConfig) (soakChildResult, error) {
 		if cfg.Sabotage == "" {
 			// A redelivery carries the same body, so a mismatch
 			// (ErrDuplicateMismatch) is a failure, not a duplicate.
-			switch err := app.ledger.ClaimMessageTx(ctx, tx, c); {
+			switch err := app.Ledger.ClaimMessageTx(ctx, tx, c); {
 			case errors.Is(err, ledger.ErrDuplicateMessage):
 				dups.Add(1)
 				return nil
@@ -1340,15 +1341,15 @@ func runSoakChild(cfg soakChildConfig) (soakChildResult, error) {
 		var err error
 		switch {
 		case pick < 0.6:
-			d, err = app.inbox.Approve(ctx, it.ID, name, "soak")
+			d, err = app.Inbox.Approve(ctx, it.ID, name, "soak")
 		case pick < 0.85:
-			d, err = app.inbox.Reject(ctx, it.ID, name, "soak")
+			d, err = app.Inbox.Reject(ctx, it.ID, name, "soak")
 		case it.Request.Kind == "" || it.Request.Kind == approval.KindGate:
-			order, amount := soakOrder(it.Thread)
-			args := fmt.Sprintf(`{"order":%q,"amount":%d}`, order, soakEditedAmount(amount))
-			d, err = app.inbox.Edit(ctx, it.ID, name, json.RawMessage(args), "soak: half")
+			order, amount := systemtest.SoakOrder(it.Thread)
+			args := fmt.Sprintf(`{"order":%q,"amount":%d}`, order, systemtest.SoakEditedAmount(amount))
+			d, err = app.Inbox.Edit(ctx, it.ID, name, json.RawMessage(args), "soak: half")
 		default:
-			d, err = app.inbox.Approve(ctx, it.ID, name, "soak")
+			d, err = app.Inbox.Approve(ctx, it.ID, name, "soak")
 		}
 		var ad *approval.AlreadyDecidedError
 		switch {
@@ -1367,7 +1368,7 @@ func runSoakChild(cfg soakChildConfig) (soakChildResult, error) {
 		rng := rand.New(rand.NewPCG(procSeed, uint64(k)+7))
 		name := fmt.Sprintf("resolver-%d.%d-%d", cfg.Proc, cfg.Incarnation, k)
 		for time.Now().Before(cfg.RunUntil) {
-			page, err := app.inbox.List(ctx, approval.Filter{Limit: 50})
+			page, err := app.Inbox.List(ctx, approval.Filter{Limit: 50})
 			if err == nil && len(page.Items) > 0 { // else a fault, or nothing to do
 				i := 0
 				if rng.IntN(2) == 0 {
@@ -1380,7 +1381,7 @@ func runSoakChild(cfg soakChildConfig) (soakChildResult, error) {
 	}
 	// decideAll has one resolver act on every listed approval (the drain).
 	decideAll := func(rng *rand.Rand) {
-		page, err := app.inbox.List(ctx, approval.Filter{Limit: 50})
+		page, err := app.Inbox.List(ctx, approval.Filter{Limit: 50})
 		if err != nil {
 			return // a fault: the next pass lists again
 		}
@@ -1390,7 +1391,7 @@ func runSoakChild(cfg soakChildConfig) (soakChildResult, error) {
 	}
 
 	workOnce := func() {
-		rep, err := app.worker.RunOnce(ctx)
+		rep, err := app.Worker.RunOnce(ctx)
 		if err == nil {
 			resumed.Add(int64(rep.Resumed))
 		}
@@ -1425,7 +1426,7 @@ func runSoakChild(cfg soakChildConfig) (soakChildResult, error) {
 				mine[thread] = true
 				mu.Unlock()
 				open = append(open, thread)
-				_, err := app.runner.Invoke(ctx, thread, soakUser(thread))
+				_, err := app.Runner.Invoke(ctx, thread, systemtest.SoakUser(thread))
 				noteErr(err)
 			}
 		})
