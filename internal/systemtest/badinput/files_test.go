@@ -1,4 +1,4 @@
-package lockstep_test
+package badinput_test
 
 import (
 	"bytes"
