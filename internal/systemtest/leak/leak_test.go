@@ -1,4 +1,4 @@
-package lockstep_test
+package leak_test
 
 import (
 	"context"
