@@ -1,4 +1,4 @@
-package lockstep_test
+package golden_test
 
 import (
 	"bytes"
@@ -33,7 +33,7 @@ import (
 
 // Golden checkpoint databases (docs/reliability.md R14).
 //
-// testdata/golden/vN holds SQLite files written by lockstep at some point
+// testdata/vN holds SQLite files written by lockstep at some point
 // in its history, each with one thread paused mid-run, and next to each a
 // NAME.want.json with what GetState must report before the thread resumes
 // and the values and side-effect counts after. The graphs that wrote them
@@ -41,7 +41,7 @@ import (
 // share them.
 
 const (
-	goldenDir      = "testdata/golden/v1"
+	goldenDir      = "testdata/v1"
 	goldenWriteEnv = "LOCKSTEP_GOLDEN_WRITE"
 	// goldenMaxBytes bounds a golden file, so that the fixtures stay
 	// reviewable and cheap to keep in the repository.
@@ -686,7 +686,7 @@ func goldenCopy(from, to string) error {
 }
 
 // TestGoldenResume is the compatibility test of R14: it opens checkpoint
-// databases written by an earlier lockstep (testdata/golden/v1, written by
+// databases written by an earlier lockstep (testdata/v1, written by
 // the generator below with the code of its time) with the current saver,
 // approval store and ledger, checks that each thread is still waiting
 // where it was (status, next tasks, interrupts and their values, the
@@ -700,7 +700,7 @@ func goldenCopy(from, to string) error {
 // options) are part of the fixture and must not change in a way that
 // changes what runs. When the stored format (checkpoint, pending-write,
 // approval or ledger tables, the JSON of states, interrupts and requests)
-// or these graphs change incompatibly, add testdata/golden/v2 written by
+// or these graphs change incompatibly, add testdata/v2 written by
 // the new code (with new builders if needed) and keep v1 passing. If v1
 // can no longer pass by design, say so in docs/reliability.md (R14) and in
 // CHANGELOG.md as a documented break, and only then retire it. Never regenerate
