@@ -12,9 +12,7 @@ import (
 // goroutine leaks otherwise.
 func TestMain(m *testing.M) {
 	systemtest.RunChild(map[string]func() int{
-		freezeRole: runFreezeChild,
-		fenceRole:  runFenceChild,
-		w6Role:     runW6Child,
+		w6Role: runW6Child,
 	})
 	goleak.VerifyTestMain(m)
 }

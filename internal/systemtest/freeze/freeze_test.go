@@ -1,4 +1,4 @@
-package lockstep_test
+package freeze_test
 
 import (
 	"bufio"
@@ -28,11 +28,12 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/internal/crashtest"
+	"github.com/lockstepgo/lockstep/internal/systemtest"
 	"github.com/lockstepgo/lockstep/nodes"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
 )
 
-// freezeRole is the LOCKSTEP_CHILD role of runner A (crash_test.go's
+// freezeRole is the LOCKSTEP_CHILD role of runner A (main_test.go's
 // TestMain dispatches it).
 const freezeRole = "freeze"
 
@@ -161,19 +162,6 @@ func freezePaths(dir string) (db, witness string) {
 	return filepath.Join(dir, "freeze.db"), filepath.Join(dir, "witness")
 }
 
-// freezeClass names how a run ended, by errors.Is.
-func freezeClass(err error) string {
-	switch {
-	case err == nil:
-		return "none"
-	case errors.Is(err, checkpoint.ErrThreadBusy):
-		return "busy"
-	case errors.Is(err, checkpoint.ErrConflict):
-		return "conflict"
-	}
-	return "other"
-}
-
 // runFreezeChild is runner A: it starts the thread with a short lease and,
 // in the pay node, says READY and waits for a line on its standard input
 // before the charge. It exits 0 once it has reported how its run ended.
@@ -230,7 +218,7 @@ func runFreezeChild() int {
 	if err != nil {
 		msg = err.Error()
 	}
-	say(fmt.Sprintf("%s %s %s", freezeFinal, freezeClass(err), strconv.Quote(msg)))
+	say(fmt.Sprintf("%s %s %s", freezeFinal, systemtest.EndClass(err), strconv.Quote(msg)))
 	return 0
 }
 

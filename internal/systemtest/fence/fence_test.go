@@ -1,4 +1,4 @@
-package lockstep_test
+package fence_test
 
 import (
 	"bufio"
@@ -22,12 +22,13 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/systemtest"
 	"github.com/lockstepgo/lockstep/interrupt"
 	"github.com/lockstepgo/lockstep/postgres"
 )
 
 // fenceRole is the LOCKSTEP_CHILD role of the stale runner of
-// TestStaleWriterFenced (crash_test.go's TestMain dispatches it).
+// TestStaleWriterFenced (main_test.go's TestMain dispatches it).
 const fenceRole = "fence"
 
 const (
@@ -99,7 +100,7 @@ func runFenceChild() int {
 	if err != nil {
 		msg = err.Error()
 	}
-	fmt.Printf("%s %s %s\n", fenceMessage, freezeClass(err), strconv.Quote(msg))
+	fmt.Printf("%s %s %s\n", fenceMessage, systemtest.EndClass(err), strconv.Quote(msg))
 	return 0
 }
 
