@@ -1,17 +1,16 @@
-package lockstep_test
+package status_test
 
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/lockstepgo/lockstep/checkpoint"
-	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/systemtest"
 	"github.com/lockstepgo/lockstep/interrupt"
 )
 
@@ -20,29 +19,12 @@ type statusState struct {
 	Fail bool
 }
 
-// everySaver returns a constructor for each saver the end-to-end tests run
-// on, by name: the in-memory saver and a SQLite file in the test's temp
-// directory, closed when the test ends.
-func everySaver() map[string]func(t *testing.T) checkpoint.Saver {
-	return map[string]func(t *testing.T) checkpoint.Saver{
-		"memory": func(t *testing.T) checkpoint.Saver { return checkpoint.NewMemorySaver(nil) },
-		"sqlite": func(t *testing.T) checkpoint.Saver {
-			s, err := sqlite.Open(filepath.Join(t.TempDir(), "lockstep.db"), sqlite.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		},
-	}
-}
-
 // TestStatusTableOnEverySaver checks docs/semantics.md §4.4 (the D7 status at a
 // glance) on the memory and SQLite savers with one graph shape: START → a →
 // {x, sib} → join → b, where x asks, fails, is stopped at a breakpoint, or
 // just runs, and sib always completes.
 func TestStatusTableOnEverySaver(t *testing.T) {
-	savers := everySaver()
+	savers := systemtest.EverySaver()
 	step := func(name string) graph.NodeFunc[statusState] {
 		return func(ctx context.Context, s statusState) (graph.Update[statusState], error) {
 			return graph.Set(statusState{Log: []string{name}}, "Log"), nil

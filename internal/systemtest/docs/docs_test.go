@@ -1,4 +1,4 @@
-package lockstep_test
+package docs
 
 import (
 	"io/fs"
@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lockstepgo/lockstep/internal/systemtest"
 )
 
 // TestDocsInstallTheCLI: the documented exit codes of the lockstep CLI
@@ -16,6 +18,7 @@ import (
 // `lockstep ...`. `go run` stays where the exit code does not matter: the
 // demo and the README's two first commands, which must stay as they are.
 func TestDocsInstallTheCLI(t *testing.T) {
+	t.Chdir(systemtest.ModuleRoot(t)) // the paths below are the module's
 	banned := []string{"go run ./cmd/lockstep", "go run github.com/lockstepgo/lockstep/cmd/lockstep", "go run cmd/lockstep"}
 	var files []string
 	for _, root := range []string{".", "examples", "cmd", "approval", "nodes", "graph", "checkpoint", "interrupt", "internal", "docs"} {

@@ -1,4 +1,4 @@
-package lockstep_test
+package race
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package lockstep_test
+package status_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/systemtest"
 )
 
 // TestRunMetadataReadsTheSame: caller metadata reads the same from the
@@ -17,7 +18,7 @@ import (
 // never from the frame the run saved (which holds the caller's Go types),
 // and this pins that.
 func TestRunMetadataReadsTheSame(t *testing.T) {
-	savers := everySaver()
+	savers := systemtest.EverySaver()
 	g := func() *graph.Graph[statusState] {
 		return graph.New[statusState]().
 			AddNode("a", func(ctx context.Context, s statusState) (graph.Update[statusState], error) {
@@ -72,7 +73,7 @@ func TestRunMetadataReadsTheSame(t *testing.T) {
 // on long threads): no channels and no pending writes, the metadata as a
 // full List gives it.
 func TestListMetadataOnlyReadsNoState(t *testing.T) {
-	savers := everySaver()
+	savers := systemtest.EverySaver()
 	for name, open := range savers {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()

@@ -1,4 +1,4 @@
-package lockstep_test
+package runkey_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/systemtest"
 	"github.com/lockstepgo/lockstep/interrupt"
 )
 
@@ -60,7 +61,7 @@ func keyGraph(runs map[string]*atomic.Int32, failB *atomic.Bool) *graph.Graph[ke
 // key of an earlier run is ErrRunKeyReused and applies nothing; bad keys
 // and keys where they mean nothing are refused. On both savers.
 func TestRunKey(t *testing.T) {
-	savers := everySaver()
+	savers := systemtest.EverySaver()
 	in := func(ask bool) graph.Update[keyState] {
 		return graph.Set(keyState{Log: []string{"in"}, Ask: ask}, "Log", "Ask")
 	}
@@ -273,7 +274,7 @@ func TestRunKeyRace(t *testing.T) {
 		name    string
 		earlier bool // the thread has a run with another key
 	}{{"new thread", false}, {"existing thread", true}} {
-		for saverName, open := range everySaver() {
+		for saverName, open := range systemtest.EverySaver() {
 			t.Run(tc.name+"/"+saverName, func(t *testing.T) {
 				ctx := context.Background()
 				base := open(t)
@@ -394,7 +395,7 @@ func TestRunKeyStream(t *testing.T) {
 // ErrRunKeyReused rather than a Repeated that reports input the current
 // branch does not hold. On both savers.
 func TestRunKeyAfterABranch(t *testing.T) {
-	savers := everySaver()
+	savers := systemtest.EverySaver()
 	in := graph.Set(keyState{Log: []string{"in"}}, "Log")
 	for _, tc := range []struct {
 		name   string
