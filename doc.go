@@ -17,6 +17,8 @@
 //   - approval: durable human approvals with expiry and audit.
 //   - cmd/lockstep: a CLI to inspect paused work and decide approvals.
 //
-// This root package holds no code; its tests run scenarios across packages
-// and the fixed benchmarks (bench_test.go).
+// This root package holds no code; its tests are the end-to-end example
+// (graph_test.go) and the fixed benchmarks (bench_test.go). The system
+// tests (crash and kill loops, the soak, bad inputs, golden files) live
+// under internal/systemtest.
 package lockstep
