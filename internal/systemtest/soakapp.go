@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -81,12 +80,8 @@ CREATE TABLE IF NOT EXISTS payments (key TEXT PRIMARY KEY, thread TEXT NOT NULL,
 CREATE TABLE IF NOT EXISTS audits (thread TEXT PRIMARY KEY, calls INTEGER NOT NULL);`
 
 func openSoakProvider(path string) (*SoakProvider, error) {
-	db, err := sql.Open("sqlite3", path+"?_journal_mode=WAL&_busy_timeout=10000&_txlock=immediate")
+	db, err := OpenSideFile(path, soakProviderSchema)
 	if err != nil {
-		return nil, err
-	}
-	if _, err := db.Exec(soakProviderSchema); err != nil {
-		db.Close()
 		return nil, err
 	}
 	return &SoakProvider{DB: db}, nil
@@ -288,24 +283,14 @@ const SoakFaultDriver = "lockstep_soak_fault"
 // tests inject: busy and I/O errors, which the engine retries.
 var SoakTransientSQLiteFault = []error{sqlite3.Error{Code: sqlite3.ErrBusy}, sqlite3.Error{Code: sqlite3.ErrIoErr}}
 
-var (
-	soakFaultsOnce        sync.Once
-	soakBefore, soakAfter *faultdb.Driver
-)
-
 // SoakFaults registers, once per process, the fault-injecting driver the
-// soak and the leak tests open the file through: one faultdb layer that
-// fails operations before they run and one that fails them after they
-// took effect. It returns both layers (reset).
+// soak and the leak tests open the file through ([FaultDrivers] named
+// [SoakFaultDriver]). It returns both layers, reset.
 func SoakFaults() (before, after *faultdb.Driver) {
-	soakFaultsOnce.Do(func() {
-		soakBefore = faultdb.New(&sqlite3.SQLiteDriver{})
-		soakAfter = faultdb.New(soakBefore)
-		sql.Register(SoakFaultDriver, soakAfter)
-	})
-	soakBefore.Reset()
-	soakAfter.Reset()
-	return soakBefore, soakAfter
+	before, after = FaultDrivers(SoakFaultDriver)
+	before.Reset()
+	after.Reset()
+	return before, after
 }
 
 // SoakEditedAmount is the amount a resolver's edit pays instead.

@@ -538,29 +538,7 @@ func TestBadInputInterruptValues(t *testing.T) {
 	}
 	var cases []badCase
 	for _, v := range values {
-		var r *graph.Runnable[badState]
-		cases = append(cases, badCase{
-			name: "Ask " + v.name,
-			setup: func(ctx context.Context, f *badFixture) error {
-				var err error
-				r, err = graph.New[badState]().
-					AddNode("ask", func(ctx context.Context, s badState) (graph.Update[badState], error) {
-						_, err := interrupt.Ask[string](ctx, v.v)
-						return graph.Update[badState]{}, err
-					}).AddEdge(graph.START, "ask").Compile(graph.WithSaver(f.app.Saver))
-				if err != nil {
-					return err
-				}
-				_, err = r.Invoke(ctx, "asker", graph.Update[badState]{}, graph.InterruptBefore("ask"))
-				return err
-			},
-			call: func(ctx context.Context, f *badFixture) error {
-				_, err := r.Continue(ctx, "asker")
-				return err
-			},
-			check:  isErr(interrupt.ErrNotSerializable),
-			failed: true,
-		})
+		cases = append(cases, askCase("Ask "+v.name, v.v, isErr(interrupt.ErrNotSerializable)))
 		cases = append(cases, badCase{
 			name: "Resume answer " + v.name,
 			call: resume("wait", graph.Command[badState]{Resume: v.v}),
@@ -573,6 +551,60 @@ func TestBadInputInterruptValues(t *testing.T) {
 		})
 	}
 	runBadCases(t, cases)
+}
+
+// askCase is the case of a node that asks with value v: the run that
+// reaches the node must fail with what check wants, its task recorded as
+// failed and nothing else written.
+func askCase(name string, v any, check func(error) string) badCase {
+	var r *graph.Runnable[badState]
+	return badCase{
+		name: name,
+		setup: func(ctx context.Context, f *badFixture) error {
+			var err error
+			r, err = graph.New[badState]().
+				AddNode("ask", func(ctx context.Context, s badState) (graph.Update[badState], error) {
+					_, err := interrupt.Ask[string](ctx, v)
+					return graph.Update[badState]{}, err
+				}).AddEdge(graph.START, "ask").Compile(graph.WithSaver(f.app.Saver))
+			if err != nil {
+				return err
+			}
+			_, err = r.Invoke(ctx, "asker", graph.Update[badState]{}, graph.InterruptBefore("ask"))
+			return err
+		},
+		call: func(ctx context.Context, f *badFixture) error {
+			_, err := r.Continue(ctx, "asker")
+			return err
+		},
+		check:  check,
+		failed: true,
+	}
+}
+
+// badOp is a call that reads or runs the fixture's thread "wait".
+type badOp struct {
+	name string
+	call func(ctx context.Context, f *badFixture) error
+}
+
+// threadOps are the readers and runners of the thread "wait" (through
+// the fixture's Runnable f.r) that must each refuse a corrupt checkpoint
+// with a typed error.
+func threadOps() []badOp {
+	return []badOp{
+		{"GetState", func(ctx context.Context, f *badFixture) error { _, err := f.r.GetState(ctx, "wait"); return err }},
+		{"History", func(ctx context.Context, f *badFixture) error {
+			_, err := f.r.History(ctx, "wait", graph.HistoryOptions{})
+			return err
+		}},
+		{"Resume", resume("wait", graph.Command[badState]{Resume: "x"})},
+		{"Continue", func(ctx context.Context, f *badFixture) error { _, err := f.r.Continue(ctx, "wait"); return err }},
+		{"UpdateState", func(ctx context.Context, f *badFixture) error {
+			_, err := f.r.UpdateState(ctx, "wait", graph.Set(badState{Count: 5}, "Count"), graph.UpdateOptions{AsNode: "a"})
+			return err
+		}},
+	}
 }
 
 // TestBadInputCorruptState (R21, R48): stored state that is not what the
@@ -595,23 +627,7 @@ func TestBadInputCorruptState(t *testing.T) {
 		{"an array", `[1,2]`},
 		{"a type tag", `{"__type":"os/exec.Cmd","Path":"/bin/sh"}`},
 	}
-	ops := []struct {
-		name string
-		call func(ctx context.Context, f *badFixture) error
-	}{
-		{"GetState", func(ctx context.Context, f *badFixture) error { _, err := f.r.GetState(ctx, "wait"); return err }},
-		{"History", func(ctx context.Context, f *badFixture) error {
-			_, err := f.r.History(ctx, "wait", graph.HistoryOptions{})
-			return err
-		}},
-		{"Resume", resume("wait", graph.Command[badState]{Resume: "x"})},
-		{"Continue", func(ctx context.Context, f *badFixture) error { _, err := f.r.Continue(ctx, "wait"); return err }},
-		{"Invoke", invoke("wait", graph.Set(badState{Count: 5}, "Count"), graph.DiscardPending())},
-		{"UpdateState", func(ctx context.Context, f *badFixture) error {
-			_, err := f.r.UpdateState(ctx, "wait", graph.Set(badState{Count: 5}, "Count"), graph.UpdateOptions{AsNode: "a"})
-			return err
-		}},
-	}
+	ops := append(threadOps(), badOp{"Invoke", invoke("wait", graph.Set(badState{Count: 5}, "Count"), graph.DiscardPending())})
 	var cases []badCase
 	for _, e := range edits {
 		for _, op := range ops {

@@ -155,26 +155,12 @@ func TestBadInputCorruptRows(t *testing.T) {
 		{"head sorts before its parent", `UPDATE checkpoints SET parent_checkpoint_id = checkpoint_id || 'z'` + headRow, true},
 		{"metadata lone surrogate", `UPDATE checkpoints SET metadata = replace(metadata, '"source"', '"note":"\ud800","source"')` + headRow, true},
 	}
-	ops := []struct {
-		name string
-		call func(ctx context.Context, f *badFixture) error
-	}{
-		{"GetState", func(ctx context.Context, f *badFixture) error { _, err := f.r.GetState(ctx, "wait"); return err }},
-		{"History", func(ctx context.Context, f *badFixture) error {
-			_, err := f.r.History(ctx, "wait", graph.HistoryOptions{})
-			return err
-		}},
-		{"Resume", resume("wait", graph.Command[badState]{Resume: "x"})},
-		{"Continue", func(ctx context.Context, f *badFixture) error { _, err := f.r.Continue(ctx, "wait"); return err }},
-		{"UpdateState", func(ctx context.Context, f *badFixture) error {
-			_, err := f.r.UpdateState(ctx, "wait", graph.Set(badState{Count: 5}, "Count"), graph.UpdateOptions{AsNode: "a"})
-			return err
-		}},
+	ops := append(threadOps(), []badOp{
 		{"saver PendingInterrupts", func(ctx context.Context, f *badFixture) error {
 			_, _, err := f.app.Saver.PendingInterrupts(ctx, checkpoint.InterruptQuery{Limit: 1000})
 			return err
 		}},
-	}
+	}...)
 	var cases []badCase
 	for _, e := range edits {
 		for _, op := range ops {
@@ -292,29 +278,7 @@ func TestBadInputInexactValues(t *testing.T) {
 		name string
 		v    json.RawMessage
 	}{{"duplicate key", json.RawMessage(`{"a":1,"a":2}`)}, {"lone surrogate", json.RawMessage(`"\ud800"`)}} {
-		var r *graph.Runnable[badState]
-		cases = append(cases, badCase{
-			name: "Ask json.RawMessage with a " + v.name,
-			setup: func(ctx context.Context, f *badFixture) error {
-				var err error
-				r, err = graph.New[badState]().
-					AddNode("ask", func(ctx context.Context, s badState) (graph.Update[badState], error) {
-						_, err := interrupt.Ask[string](ctx, v.v)
-						return graph.Update[badState]{}, err
-					}).AddEdge(graph.START, "ask").Compile(graph.WithSaver(f.app.Saver))
-				if err != nil {
-					return err
-				}
-				_, err = r.Invoke(ctx, "asker", graph.Update[badState]{}, graph.InterruptBefore("ask"))
-				return err
-			},
-			call: func(ctx context.Context, f *badFixture) error {
-				_, err := r.Continue(ctx, "asker")
-				return err
-			},
-			check:  notSerializable,
-			failed: true,
-		})
+		cases = append(cases, askCase("Ask json.RawMessage with a "+v.name, v.v, notSerializable))
 	}
 	runBadCases(t, cases)
 }

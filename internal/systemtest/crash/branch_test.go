@@ -350,14 +350,10 @@ func branchPaths(dir string) (db, witness string) {
 // end, unless its sequencer kills it.
 func runBranchChild() int {
 	ctx := context.Background()
-	ch, err := crashtest.ChildFromEnv()
+	var cfg branchConfig
+	ch, err := systemtest.ChildConfig(envBranch, &cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return 3
-	}
-	var cfg branchConfig
-	if err := json.Unmarshal([]byte(os.Getenv(envBranch)), &cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "config:", err)
 		return 3
 	}
 	if err := branchChild(ctx, cfg, ch.Gen); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/systemtest"
 	"github.com/lockstepgo/lockstep/internal/testhook"
 	"github.com/lockstepgo/lockstep/interrupt"
 )
@@ -69,24 +70,7 @@ func crashGraph(w witness) *graph.Graph[crashState] {
 			}
 			return graph.Set(crashState{Log: []string{"before"}}, "Log"), nil
 		}).
-		AddNode("ask", func(ctx context.Context, s crashState) (graph.Update[crashState], error) {
-			w.record("ask-run")
-			if _, err := graph.Durable(ctx, "charge", func(ctx context.Context) (string, error) {
-				return "ch_1", w.record("charge")
-			}); err != nil {
-				return graph.Update[crashState]{}, err
-			}
-			ans, err := interrupt.Ask[string](ctx, "ship?")
-			if err != nil {
-				return graph.Update[crashState]{}, err
-			}
-			if _, err := graph.Durable(ctx, "ship", func(ctx context.Context) (string, error) {
-				return "sh_1", w.record("ship")
-			}); err != nil {
-				return graph.Update[crashState]{}, err
-			}
-			return graph.Set(crashState{Answer: ans, Log: []string{"ask:" + ans}}, "Answer", "Log"), nil
-		}).
+		AddNode("ask", crashAsk(w)).
 		AddNode("after", func(ctx context.Context, s crashState) (graph.Update[crashState], error) {
 			if err := w.record("after"); err != nil {
 				return graph.Update[crashState]{}, err
@@ -94,6 +78,29 @@ func crashGraph(w witness) *graph.Graph[crashState] {
 			return graph.Set(crashState{Log: []string{"after"}}, "Log"), nil
 		}).
 		AddEdge(graph.START, "before").AddEdge("before", "ask").AddEdge("ask", "after")
+}
+
+// crashAsk is the ask node: an effect in a durable step, an interrupt,
+// then another durable effect with the answer.
+func crashAsk(w witness) graph.NodeFunc[crashState] {
+	return func(ctx context.Context, s crashState) (graph.Update[crashState], error) {
+		w.record("ask-run")
+		if _, err := graph.Durable(ctx, "charge", func(ctx context.Context) (string, error) {
+			return "ch_1", w.record("charge")
+		}); err != nil {
+			return graph.Update[crashState]{}, err
+		}
+		ans, err := interrupt.Ask[string](ctx, "ship?")
+		if err != nil {
+			return graph.Update[crashState]{}, err
+		}
+		if _, err := graph.Durable(ctx, "ship", func(ctx context.Context) (string, error) {
+			return "sh_1", w.record("ship")
+		}); err != nil {
+			return graph.Update[crashState]{}, err
+		}
+		return graph.Set(crashState{Answer: ans, Log: []string{"ask:" + ans}}, "Answer", "Log"), nil
+	}
 }
 
 const crashLease = 300 * time.Millisecond
@@ -154,8 +161,7 @@ func runChild(role string) int {
 
 func startChild(t *testing.T, role, db string, w witness, thread string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "LOCKSTEP_CHILD="+role, "LOCKSTEP_DB="+db, "LOCKSTEP_WITNESS="+string(w), "LOCKSTEP_THREAD="+thread)
+	cmd := systemtest.Command(context.Background(), role, "LOCKSTEP_DB="+db, "LOCKSTEP_WITNESS="+string(w), "LOCKSTEP_THREAD="+thread)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

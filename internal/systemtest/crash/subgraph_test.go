@@ -18,7 +18,6 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/internal/testhook"
-	"github.com/lockstepgo/lockstep/interrupt"
 )
 
 // subgraphCrashRole is the LOCKSTEP_CHILD role of the subgraph crash
@@ -38,24 +37,7 @@ func subgraphCrashGraph(w witness, s *sqlite.Saver) (*graph.Runnable[crashState]
 		}
 	}
 	child, err := graph.New[crashState]().
-		AddNode("ask", func(ctx context.Context, st crashState) (graph.Update[crashState], error) {
-			w.record("ask-run")
-			if _, err := graph.Durable(ctx, "charge", func(ctx context.Context) (string, error) {
-				return "ch_1", w.record("charge")
-			}); err != nil {
-				return graph.Update[crashState]{}, err
-			}
-			ans, err := interrupt.Ask[string](ctx, "ship?")
-			if err != nil {
-				return graph.Update[crashState]{}, err
-			}
-			if _, err := graph.Durable(ctx, "ship", func(ctx context.Context) (string, error) {
-				return "sh_1", w.record("ship")
-			}); err != nil {
-				return graph.Update[crashState]{}, err
-			}
-			return graph.Set(crashState{Answer: ans, Log: []string{"ask:" + ans}}, "Answer", "Log"), nil
-		}).
+		AddNode("ask", crashAsk(w)).
 		AddEdge(graph.START, "ask").Compile(graph.WithName("shipping"))
 	if err != nil {
 		return nil, err

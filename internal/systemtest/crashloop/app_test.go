@@ -93,22 +93,10 @@ func loopFaultSeed(seed uint64, c int) uint64 {
 	return rand.New(rand.NewPCG(seed, 3<<40|uint64(c))).Uint64()
 }
 
-var (
-	loopFaultsOnce                  sync.Once
-	loopFaultBefore, loopFaultAfter *faultdb.Driver
-)
-
 // loopFaultDrivers registers, once per process, the fault-injecting driver
-// a faulty child opens its file through: one faultdb layer that fails
-// operations before they run and one that fails them after they took
-// effect (as the soak does).
+// a faulty child opens its file through (as the soak does).
 func loopFaultDrivers() (before, after *faultdb.Driver) {
-	loopFaultsOnce.Do(func() {
-		loopFaultBefore = faultdb.New(&sqlite3.SQLiteDriver{})
-		loopFaultAfter = faultdb.New(loopFaultBefore)
-		sql.Register(loopFaultDriver, loopFaultAfter)
-	})
-	return loopFaultBefore, loopFaultAfter
+	return systemtest.FaultDrivers(loopFaultDriver)
 }
 
 // armLoopFaults starts the fault stream of seed on both layers: half the
@@ -898,14 +886,10 @@ func (l takeOverLedger) Begin(ctx context.Context, in ledger.Intent) (ledger.Ent
 // every order is done (exit 0 after DONE) or its plan kills it.
 func runCrashLoopChild() int {
 	ctx := context.Background()
-	ch, err := crashtest.ChildFromEnv()
+	var sc loopScenario
+	ch, err := systemtest.ChildConfig(envLoopScenario, &sc)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return 3
-	}
-	var sc loopScenario
-	if err := json.Unmarshal([]byte(os.Getenv(envLoopScenario)), &sc); err != nil {
-		fmt.Fprintln(os.Stderr, "scenario:", err)
 		return 3
 	}
 	rep := crashtest.NewReporter(os.Stdout)

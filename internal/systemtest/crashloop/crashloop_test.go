@@ -21,6 +21,7 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/internal/crashtest"
+	"github.com/lockstepgo/lockstep/internal/systemtest"
 	"github.com/lockstepgo/lockstep/nodes"
 )
 
@@ -77,18 +78,6 @@ func loopPlan(seed uint64, c int, orders int) crashtest.Plan {
 		panic(err) // the plan space is a constant
 	}
 	return p
-}
-
-func loopSeed(t *testing.T) uint64 {
-	t.Helper()
-	if s := os.Getenv("LOCKSTEP_SEED"); s != "" {
-		seed, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("LOCKSTEP_SEED=%q: %v", s, err)
-		}
-		return seed
-	}
-	return rand.Uint64() >> 1
 }
 
 func loopCount(t *testing.T, faults bool) int {
@@ -285,7 +274,7 @@ func runCrashLoop(t *testing.T, faults float64) {
 	if testing.Short() {
 		t.Skip("runs child processes")
 	}
-	seed := loopSeed(t)
+	seed := systemtest.Seed(t, "LOCKSTEP_SEED")
 	t.Logf("crash loop seed %d (LOCKSTEP_SEED=%d go test -run '^%s$' . replays it)", seed, seed, t.Name())
 	cycles := loopCount(t, faults > 0)
 	verbose := os.Getenv("LOCKSTEP_VERBOSE") == "1" // a line per cycle
@@ -509,17 +498,7 @@ func (lr *loopRun) verify(ctx context.Context, final bool) (crashtest.Violations
 		// the next child ("continue later"); a finished scenario must
 		// still have every thread done (checkFinal).
 		AllowFailed: lr.sc.Faults > 0,
-		Snapshot: func(ctx context.Context, thread string) (crashtest.SnapshotView, error) {
-			snap, err := run.GetState(ctx, thread)
-			if err != nil {
-				return crashtest.SnapshotView{}, err
-			}
-			sv := crashtest.SnapshotView{Status: string(snap.Status), Next: snap.Next}
-			for _, in := range snap.Interrupts {
-				sv.Interrupts = append(sv.Interrupts, in.ID)
-			}
-			return sv, nil
-		},
+		Snapshot:    systemtest.Snapshots(run),
 	})
 	vs = append(vs, cv...)
 

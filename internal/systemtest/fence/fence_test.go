@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -155,8 +154,7 @@ func testStaleWriterFenced(t *testing.T, spec string) {
 	}
 	defer closeSaver()
 
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "LOCKSTEP_CHILD="+fenceRole, envFenceDB+"="+spec)
+	cmd := systemtest.Command(ctx, fenceRole, envFenceDB+"="+spec)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

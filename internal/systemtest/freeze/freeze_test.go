@@ -252,8 +252,7 @@ func (e *freezeStderr) String() string {
 
 func startFreezeChild(t *testing.T, dir string, noLedger bool) *freezeChild {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "LOCKSTEP_CHILD="+freezeRole, envFreezeDir+"="+dir)
+	cmd := systemtest.Command(context.Background(), freezeRole, envFreezeDir+"="+dir)
 	if noLedger {
 		cmd.Env = append(cmd.Env, envFreezeNoLedger+"=1")
 	}
@@ -586,17 +585,7 @@ func testFreezeAndThaw(t *testing.T, noLedger bool) {
 	// The chain: no fork, B's last checkpoint is the head, and every
 	// checkpoint is one of A's before the freeze or one of B's.
 	_, cv := crashtest.VerifyCheckpoints(ctx, s, []string{freezeThread}, hist.Checkpoints, crashtest.CheckpointOptions{
-		Snapshot: func(ctx context.Context, thread string) (crashtest.SnapshotView, error) {
-			snap, err := rB.GetState(ctx, thread)
-			if err != nil {
-				return crashtest.SnapshotView{}, err
-			}
-			sv := crashtest.SnapshotView{Status: string(snap.Status), Next: snap.Next}
-			for _, in := range snap.Interrupts {
-				sv.Interrupts = append(sv.Interrupts, in.ID)
-			}
-			return sv, nil
-		},
+		Snapshot: systemtest.Snapshots(rB),
 	})
 	vs = append(vs, cv...)
 	vs = append(vs, crashtest.VerifyIntegrity(ctx, s.DB())...)

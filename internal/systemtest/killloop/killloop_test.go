@@ -31,6 +31,7 @@ import (
 	"github.com/lockstepgo/lockstep/examples/support/helpdesk"
 	"github.com/lockstepgo/lockstep/internal/canon"
 	"github.com/lockstepgo/lockstep/internal/crashtest"
+	"github.com/lockstepgo/lockstep/internal/systemtest"
 	"github.com/lockstepgo/lockstep/internal/testhook"
 	"github.com/lockstepgo/lockstep/nodes"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
@@ -374,8 +375,7 @@ func (r *klResult) stoppedBy() string {
 
 // klSpawn runs one child and waits for it.
 func klSpawn(ex *klExample, mode, db string, plan klPlan) (*klResult, error) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "LOCKSTEP_CHILD="+killLoopRole, envKLExample+"="+ex.name, envKLMode+"="+mode,
+	cmd := systemtest.Command(context.Background(), killLoopRole, envKLExample+"="+ex.name, envKLMode+"="+mode,
 		envKLDB+"="+db, envKLLease+"="+klLease.String())
 	child := plan
 	child.Delay = 0
@@ -1070,13 +1070,7 @@ func TestExamplesKillLoop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the kill loop runs the examples in child processes")
 	}
-	seed := uint64(rand.Int64())
-	if s := os.Getenv("LOCKSTEP_SEED"); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatalf("LOCKSTEP_SEED=%q: %v", s, err)
-		}
-	}
+	seed := systemtest.Seed(t, "LOCKSTEP_SEED")
 	n := klScenarios
 	if os.Getenv("LOCKSTEP_LONG") == "1" {
 		n = klLongScenarios

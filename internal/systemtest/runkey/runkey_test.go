@@ -54,6 +54,19 @@ func keyGraph(runs map[string]*atomic.Int32, failB *atomic.Bool) *graph.Graph[ke
 		AddEdge(graph.START, "a").AddEdge("a", "ask").AddEdge("ask", "b")
 }
 
+// keyRun compiles keyGraph on s with fresh counters: runs counts each
+// node's runs, and node b fails while failB is set.
+func keyRun(t *testing.T, s checkpoint.Saver) (r *graph.Runnable[keyState], runs map[string]*atomic.Int32, failB *atomic.Bool) {
+	t.Helper()
+	runs = map[string]*atomic.Int32{"a": {}, "ask": {}, "b": {}}
+	failB = new(atomic.Bool)
+	r, err := keyGraph(runs, failB).Compile(graph.WithSaver(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, runs, failB
+}
+
 // TestRunKey (R03): Invoke with a RunKey applies its input once. Repeated
 // with the same key it returns the run's result (done or waiting, nothing
 // run again) or continues the run where it stopped (the committed nodes
@@ -112,12 +125,7 @@ func TestRunKey(t *testing.T) {
 		for name, open := range savers {
 			t.Run(tc.name+"/"+name, func(t *testing.T) {
 				ctx := context.Background()
-				runs := map[string]*atomic.Int32{"a": {}, "ask": {}, "b": {}}
-				var failB atomic.Bool
-				r, err := keyGraph(runs, &failB).Compile(graph.WithSaver(open(t)))
-				if err != nil {
-					t.Fatal(err)
-				}
+				r, runs, failB := keyRun(t, open(t))
 				var first []interrupt.Interrupt
 				for i, c := range tc.calls {
 					failB.Store(c.failB)
@@ -191,12 +199,7 @@ func TestRunKey(t *testing.T) {
 // saver are refused before anything runs.
 func TestRunKeyRefused(t *testing.T) {
 	ctx := context.Background()
-	runs := map[string]*atomic.Int32{"a": {}, "ask": {}, "b": {}}
-	var failB atomic.Bool
-	r, err := keyGraph(runs, &failB).Compile(graph.WithSaver(checkpoint.NewMemorySaver(nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, runs, failB := keyRun(t, checkpoint.NewMemorySaver(nil))
 	for _, key := range []string{"", strings.Repeat("k", checkpoint.MaxRunKeyBytes+1), "bad\xff", "line\nbreak"} {
 		if _, err := r.Invoke(ctx, "t", graph.Update[keyState]{}, graph.RunKey(key)); !errors.Is(err, graph.ErrInvalidInput) {
 			t.Errorf("key %q: %v, want ErrInvalidInput", key, err)
@@ -211,7 +214,7 @@ func TestRunKeyRefused(t *testing.T) {
 	if _, err := r.Continue(ctx, "t", graph.RunKey("k")); !errors.Is(err, graph.ErrInvalidInput) {
 		t.Errorf("RunKey on Continue: %v, want ErrInvalidInput", err)
 	}
-	bare, err := keyGraph(runs, &failB).Compile()
+	bare, err := keyGraph(runs, failB).Compile()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,12 +356,7 @@ func TestRunKeyStream(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			runs := map[string]*atomic.Int32{"a": {}, "ask": {}, "b": {}}
-			var failB atomic.Bool
-			r, err := keyGraph(runs, &failB).Compile(graph.WithSaver(checkpoint.NewMemorySaver(nil)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			r, runs, _ := keyRun(t, checkpoint.NewMemorySaver(nil))
 			in := graph.Set(keyState{Log: []string{"in"}, Ask: tc.ask}, "Log", "Ask")
 			first, err := r.Invoke(ctx, "t", in, graph.RunKey("k"))
 			if err != nil {
@@ -421,12 +419,7 @@ func TestRunKeyAfterABranch(t *testing.T) {
 		for name, open := range savers {
 			t.Run(tc.name+"/"+name, func(t *testing.T) {
 				ctx := context.Background()
-				runs := map[string]*atomic.Int32{"a": {}, "ask": {}, "b": {}}
-				var failB atomic.Bool
-				r, err := keyGraph(runs, &failB).Compile(graph.WithSaver(open(t)))
-				if err != nil {
-					t.Fatal(err)
-				}
+				r, _, _ := keyRun(t, open(t))
 				res, err := r.Invoke(ctx, "t", in, graph.RunKey("k0"))
 				if err != nil {
 					t.Fatal(err)

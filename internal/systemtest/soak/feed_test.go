@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockstepgo/lockstep/internal/systemtest"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
 )
 
@@ -83,17 +84,8 @@ func soakMessageOf(seed uint64, i int) soakMessage {
 	return soakMessage{ID: fmt.Sprintf("m-%d", i), Thread: fmt.Sprintf("soak-%d-m%d", seed%100000, i)}
 }
 
-func openSoakFeed(path string) (*sql.DB, error) {
-	db, err := sql.Open("sqlite3", path+"?_journal_mode=WAL&_busy_timeout=10000&_txlock=immediate")
-	if err != nil {
-		return nil, err
-	}
-	if _, err := db.Exec(soakFeedSchema); err != nil {
-		db.Close()
-		return nil, err
-	}
-	return db, nil
-}
+// openSoakFeed opens the feed's file (a side file: never under faults).
+func openSoakFeed(path string) (*sql.DB, error) { return systemtest.OpenSideFile(path, soakFeedSchema) }
 
 // fillSoakFeed writes the deliveries of n messages, due from start on
 // over the first 80% of run, in an order and at times drawn from seed.

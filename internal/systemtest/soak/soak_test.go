@@ -10,11 +10,9 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -115,6 +113,9 @@ import (
 // every message several times; the message check must fail for both.
 
 const (
+	// soakRole is the LOCKSTEP_CHILD role of a soak process; its
+	// configuration (soakChildConfig, as JSON) is in soakChildEnv.
+	soakRole           = "soak"
 	soakChildEnv       = "LOCKSTEP_SOAK_CHILD"
 	soakProcs          = 2
 	soakGoroutines     = 3
@@ -209,14 +210,7 @@ func TestSoak(t *testing.T) {
 	} else if testing.Short() {
 		t.Skip("soak skipped in -short mode")
 	}
-	seed := rand.Uint64()
-	if v := os.Getenv("LOCKSTEP_SOAK_SEED"); v != "" {
-		s, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("LOCKSTEP_SOAK_SEED=%q: %v", v, err)
-		}
-		seed = s
-	}
+	seed := systemtest.Seed(t, "LOCKSTEP_SOAK_SEED")
 	nemesis := dur >= 10*time.Second
 	switch v := os.Getenv("LOCKSTEP_SOAK_NEMESIS"); v {
 	case "":
@@ -422,8 +416,7 @@ func runSoak(t *testing.T, o soakOptions) *soakRecorder {
 				cfg, _ := json.Marshal(soakChildConfig{DB: db, Provider: provider, Feed: feedPath, Proc: p, Incarnation: inc, Seed: seed,
 					RunUntil: runUntil, DrainUntil: drainUntil, Goroutines: goroutines, Sabotage: sabotage})
 				cctx, cancel := context.WithDeadline(ctx, drainUntil.Add(time.Minute))
-				cmd := exec.CommandContext(cctx, os.Args[0], "-test.run=^$")
-				cmd.Env = append(os.Environ(), soakChildEnv+"="+string(cfg))
+				cmd := systemtest.Command(cctx, soakRole, soakChildEnv+"="+string(cfg))
 				var stdout, stderr strings.Builder
 				cmd.Stdout, cmd.Stderr = &stdout, &stderr
 				slot.mu.Lock()
