@@ -180,7 +180,7 @@ func (f *failingRelease) Release(ctx context.Context, thread, ns, owner string) 
 // TestSameRunnableRunsKeptApart: two runs of one Runnable on one thread
 // are serialised by the lease as two runners are, whichever asked first.
 // The interleaving that lost an answer under concurrent Resume calls (the
-// root package's TestConcurrentResumesKeepEveryAnswer): run B, alone on
+// internal/systemtest/race's TestConcurrentResumesKeepEveryAnswer): run B, alone on
 // the thread, sends its Claim; run A starts, claims the free lease and
 // runs its node; B's Claim reaches the saver. B used to carry a take-back
 // decided when it was alone, and took the lease from the live run A:

@@ -94,9 +94,9 @@
 // keeps cycles short without touching what is checked (leases are for
 // liveness; the checks are about safety).
 //
-// # What the root crash loop covers
+// # What the system crash loop covers
 //
-// TestCrashLoop (crashloop_test.go at the module root) runs an order desk
+// TestCrashLoop (internal/systemtest/crashloop) runs an order desk
 // scenario (message claims, two parallel checks joined, an agent with a
 // memoised read and gated, ledgered writes, a reviewer, the approval
 // worker) in children killed at seeded random points: 400 cycles by

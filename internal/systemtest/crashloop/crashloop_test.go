@@ -193,12 +193,12 @@ func (lr *loopRun) fail(format string, args ...any) {
 	}
 	kept := ""
 	if err := lr.keep(keep); err == nil {
-		kept = fmt.Sprintf("\nfiles kept in %s; LOCKSTEP_REPLAY=%s go test -run '^TestCrashLoopReplay$' . runs the cycle again from its start", keep, keep)
+		kept = fmt.Sprintf("\nfiles kept in %s; LOCKSTEP_REPLAY=%s go test -run '^TestCrashLoopReplay$' ./internal/systemtest/crashloop runs the cycle again from its start", keep, keep)
 	} else {
 		kept = fmt.Sprintf("\nfiles not kept: %v", err)
 	}
 	sc, _ := json.Marshal(lr.sc)
-	lr.t.Fatalf("crash loop seed %d, cycle %d (generation %d), scenario %s, plan %s: %s%s\nreproduce: LOCKSTEP_SEED=%d go test -run '^%s$' .",
+	lr.t.Fatalf("crash loop seed %d, cycle %d (generation %d), scenario %s, plan %s: %s%s\nreproduce: LOCKSTEP_SEED=%d go test -run '^%s$' ./internal/systemtest/crashloop",
 		lr.seed, lr.cycle, lr.gen, sc, lr.plan, fmt.Sprintf(format, args...), kept, lr.seed, lr.testName())
 }
 
@@ -275,7 +275,7 @@ func runCrashLoop(t *testing.T, faults float64) {
 		t.Skip("runs child processes")
 	}
 	seed := systemtest.Seed(t, "LOCKSTEP_SEED")
-	t.Logf("crash loop seed %d (LOCKSTEP_SEED=%d go test -run '^%s$' . replays it)", seed, seed, t.Name())
+	t.Logf("crash loop seed %d (LOCKSTEP_SEED=%d go test -run '^%s$' ./internal/systemtest/crashloop replays it)", seed, seed, t.Name())
 	cycles := loopCount(t, faults > 0)
 	verbose := os.Getenv("LOCKSTEP_VERBOSE") == "1" // a line per cycle
 	lr := &loopRun{t: t, seed: seed, dir: t.TempDir(), faults: faults, stats: loopStats{byPoint: map[string]int{}}}

@@ -712,7 +712,7 @@ func goldenCopy(from, to string) error {
 //
 // Regenerate a new version's files with
 //
-//	LOCKSTEP_GOLDEN_WRITE=1 go test -run TestGolden .
+//	LOCKSTEP_GOLDEN_WRITE=1 go test -run TestGolden ./internal/systemtest/golden
 //
 // (with goldenDir pointing at the new version).
 func TestGoldenResume(t *testing.T) {

@@ -1088,7 +1088,7 @@ func TestExamplesKillLoop(t *testing.T) {
 			t.Fatalf("LOCKSTEP_KILL_EXAMPLE=%q names no example", only)
 		}
 	}
-	t.Logf("kill loop seed %d: %d scenarios, leases %v; reproduce: LOCKSTEP_SEED=%d go test -run '^TestExamplesKillLoop$' .", seed, n, klLease, seed)
+	t.Logf("kill loop seed %d: %d scenarios, leases %v; reproduce: LOCKSTEP_SEED=%d go test -run '^TestExamplesKillLoop$' ./internal/systemtest/killloop", seed, n, klLease, seed)
 	ctx := context.Background()
 	dir := t.TempDir()
 	stats := newKLStats()
@@ -1147,7 +1147,7 @@ func TestExamplesKillLoop(t *testing.T) {
 	t.Logf("kill loop seed %d: %d scenarios in %v, %d children; kills %v (%v); reruns at once %d, after the leases %d; busy reruns %d; effects %d at the ends; ran twice %d, did not reach their end %d; scenarios ended %v; reviewer %v; longest from the last kill to the end %v",
 		seed, stats.scenarios, time.Since(start).Round(time.Millisecond), stats.children, stats.kills, stats.where, stats.atOnce, stats.afterLeases, stats.busy, stats.effects, stats.twice, stats.unended, stats.ends, stats.decisions, stats.worstAfterKill.Round(time.Millisecond))
 	for _, f := range findings {
-		t.Errorf("kill loop seed %d, scenario %s: %s\nreproduce: LOCKSTEP_SEED=%d LOCKSTEP_KILL_SCENARIOS=%d LOCKSTEP_KILL_SCENARIO=%d%s go test -run '^TestExamplesKillLoop$' .",
+		t.Errorf("kill loop seed %d, scenario %s: %s\nreproduce: LOCKSTEP_SEED=%d LOCKSTEP_KILL_SCENARIOS=%d LOCKSTEP_KILL_SCENARIO=%d%s go test -run '^TestExamplesKillLoop$' ./internal/systemtest/killloop",
 			seed, f.Scenario, f.What, seed, n, f.Index, klOnlyEnv(examples))
 	}
 }

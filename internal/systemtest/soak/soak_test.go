@@ -32,7 +32,7 @@ import (
 )
 
 // The soak (docs/reliability.md R52, at CI scale): several processes, each with
-// several goroutines, run the payments agent of soakapp_test.go on one
+// several goroutines, run the payments agent of the harness (internal/systemtest/soakapp.go) on one
 // SQLite file opened through faultdb, which fails 1% of the operations
 // with SQLITE_BUSY or SQLITE_IOERR, half before the operation and half
 // after it took effect. In every process:
@@ -43,7 +43,7 @@ import (
 //     pending; a runner registers a thread (soak_threads) before it
 //     starts it;
 //   - consumers take messages from a feed that delivers each of them
-//     three times (soakfeed_test.go) and claim each with
+//     three times (feed_test.go) and claim each with
 //     ledger.ClaimMessageTx in the transaction that registers the thread
 //     the message asks for, then start it;
 //   - a scanner advances every unfinished registered thread older than
@@ -332,7 +332,7 @@ func runSoak(t *testing.T, o soakOptions) *soakRecorder {
 	if nemesis {
 		plan = soakNemesisPlan(seed, soakProcs, dur)
 	}
-	t.Logf("soak seed %d, %v, %d processes × %d runners, %.0f%% faults, %d messages × %d deliveries, nemesis: %d actions (reproduce: LOCKSTEP_SOAK=%v LOCKSTEP_SOAK_SEED=%d go test -run '^TestSoak$' .)",
+	t.Logf("soak seed %d, %v, %d processes × %d runners, %.0f%% faults, %d messages × %d deliveries, nemesis: %d actions (reproduce: LOCKSTEP_SOAK=%v LOCKSTEP_SOAK_SEED=%d go test -run '^TestSoak$' ./internal/systemtest/soak)",
 		seed, dur, soakProcs, goroutines, soakFaultRate*100, messages, soakCopies, len(plan), dur, seed)
 	if sabotage != "" {
 		t.Logf("SABOTAGE %s: the message check must fail", sabotage)
