@@ -28,9 +28,22 @@
 //     every saver.
 //   - docs: what the documents tell a user to run.
 //
-// What they share is here: the child processes (a test binary re-runs
-// itself in a role, [RunChild]), the soak's payments application
-// ([OpenSoakApp]) that the soak, the bad-input and the leak tests open,
-// the savers every end-to-end test runs on ([EverySaver]), and the clock
-// of a crash child's generation ([Clock]).
+// What they share is here, one copy each:
+//
+//   - child processes: a test re-runs its own binary in a role
+//     ([Command], or crashtest.Run for a crash plan); the package's
+//     TestMain hands the role to [RunChild] before it runs any test, and
+//     a crash child reads its plan and configuration with [ChildConfig];
+//   - the soak's payments application ([OpenSoakApp]) that the soak, the
+//     bad-input and the leak tests open, its injected faults
+//     ([SoakFaults], on [FaultDrivers]) and side files ([OpenSideFile]);
+//   - the savers every end-to-end test runs on ([EverySaver]);
+//   - seeds that a failure prints and an environment variable replays
+//     ([Seed]), the clock of a crash child's generation ([Clock],
+//     [GenerationSkew]), how a child's run ended ([EndClass]), the
+//     checkpoint checker's view of a snapshot ([Snapshots]) and the
+//     module's root for tests that read its files ([ModuleRoot]).
+//
+// Each package's main_test.go runs goleak.VerifyTestMain, as every
+// package of the module does.
 package systemtest
