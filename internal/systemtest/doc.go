@@ -46,4 +46,13 @@
 //
 // Each package's main_test.go runs goleak.VerifyTestMain, as every
 // package of the module does.
+//
+// The areas' tests are external test packages (package crash_test,
+// soak_test, ...), as the root's lockstep_test is: the engine runs the
+// JSON and text methods of types declared in lockstep's own non-test
+// packages without containment (internal/safe trusts them), so a test
+// type that stands for application code (a MarshalJSON that blocks or
+// panics) must be declared in a _test package to be treated as a
+// user's. For the same reason this package declares no type with such
+// methods.
 package systemtest
