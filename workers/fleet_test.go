@@ -23,11 +23,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/internal/crashtest"
 	"github.com/lockstepgo/lockstep/internal/testhook"
+	"github.com/lockstepgo/lockstep/interrupt"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
 	"github.com/lockstepgo/lockstep/workers"
 )
@@ -51,11 +53,14 @@ const (
 const fleetLease = 3 * time.Second
 
 // booking is the crash loop's state: a booking reserved, charged once
-// (through the ledger, as a tool call is) and confirmed.
+// (through the ledger, as a tool call is) and confirmed. A gated booking's
+// charge waits on an approval (its decision recorded).
 type booking struct {
-	Booking string
-	Log     []string `lockstep:"append"`
-	Charge  string
+	Booking  string
+	Log      []string `lockstep:"append"`
+	Charge   string
+	Gated    bool
+	Decision string
 }
 
 func bookingThread(i int) string { return fmt.Sprintf("booking-%03d", i) }
@@ -70,17 +75,39 @@ func bookingGraph(led ledger.Ledger, w *crashtest.Witness, witnessPath string, h
 		}
 	}
 	charge := func(ctx context.Context, s booking) (graph.Update[booking], error) {
+		out, fields := booking{Log: []string{"charge"}}, []string{"Log", "Charge"}
+		if s.Gated {
+			dec, err := interrupt.Ask[approval.Decision](ctx, bookingRequest(s.Booking))
+			if err != nil {
+				return graph.Update[booking]{}, err
+			}
+			out.Decision, fields = string(dec.Outcome), append(fields, "Decision")
+			if dec.Outcome != approval.Approved {
+				return graph.Set(out, fields...), nil
+			}
+		}
 		id, err := chargeOnce(ctx, led, w, witnessPath, hit, s.Booking)
 		if err != nil {
 			return graph.Update[booking]{}, err
 		}
-		return graph.Set(booking{Log: []string{"charge"}, Charge: id}, "Log", "Charge"), nil
+		out.Charge = id
+		return graph.Set(out, fields...), nil
 	}
 	return graph.New[booking]().
 		AddNode("reserve", step("reserve")).
 		AddNode("charge", charge).
 		AddNode("confirm", step("confirm")).
 		AddEdge(graph.START, "reserve").AddEdge("reserve", "charge").AddEdge("charge", "confirm")
+}
+
+// bookingRequest is the approval a gated booking's charge asks for.
+func bookingRequest(b string) approval.Request {
+	args := []byte(`{"booking":"` + b + `"}`)
+	h, _ := approval.ArgsHash("charge", args)
+	now := time.Now()
+	return approval.Request{Type: approval.RequestType, Tool: "charge", Args: args, ArgsHash: h, CallID: "call-" + b,
+		Rationale: "charging a card is one-way", Risk: approval.RiskHigh, Rule: "risk:high", Owner: "front-desk",
+		CreatedAt: now, ExpiresAt: now.Add(24 * time.Hour)}
 }
 
 // chargeOnce charges booking b once: the intent before the effect, the
@@ -139,6 +166,8 @@ func runFleetChild(role string) int {
 		err = crashChild()
 	case "load":
 		err = loadChild()
+	case "crash-pg":
+		err = pgCrashChild()
 	default:
 		err = fmt.Errorf("unknown role %q", role)
 	}
@@ -257,7 +286,7 @@ func crashChild() error {
 
 // bookingsDone reports whether all n bookings are confirmed, with no
 // input left queued.
-func bookingsDone(ctx context.Context, r *graph.Runnable[booking], s *sqlite.Saver, n int) (bool, error) {
+func bookingsDone(ctx context.Context, r *graph.Runnable[booking], s checkpoint.InputQueue, n int) (bool, error) {
 	for i := range n {
 		snap, err := r.GetState(ctx, bookingThread(i))
 		if errors.Is(err, graph.ErrThreadNotFound) {
