@@ -12,8 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/postgres"
 	"github.com/lockstepgo/lockstep/workers"
 )
 
@@ -23,6 +27,7 @@ import (
 const (
 	w6Role     = "w6-worker"
 	w6DBEnv    = "LOCKSTEP_W6_DB"
+	w6PGEnv    = "LOCKSTEP_W6_SCHEMA" // set: LOCKSTEP_W6_DB is a Postgres URL, this its schema
 	w6Threads  = 192
 	w6Nodes    = 5
 	w6Wait     = 50 * time.Millisecond
@@ -57,20 +62,46 @@ func w6Graph() *graph.Graph[w6State] {
 }
 
 // w6Compile compiles W6's graph on s, as every worker process does.
-func w6Compile(s *sqlite.Saver) (*graph.Runnable[w6State], error) {
+func w6Compile(s checkpoint.Saver) (*graph.Runnable[w6State], error) {
 	return w6Graph().Compile(graph.WithSaver(s), graph.WithRunner("w6"))
 }
 
-// runW6Child is a W6 worker process: a pool of w6InFlight on the file
-// LOCKSTEP_W6_DB names, until its standard input closes. It prints READY
-// once its pool runs.
+// w6Open opens W6's database: the SQLite file at db, or, with schema set,
+// the Postgres schema of the URL db. It returns the saver, how many inputs
+// are still queued, and its close.
+func w6Open(ctx context.Context, db, schema string) (checkpoint.Saver, func() (int, error), func(), error) {
+	if schema == "" {
+		s, err := sqlite.Open(db, sqlite.Config{})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		queued := func() (n int, err error) {
+			err = s.DB().QueryRowContext(ctx, `SELECT count(*) FROM queued_inputs`).Scan(&n)
+			return n, err
+		}
+		return s, queued, func() { s.Close() }, nil
+	}
+	pg, err := postgres.Open(ctx, db, postgres.Config{Schema: schema, MaxConns: w6InFlight + 4})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	queued := func() (n int, err error) {
+		err = pg.Pool().QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{schema}.Sanitize()+`.queued_inputs`).Scan(&n)
+		return n, err
+	}
+	return pg.Saver(), queued, func() { pg.Close() }, nil
+}
+
+// runW6Child is a W6 worker process: a pool of w6InFlight on the database
+// LOCKSTEP_W6_DB (and LOCKSTEP_W6_SCHEMA) names, until its standard input
+// closes. It prints READY once its pool runs.
 func runW6Child() int {
-	s, err := sqlite.Open(os.Getenv(w6DBEnv), sqlite.Config{})
+	s, _, closeDB, err := w6Open(context.Background(), os.Getenv(w6DBEnv), os.Getenv(w6PGEnv))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
-	defer s.Close()
+	defer closeDB()
 	r, err := w6Compile(s)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -102,20 +133,29 @@ func runW6Child() int {
 // is it over the latency-bound ideal (in-flight threads / 250 ms): 1 means
 // the engine adds nothing to the nodes' own wait.
 //
+// On Postgres (backend=postgres, skipped without LOCKSTEP_POSTGRES_URL)
+// the workers share a fresh schema of the database.
+//
 //	go test -run '^$' -bench W6Workers -benchtime 3x .
 func BenchmarkW6Workers(b *testing.B) {
-	for _, n := range []int{1, 2, 4} {
-		b.Run(fmt.Sprintf("backend=sqlite/workers=%d", n), func(b *testing.B) { benchW6(b, n) })
+	for _, backend := range []string{"sqlite", "postgres"} {
+		for _, n := range []int{1, 2, 4} {
+			b.Run(fmt.Sprintf("backend=%s/workers=%d", backend, n), func(b *testing.B) { benchW6(b, backend, n) })
+		}
 	}
 }
 
-func benchW6(b *testing.B, procs int) {
-	path := filepath.Join(b.TempDir(), "w6.db")
-	s, err := sqlite.Open(path, sqlite.Config{})
+func benchW6(b *testing.B, backend string, procs int) {
+	path, schema := filepath.Join(b.TempDir(), "w6.db"), ""
+	if backend == "postgres" {
+		schema = openBenchPostgres(b, nil).Schema() // created now, dropped when b ends
+		path = os.Getenv("LOCKSTEP_POSTGRES_URL")
+	}
+	s, queued, closeDB, err := w6Open(b.Context(), path, schema)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	defer closeDB()
 	r, err := w6Compile(s)
 	if err != nil {
 		b.Fatal(err)
@@ -126,7 +166,7 @@ func benchW6(b *testing.B, procs int) {
 	}
 	for i := range procs {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "LOCKSTEP_CHILD="+w6Role, w6DBEnv+"="+path)
+		cmd.Env = append(os.Environ(), "LOCKSTEP_CHILD="+w6Role, w6DBEnv+"="+path, w6PGEnv+"="+schema)
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
 			b.Fatal(err)
@@ -161,11 +201,11 @@ func benchW6(b *testing.B, procs int) {
 			}
 		}
 		for {
-			var queued int
-			if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM queued_inputs`).Scan(&queued); err != nil {
+			n, err := queued()
+			if err != nil {
 				b.Fatal(err)
 			}
-			if queued == 0 {
+			if n == 0 {
 				break
 			}
 			time.Sleep(5 * time.Millisecond)
