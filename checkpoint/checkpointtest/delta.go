@@ -3,6 +3,7 @@ package checkpointtest
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -17,6 +18,69 @@ func deltaCases() []testCase {
 		{name: "AppendChains", run: testAppendChains},
 		{name: "HaveTrimming", run: testHaveTrimming},
 		{name: "BrokenChainNeverSilent", run: testBrokenChain},
+		{name: "LongChainsReadCold", run: testLongChainsCold},
+	}
+}
+
+// testLongChainsCold: a long append chain written as a writer that keeps
+// reads short writes it (every version an ordinary blob: most append one
+// item to the previous version, some gather the items since an earlier
+// version into one blob whose Base is that version, some store the whole
+// value) reads back exactly, at the head and at every checkpoint, by Get
+// and List, after a reopen when the saver has one (a reader that never saw
+// the thread), and with Have naming versions the chain skips over.
+func testLongChainsCold(t *testing.T, f *fixture) {
+	l := f.line("thread-1", "")
+	var ids []string
+	boundary := ""     // the version the next segment extends
+	var since []string // items appended since boundary
+	for i := 0; i < 300; i++ {
+		item := fmt.Sprintf(`{"i":%d,"pad":"%s"}`, i, strings.Repeat("x", i%13))
+		var c change
+		switch {
+		case i == 0:
+			c = fresh("msgs", "["+item+"]")
+		case i%97 == 0: // the whole value
+			all := make([]string, 0, i+1)
+			for j := 0; j <= i; j++ {
+				all = append(all, fmt.Sprintf(`{"i":%d,"pad":"%s"}`, j, strings.Repeat("x", j%13)))
+			}
+			c = set("msgs", "["+strings.Join(all, ",")+"]")
+		case i%11 == 0 && boundary != "": // the items since the boundary
+			c = segment("msgs", boundary, "["+strings.Join(append(since, item), ",")+"]")
+		default:
+			c = add("msgs", "["+item+"]")
+		}
+		cs := []change{c}
+		if i%5 == 0 {
+			cs = append(cs, set("n", fmt.Sprint(i)))
+		}
+		id := l.step(t, cs...)
+		ids = append(ids, id)
+		if c.kind == opAppend || c.kind == opFresh && i > 0 {
+			since = append(since, item)
+		} else {
+			boundary, since = id, nil
+		}
+	}
+	if f.opts.Reopen != nil {
+		f.reopen(t)
+	}
+	l.checkGet(t, "")
+	if f.opts.Reopen != nil {
+		f.reopen(t)
+	}
+	for _, id := range ids {
+		l.checkGet(t, id)
+	}
+	for _, tp := range f.list(t, "thread-1", checkpoint.ListOptions{}) {
+		l.check(t, "List", tp, nil)
+	}
+	last := len(ids) - 1
+	for _, from := range []int{last - 1, last - 5, 200, 195, 98, 1} {
+		have, held := l.held(t, ids[from])
+		tp := f.get(t, l.ref(ids[last]), checkpoint.GetOptions{Have: have})
+		l.check(t, fmt.Sprintf("Get(head, Have of #%d)", from), tp, held)
 	}
 }
 

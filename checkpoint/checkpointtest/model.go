@@ -117,21 +117,31 @@ type change struct {
 	kind changeKind
 	ch   string
 	data string // JSON: the value, or the appended items
+	base string // opSegment: the earlier version the items extend
 }
 
 type changeKind int
 
 const (
-	opSet    changeKind = iota // replace the value
-	opAppend                   // append items to the current value (Base = current version)
-	opFresh                    // append items to nothing (Base "")
-	opDrop                     // remove the channel from Versions
+	opSet     changeKind = iota // replace the value
+	opAppend                    // append items to the current value (Base = current version)
+	opFresh                     // append items to nothing (Base "")
+	opDrop                      // remove the channel from Versions
+	opSegment                   // append to an earlier version of the channel the items since it (Base = that version)
 )
 
-func set(ch, value string) change   { return change{opSet, ch, value} }
-func add(ch, items string) change   { return change{opAppend, ch, items} }
-func fresh(ch, items string) change { return change{opFresh, ch, items} }
+func set(ch, value string) change   { return change{kind: opSet, ch: ch, data: value} }
+func add(ch, items string) change   { return change{kind: opAppend, ch: ch, data: items} }
+func fresh(ch, items string) change { return change{kind: opFresh, ch: ch, data: items} }
 func drop(ch string) change         { return change{kind: opDrop, ch: ch} }
+
+// segment appends items to the value channel ch had at version base, an
+// earlier version on its chain: items must be what was appended since
+// base plus the new items (a writer that gathers a chain's small appends
+// into one blob, so that reads walk fewer links).
+func segment(ch, base, items string) change {
+	return change{kind: opSegment, ch: ch, data: items, base: base}
+}
 func wr(ch, value string) checkpoint.Write {
 	return checkpoint.Write{Channel: ch, Value: json.RawMessage(value)}
 }
@@ -222,6 +232,23 @@ func (l *line) requestID(t *testing.T, id, parent string, changes ...change) che
 			items, ok := mustDecode(t, c.data).([]any)
 			if !ok && mustDecode(t, c.data) != nil {
 				t.Fatalf("model: appended items %s are not an array", c.data)
+			}
+			values[c.ch] = append(append([]any{}, cur...), items...)
+		case opSegment:
+			b.Append, b.Base = true, c.base
+			at, ok := l.states[c.base]
+			if !ok {
+				t.Fatalf("model: segment of channel %q on %s, which is not a committed checkpoint", c.ch, c.base)
+			}
+			var cur []any
+			if v, ok := at.values[c.ch]; ok && v != nil {
+				if cur, ok = v.([]any); !ok {
+					t.Fatalf("model: segment of channel %q whose value is not an array", c.ch)
+				}
+			}
+			items, ok := mustDecode(t, c.data).([]any)
+			if !ok {
+				t.Fatalf("model: segment items %s are not an array", c.data)
 			}
 			values[c.ch] = append(append([]any{}, cur...), items...)
 		case opDrop:
