@@ -42,6 +42,11 @@ type frame[S any] struct {
 	// saved: they get blobs in the next Put.
 	dirty map[string]dirtyMark
 
+	// chains holds, per append field, the shape of the stored chain of
+	// its value (see chainShape), from which the next Put chooses what
+	// to store.
+	chains map[int]chainShape
+
 	// versionsOwner says who else refers to the versions map.
 	versionsOwner versionsOwner
 }
@@ -97,6 +102,7 @@ func (f *frame[S]) derive(own bool) *frame[S] {
 		sends:         f.sends,
 		start:         f.start,
 		dirty:         cloneMap(f.dirty),
+		chains:        cloneMap(f.chains),
 	}
 	if own {
 		n.spare, f.spare = f.spare, nil
@@ -140,6 +146,13 @@ func (f *frame[S]) setDirty(ch string, m dirtyMark) {
 	f.dirty[ch] = m
 }
 
+func (f *frame[S]) setChain(i int, c chainShape) {
+	if f.chains == nil {
+		f.chains = map[int]chainShape{}
+	}
+	f.chains[i] = c
+}
+
 func (f *frame[S]) setSpare(i int, v reflect.Value) {
 	if f.spare == nil {
 		f.spare = map[int]reflect.Value{}
@@ -170,10 +183,12 @@ func (r *Runnable[S]) view(st S) S {
 }
 
 // decoded is a decoded channel value; spare, when valid, is an owned slice
-// with the same elements and free capacity.
+// with the same elements and free capacity. For an append field, shape is
+// the shape of the chain it was read from.
 type decoded struct {
 	v     reflect.Value
 	spare reflect.Value
+	shape chainShape
 }
 
 type valueKey struct{ ch, version string }
@@ -197,7 +212,7 @@ func (d *decoder[S]) seed(f *frame[S]) {
 	v := reflect.ValueOf(&f.state).Elem()
 	for _, fl := range d.r.schema.fields {
 		if ver, ok := f.versions[fl.name]; ok {
-			d.values[valueKey{fl.name, ver}] = &decoded{v: capped(v.Field(fl.index))}
+			d.values[valueKey{fl.name, ver}] = &decoded{v: capped(v.Field(fl.index)), shape: f.chains[fl.index]}
 		}
 	}
 }
@@ -227,6 +242,9 @@ func (d *decoder[S]) field(ctx context.Context, cpID string, fl *field, version 
 				return nil, corrupt(err)
 			}
 			cur = &decoded{v: capped(v)}
+			if fl.reducer.kind == kindAppend && v.Kind() == reflect.Slice {
+				cur.shape = fullShape(b.Version, v.Len(), len(b.Data))
+			}
 			d.values[valueKey{fl.name, b.Version}] = cur
 			continue
 		}
@@ -241,7 +259,7 @@ func (d *decoder[S]) field(ctx context.Context, cpID string, fl *field, version 
 				}
 				cur = base
 			} else {
-				cur = &decoded{v: reflect.Zero(fl.typ)}
+				cur = &decoded{v: reflect.Zero(fl.typ), shape: chainShape{known: true}}
 			}
 		} else if i > 0 && b.Base != blobs[i-1].Version {
 			return nil, corrupt(fmt.Errorf("broken chain: %s extends %s, not %s", b.Version, b.Base, blobs[i-1].Version))
@@ -260,6 +278,7 @@ func (d *decoder[S]) field(ctx context.Context, cpID string, fl *field, version 
 		}
 		next.spare = reflect.AppendSlice(base, items)
 		next.v = capped(next.spare)
+		next.shape = cur.shape.extend(b.Version, next.v.Len(), len(b.Data))
 		d.values[valueKey{fl.name, b.Version}] = next
 		cur = next
 	}
@@ -304,6 +323,9 @@ func (d *decoder[S]) frame(ctx context.Context, tp *checkpoint.Tuple, base *fram
 				return nil, err
 			}
 			sv.Field(fl.index).Set(dv.v)
+			if dv.shape.known {
+				f.setChain(fl.index, dv.shape)
+			}
 			continue
 		}
 		blobs := cp.Channels[ch]
@@ -456,6 +478,7 @@ func (r *Runnable[S]) encodeFrame(ctx context.Context, f *frame[S], id string) (
 	// One array holds every channel's blob; each channel gets a slice of
 	// one, capped so that an append to it cannot reach its neighbour.
 	blobs := make([]checkpoint.Blob, len(f.dirty))
+	var shapes map[int]chainShape // the append fields' new chain shapes
 	n := 0
 	for ch, d := range f.dirty {
 		b := &blobs[n]
@@ -465,9 +488,15 @@ func (r *Runnable[S]) encodeFrame(ctx context.Context, f *frame[S], id string) (
 			fl := &r.schema.fields[i]
 			fv := sv.Field(fl.index)
 			old := f.versions[ch]
-			if fl.reducer.kind == kindAppend && !d.full {
-				b.Append, b.Base = true, old
-				b.Data, err = encodeValue(ctx, r.abandoned, fv.Slice(d.from, fv.Len()), fl, where{prefix: "field", field: ch}, r.cfg.maxValueBytes)
+			if fl.reducer.kind == kindAppend && fv.Kind() == reflect.Slice {
+				var shape chainShape
+				shape, err = r.encodeAppend(ctx, b, fl, fv, d, old, f.chains[fl.index], id)
+				if err == nil {
+					if shapes == nil {
+						shapes = make(map[int]chainShape, len(f.dirty))
+					}
+					shapes[fl.index] = shape
+				}
 			} else {
 				b.Data, err = encodeValue(ctx, r.abandoned, fv, fl, where{prefix: "field", field: ch}, r.cfg.maxValueBytes)
 			}
@@ -489,6 +518,13 @@ func (r *Runnable[S]) encodeFrame(ctx context.Context, f *frame[S], id string) (
 	}
 	for ch := range f.dirty {
 		cp.Versions[ch] = id
+	}
+	if shapes != nil {
+		// A new map: the old one may be shared with a cached copy of f.
+		chains := make(map[int]chainShape, len(f.chains)+len(shapes))
+		maps.Copy(chains, f.chains)
+		maps.Copy(chains, shapes)
+		f.chains = chains
 	}
 	return cp, nil
 }
