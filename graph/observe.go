@@ -22,7 +22,10 @@ import (
 // h is application code: a panic in it loses the event and is logged at
 // Warn on the Runnable's logger; a call still running when the run's
 // context ends is given up on (Abandoned counts it) and h is not called
-// again. Without an observer (the default; a nil h) a run pays a nil
+// again. A hook that declares it never blocks (observe.Inliner, as
+// otelobserve's Options.Inline does) is called on the run's goroutine
+// instead, its panics still recovered: no goroutine per event, but no
+// bound on a call that blocks. Without an observer (the default; a nil h) a run pays a nil
 // check per event and allocates nothing for it.
 func WithObserver(h observe.Hook) Option { return func(c *config) { c.observer = h } }
 

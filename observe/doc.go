@@ -58,6 +58,16 @@
 // once and must be safe for concurrent use; they should be fast and never
 // block on I/O.
 //
+// To give a call up, the runtime runs it on a goroutine of its own when
+// its context can end, which costs a goroutine and two wake-ups per
+// event. A hook that never blocks (it only records in memory: an
+// OpenTelemetry SDK with batching span processors, a counter) can say so
+// with [Inline]; its methods are then called on the caller's goroutine.
+// A panic in them is still recovered and loses the event. What the
+// opt-in costs is the bound: a call that blocks holds the run, past its
+// context's deadline, until it returns, and is never given up on or
+// counted as abandoned.
+//
 // # What events carry
 //
 // Event is one flat struct; each Kind's documentation says which fields it

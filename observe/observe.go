@@ -27,6 +27,32 @@ type Hook interface {
 	TraceParent(ctx context.Context) string
 }
 
+// Inliner is a Hook that may declare that its methods never block (see
+// Containment in the package doc): when Inline returns true, the runtime
+// calls them on the caller's goroutine, recovering their panics, instead
+// of on a goroutine of its own bounded by the operation's context. It is
+// asked once, when the hook is given to a part; a panic in Inline reads
+// as false.
+type Inliner interface {
+	Hook
+	Inline() bool
+}
+
+// Inline returns h declared as never blocking: a Hook whose methods are
+// h's, called inline (see Inliner). Use it only for a hook that returns
+// promptly whatever happens; a call that blocks holds the run past its
+// deadline. Inline(nil) is nil.
+func Inline(h Hook) Hook {
+	if h == nil {
+		return nil
+	}
+	return inlined{h}
+}
+
+type inlined struct{ Hook }
+
+func (inlined) Inline() bool { return true }
+
 // Kind says what an event is about. The kinds up to KindApprovalResume are
 // operations (Start, then End); the others are notes.
 type Kind uint8

@@ -1,7 +1,9 @@
 // Package hookcall calls an observe.Hook the way the runtime calls any
 // application code: a panic in it is recovered and logged, and a call
 // still running when its context ends is given up on (counted, logged),
-// after which the hook is not called again. graph, nodes and approval
+// after which the hook is not called again. A hook that declares it
+// never blocks (observe.Inliner) is called on the caller's goroutine,
+// its panics still recovered, and is never given up on. graph, nodes and approval
 // emit their events through a *Caller; a nil *Caller is the unset hook,
 // and its methods cost a nil check and allocate nothing.
 package hookcall
@@ -21,6 +23,9 @@ type Caller struct {
 	ab  *safe.Counter // calls given up on (the owner's abandoned counter)
 	log *slog.Logger
 	off atomic.Bool // a call was given up on: the hook is not called again
+	// inline: the hook declared it never blocks (observe.Inliner); its
+	// calls run on the caller's goroutine, whatever their context.
+	inline bool
 }
 
 // New returns a Caller of h that counts abandoned calls in ab (nil: not
@@ -33,7 +38,14 @@ func New(h observe.Hook, ab *safe.Counter, log *slog.Logger) *Caller {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Caller{h: h, ab: ab, log: log}
+	c := &Caller{h: h, ab: ab, log: log}
+	if in, ok := h.(observe.Inliner); ok {
+		if p := safe.Call(func() { c.inline = in.Inline() }); p != nil {
+			c.inline = false
+			log.Warn("the observer's Inline panicked; it is called as a hook that may block", slog.String("panic", p.String()))
+		}
+	}
+	return c
 }
 
 // Span is an operation Start began: the context its children run with,
@@ -112,15 +124,15 @@ func (c *Caller) traceParent(ctx context.Context) string {
 }
 
 // call runs fn, a method of the hook, contained: inline when ctx cannot
-// end, else bounded by ctx (safe.Bound). ok is false when it panicked or
-// was given up on.
+// end or the hook never blocks (recovering its panic), else bounded by
+// ctx (safe.Bound). ok is false when it panicked or was given up on.
 func call[T any](c *Caller, ctx context.Context, method string, k observe.Kind, fn func() T) (T, bool) {
 	var (
 		v   T
 		p   *safe.Panic
 		err error
 	)
-	if ctx.Done() == nil {
+	if c.inline || ctx.Done() == nil {
 		p = safe.Call(func() { v = fn() })
 	} else {
 		v, p, err = safe.Bound(ctx, c.ab, "the observer's "+method, fn)

@@ -50,6 +50,17 @@ type Options struct {
 	PendingLimit int
 	// Now is the clock of the duration histograms (nil: time.Now).
 	Now func() time.Time
+	// Inline declares that the providers never block: spans go to
+	// batching span processors (sdktrace.WithBatcher, which drops spans
+	// rather than wait when its queue is full), metrics to the SDK's
+	// readers, Now returns at once. The runtime then calls the Hook on
+	// the caller's goroutine (observe.Inliner) instead of on a goroutine
+	// of its own per event, which saves most of what tracing costs a run
+	// beyond the SDK's own work. Leave it false with a processor that
+	// exports as a span ends (sdktrace.WithSyncer) or an exporter that
+	// may wait: a call that blocks would then hold the run past its
+	// deadline, where without Inline it is given up on.
+	Inline bool
 }
 
 // Hook is an observe.Hook that turns lockstep's events into
@@ -57,6 +68,7 @@ type Options struct {
 // concurrent use.
 type Hook struct {
 	tracer  trace.Tracer
+	inline  bool // Options.Inline
 	traced  bool // a TracerProvider was given
 	metered bool // a MeterProvider was given
 	now     func() time.Time
@@ -66,7 +78,11 @@ type Hook struct {
 	reg                                              metric.Registration
 }
 
-var _ observe.Hook = (*Hook)(nil)
+var _ observe.Inliner = (*Hook)(nil)
+
+// Inline reports Options.Inline: whether the runtime may call the Hook
+// on the caller's goroutine (observe.Inliner).
+func (h *Hook) Inline() bool { return h.inline }
 
 // New returns a Hook over opts' providers. It fails, with an error
 // matching ErrInvalidOptions, when PendingLimit is negative, and with the
@@ -75,7 +91,7 @@ func New(opts Options) (*Hook, error) {
 	if opts.PendingLimit < 0 {
 		return nil, errorf("PendingLimit %d is negative", opts.PendingLimit)
 	}
-	h := &Hook{now: opts.Now}
+	h := &Hook{now: opts.Now, inline: opts.Inline}
 	if h.now == nil {
 		h.now = time.Now
 	}
@@ -212,7 +228,7 @@ type opKey struct{}
 // Start begins a span for e under the one ctx carries.
 func (h *Hook) Start(ctx context.Context, e observe.Event) context.Context {
 	var name string
-	attrs := make([]attribute.KeyValue, 0, 8)
+	attrs := make([]attribute.KeyValue, 0, 6) // the most a kind sets, NS included
 	kind := trace.SpanKindInternal
 	switch e.Kind {
 	case observe.KindRun:
@@ -287,7 +303,7 @@ func (h *Hook) End(ctx context.Context, e observe.Event) {
 		sp.End()
 		return
 	}
-	attrs := make([]attribute.KeyValue, 0, 8)
+	attrs := make([]attribute.KeyValue, 0, 6) // the most a kind sets (a model call), the error type included
 	if e.Outcome != "" {
 		attrs = append(attrs, keyOutcome.String(e.Outcome))
 	}
@@ -324,18 +340,20 @@ func (h *Hook) End(ctx context.Context, e observe.Event) {
 			attrs = append(attrs, keyWaited.Int64(e.Waited.Milliseconds()))
 		}
 	}
-	sp.SetAttributes(attrs...)
-	if failed(e) {
-		if e.ErrorType != "" {
-			sp.SetAttributes(semconv.ErrorTypeKey.String(e.ErrorType))
-		} else {
-			sp.SetAttributes(semconv.ErrorTypeOther)
-		}
+	fail := failed(e)
+	switch {
+	case fail && e.ErrorType != "":
+		attrs = append(attrs, semconv.ErrorTypeKey.String(e.ErrorType))
+	case fail:
+		attrs = append(attrs, semconv.ErrorTypeOther)
+	case e.Error != "":
+		// Cancelled: why, but not an error of the operation.
+		attrs = append(attrs, keyError.String(e.Error))
+	}
+	sp.SetAttributes(attrs...) // once: each call makes the SDK grow and dedupe the span's attributes
+	if fail {
 		sp.AddEvent("exception", trace.WithAttributes(semconv.ExceptionMessage(e.Error), semconv.ExceptionType(e.ErrorType)))
 		sp.SetStatus(codes.Error, e.Error)
-	} else if e.Error != "" {
-		// Cancelled: why, but not an error of the operation.
-		sp.SetAttributes(keyError.String(e.Error))
 	}
 	sp.End()
 }

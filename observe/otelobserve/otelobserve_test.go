@@ -197,3 +197,18 @@ func names(spans tracetest.SpanStubs) []string {
 	}
 	return out
 }
+
+// TestInlineOption: Options.Inline is what the Hook tells the runtime
+// (observe.Inliner); off by default, since a provider may block.
+func TestInlineOption(t *testing.T) {
+	for _, inline := range []bool{false, true} {
+		h, err := otelobserve.New(otelobserve.Options{Inline: inline})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var in observe.Inliner = h
+		if in.Inline() != inline {
+			t.Errorf("Options{Inline: %v}: Inline() = %v", inline, in.Inline())
+		}
+	}
+}
