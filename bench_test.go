@@ -9,6 +9,7 @@ package lockstep_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -70,13 +71,20 @@ func BenchmarkW1Linear(b *testing.B) {
 			}
 			b.Run("trace=off", func(b *testing.B) { w1Linear(b, sv, nil) })
 			b.Run("trace=on", func(b *testing.B) { w1Linear(b, sv, benchTracer(b)) })
+			// The other durability modes (trace off): async commits a
+			// step's checkpoint while the next step runs, exit only the
+			// run's last checkpoint (with its input).
+			for _, d := range []graph.DurabilityMode{graph.DurabilityAsync, graph.DurabilityExit} {
+				b.Run("durability="+string(d), func(b *testing.B) { w1Linear(b, sv, nil, graph.WithDurability(d)) })
+			}
 		})
 	}
 }
 
-// w1Linear runs W1 on sv, observed by h when it is not nil.
-func w1Linear(b *testing.B, sv benchSaver, h observe.Hook) {
-	var opts []graph.Option
+// w1Linear runs W1 on sv, observed by h when it is not nil, compiled with
+// extra.
+func w1Linear(b *testing.B, sv benchSaver, h observe.Hook, extra ...graph.Option) {
+	opts := slices.Clone(extra)
 	if sv.open != nil {
 		opts = append(opts, graph.WithSaver(sv.open(b)))
 	}

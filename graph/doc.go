@@ -60,7 +60,10 @@
 //   - [DurabilityAsync]: a step's checkpoint is encoded before the next
 //     step starts and committed while it runs, one save in flight at a
 //     time and in order, so each still commits only on its parent (the
-//     compare-and-swap holds). The run's last checkpoint, and its input's
+//     compare-and-swap holds). The checkpoints of steps that finish
+//     while a save is in flight queue behind it (up to 8, or 4 MiB) and
+//     commit together, in one transaction, by the next save; past that
+//     bound the run waits. The run's last checkpoint, and its input's
 //     with the __start__ step's, are committed before it goes on. A run
 //     never returns, and an interrupt never reaches the caller (nor a
 //     stream as [EventInterrupt]), before every checkpoint up to it is
@@ -69,9 +72,10 @@
 //     sync mode (as LangGraph does), each once the checkpoint it is
 //     written on has committed. A save that fails is the run's error, a
 //     [*SaveError] naming the thread, step and checkpoint; the run stops at
-//     the end of the step it is in and writes nothing more. A crash costs
-//     at most the two steps in flight (the one being saved and the one
-//     running), which [Runnable.Continue] runs again.
+//     the first step's end after the failure and writes nothing more. A
+//     crash costs at most the steps in flight (those being saved, those
+//     queued and the one running: 1 + 8 + 1 at most), which
+//     [Runnable.Continue] runs again.
 //   - [DurabilityExit]: only the checkpoint a run ends, pauses or fails on
 //     is saved (with the run's input checkpoint, in the same transaction;
 //     LangGraph saves no input checkpoint here), and the pending writes of

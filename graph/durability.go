@@ -12,9 +12,10 @@ const (
 	// superstep starts. It is the default.
 	DurabilitySync DurabilityMode = "sync"
 	// DurabilityAsync writes a superstep's checkpoint while the next
-	// superstep runs, one save in flight at a time and in order. A run
-	// never returns, and never reports an interrupt, before every
-	// checkpoint up to it is durable.
+	// supersteps run, one save in flight at a time and in order (the
+	// checkpoints of the steps that finish meanwhile are queued, up to a
+	// bound, and saved together next). A run never returns, and never
+	// reports an interrupt, before every checkpoint up to it is durable.
 	DurabilityAsync DurabilityMode = "async"
 	// DurabilityExit writes only the checkpoint a run ends, pauses or
 	// fails on (with the run's input checkpoint, in the same

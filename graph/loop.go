@@ -212,18 +212,24 @@ type run[S any] struct {
 	joinsTaken []checkpoint.Join
 
 	// The durability modes (see durability.go and the package doc), all
-	// guarded by heldMu. inflight is the save DurabilityAsync has in
-	// flight, nil when none; saveErr is the first error of such a save,
-	// which every later write of the run returns. deferred is set in
+	// guarded by heldMu. inflight is the put DurabilityAsync has in
+	// flight, nil when none; queued are the loop checkpoints waiting
+	// behind it (queuedBytes their blobs, queuedAnswers the answers they
+	// carry), committed as one chain by the next put; saveErr is the
+	// first error of such a put, which every later write of the run
+	// returns. deferred is set in
 	// DurabilityExit while fr is the frame of a finished step, stamped
 	// with its checkpoint's ID and not saved (its parent, fr.parentID, is
 	// the last checkpoint saved or held); materialized is the checkpoint
 	// a task's write saved it as mid-step, for the loop to record on fr
 	// once the step's tasks are done (see adoptSaved).
-	inflight     *inflightPut
-	saveErr      error
-	deferred     bool
-	materialized *checkpoint.Checkpoint
+	inflight      *inflightPut
+	queued        []checkpoint.PutRequest
+	queuedBytes   int
+	queuedAnswers []checkpoint.TaskWrites
+	saveErr       error
+	deferred      bool
+	materialized  *checkpoint.Checkpoint
 
 	// repeated: the run's RunKey is that of the thread's latest input, so
 	// the run reports or continues that run (see repeat); asIs is the
@@ -1085,7 +1091,7 @@ func (ru *run[S]) putWrites(ctx context.Context, head string, tasks []checkpoint
 	// cancelled: cancellation takes effect at the next step boundary.
 	ctx = detached(ctx)
 	ru.heldMu.Lock()
-	if err := ru.settle(); err != nil {
+	if err := ru.settle(ctx); err != nil {
 		ru.heldMu.Unlock()
 		return err
 	}
@@ -1182,21 +1188,24 @@ func (ru *run[S]) save(ctx context.Context, f *frame[S], source checkpoint.Sourc
 	}
 	ru.heldMu.Lock()
 	defer ru.heldMu.Unlock()
-	if err := ru.settle(); err != nil {
-		return err
-	}
-	background := ru.mode() == DurabilityAsync && source == checkpoint.SourceLoop && !release && ru.held == nil
-	reqs, answers, err := ru.withHeld(ctx, req)
-	if err != nil {
-		return err
-	}
-	if background {
-		if err := ru.putAsync(ctx, reqs, answers); err != nil {
+	if ru.mode() == DurabilityAsync && source == checkpoint.SourceLoop && !release && ru.held == nil {
+		if err := ru.saveBehind(ctx, req); err != nil {
 			return err
 		}
-	} else if err := ru.put(ctx, reqs); err != nil {
-		ru.lostHeld(reqs, answers)
-		return err
+	} else {
+		// Committed now, with the checkpoints queued before it.
+		if err := ru.awaitInflight(); err != nil {
+			return err
+		}
+		reqs, answers, err := ru.withHeld(ctx, req)
+		if err != nil {
+			return err
+		}
+		reqs, answers = ru.takeQueued(reqs, answers)
+		if err := ru.putNow(ctx, reqs); err != nil {
+			ru.lostHeld(reqs, answers)
+			return err
+		}
 	}
 	f.markSaved(&req.Checkpoint)
 	for _, t := range unsaved {
@@ -1303,9 +1312,14 @@ func (ru *run[S]) encodeSave(ctx context.Context, f *frame[S], id string, unsave
 // returns a *SaveError when the saver refused or failed. The caller holds
 // heldMu.
 func (ru *run[S]) put(ctx context.Context, reqs []checkpoint.PutRequest) error {
-	if err := ru.settle(); err != nil {
+	if err := ru.settle(ctx); err != nil {
 		return err
 	}
+	return ru.putNow(ctx, reqs)
+}
+
+// putNow is put once nothing is in flight or queued.
+func (ru *run[S]) putNow(ctx context.Context, reqs []checkpoint.PutRequest) error {
 	pc, err := ru.beginPut(ctx, reqs)
 	if err != nil {
 		return err
@@ -1414,20 +1428,105 @@ func (ru *run[S]) putAsync(ctx context.Context, reqs []checkpoint.PutRequest, an
 	return nil
 }
 
-// settle waits for the put in flight (DurabilityAsync), if any, and
-// returns the run's save error: the first put that failed in the
-// background fails every later write of the run, so that nothing is
-// written on a checkpoint that is not there. The caller holds heldMu.
-func (ru *run[S]) settle() error {
-	if in := ru.inflight; in != nil {
-		<-in.done
-		ru.inflight = nil
-		if err := ru.endPut(in.pc, in.err); err != nil {
-			ru.lostHeld(in.pc.reqs, in.answers)
-			ru.saveErr = err
+// Bounds of the checkpoints DurabilityAsync queues behind the put in
+// flight: past either, the run waits for that put before it goes on.
+const (
+	maxQueuedCheckpoints = 8
+	maxQueuedBytes       = 4 << 20
+)
+
+// saveBehind saves req, a loop checkpoint, in the background
+// (DurabilityAsync): it is queued behind the put in flight and
+// committed, with the others queued, by the put that follows it. The
+// run waits only when the queue is full: then for the put in flight,
+// before it puts the queue in flight. The caller holds heldMu.
+func (ru *run[S]) saveBehind(ctx context.Context, req checkpoint.PutRequest) error {
+	if err := ru.collect(false); err != nil {
+		return err
+	}
+	reqs, answers, err := ru.withHeld(ctx, req)
+	if err != nil {
+		return err
+	}
+	ru.queued = append(ru.queued, reqs...)
+	ru.queuedAnswers = append(ru.queuedAnswers, answers...)
+	ru.queuedBytes += putBytes(reqs)
+	if ru.inflight != nil && len(ru.queued) < maxQueuedCheckpoints && ru.queuedBytes < maxQueuedBytes {
+		return nil
+	}
+	if err := ru.awaitInflight(); err != nil {
+		return err
+	}
+	reqs, answers = ru.takeQueued(nil, nil)
+	return ru.putAsync(ctx, reqs, answers)
+}
+
+// takeQueued returns the queued checkpoints followed by reqs, and their
+// answers followed by answers, and empties the queue. The caller holds
+// heldMu.
+func (ru *run[S]) takeQueued(reqs []checkpoint.PutRequest, answers []checkpoint.TaskWrites) ([]checkpoint.PutRequest, []checkpoint.TaskWrites) {
+	if len(ru.queued) == 0 {
+		return reqs, answers
+	}
+	reqs = append(ru.queued, reqs...)
+	answers = append(ru.queuedAnswers, answers...)
+	ru.queued, ru.queuedAnswers, ru.queuedBytes = nil, nil, 0
+	return reqs, answers
+}
+
+// collect ends the put in flight if it is done (waiting for it when
+// wait is set) and returns the run's save error: the first put that
+// failed in the background fails every later write of the run, so that
+// nothing is written on a checkpoint that is not there. The caller holds
+// heldMu.
+func (ru *run[S]) collect(wait bool) error {
+	in := ru.inflight
+	if in == nil {
+		return ru.saveErr
+	}
+	if !wait {
+		select {
+		case <-in.done:
+		default:
+			return ru.saveErr
 		}
 	}
+	<-in.done
+	ru.inflight = nil
+	if err := ru.endPut(in.pc, in.err); err != nil {
+		ru.lostHeld(in.pc.reqs, in.answers)
+		ru.saveErr = err
+		// What was queued behind it cannot commit on it.
+		_, answers := ru.takeQueued(nil, nil)
+		ru.lostHeld(nil, answers)
+	}
 	return ru.saveErr
+}
+
+// awaitInflight waits for the put in flight, if any (see collect).
+func (ru *run[S]) awaitInflight() error { return ru.collect(true) }
+
+// settle makes every checkpoint the run saved in the background durable
+// (DurabilityAsync): it waits for the put in flight and commits the
+// queued checkpoints. It returns the run's save error (see collect).
+// Every write of the run but a queued checkpoint settles first, so a
+// pending write lands on a committed checkpoint, and a run returns, or
+// reports an interrupt, only once all its checkpoints are durable. The
+// caller holds heldMu.
+func (ru *run[S]) settle(ctx context.Context) error {
+	if err := ru.awaitInflight(); err != nil {
+		return err
+	}
+	if len(ru.queued) == 0 {
+		return nil
+	}
+	reqs, answers := ru.takeQueued(nil, nil)
+	if err := ru.putNow(detached(ctx), reqs); err != nil {
+		ru.lostHeld(reqs, answers)
+		ru.saveErr = err
+		return err
+	}
+	return nil
 }
 
 // mode is the run's durability mode: DurabilitySync without a saver, and
@@ -1502,7 +1601,7 @@ func (ru *run[S]) deferSave(next *frame[S]) {
 func (ru *run[S]) flushHeld(ctx context.Context) (answeredOn string, err error) {
 	ru.heldMu.Lock()
 	defer ru.heldMu.Unlock()
-	if err := ru.settle(); err != nil {
+	if err := ru.settle(ctx); err != nil {
 		return "", err
 	}
 	if ru.deferred {
@@ -1721,7 +1820,7 @@ func (ru *run[S]) loop(ctx context.Context) (res Result[S], err error) {
 		ru.step++
 		if len(marker) > 0 {
 			ru.stoppedAt = &checkpoint.Breakpoint{When: "after", Nodes: after}
-			return ru.waitResult(nil, r.plan(ru.fr, ru.ns, ru.step), ru.fr.state)
+			return ru.waitResult(ctx, nil, r.plan(ru.fr, ru.ns, ru.step), ru.fr.state)
 		}
 	}
 }
@@ -1791,14 +1890,14 @@ func (ru *run[S]) stopAtBreakpoint(ctx context.Context, when string, names []str
 		}
 	}
 	ru.stoppedAt = &checkpoint.Breakpoint{When: when, Nodes: names}
-	return ru.waitResult(nil, tasks, ru.fr.state)
+	return ru.waitResult(ctx, nil, tasks, ru.fr.state)
 }
 
-func (ru *run[S]) waitResult(interrupts []interrupt.Interrupt, tasks []*task[S], values S) (Result[S], error) {
+func (ru *run[S]) waitResult(ctx context.Context, interrupts []interrupt.Interrupt, tasks []*task[S], values S) (Result[S], error) {
 	// No interrupt reaches the caller before the checkpoints up to it
 	// are durable (DurabilityAsync).
 	ru.heldMu.Lock()
-	err := ru.settle()
+	err := ru.settle(ctx)
 	ru.heldMu.Unlock()
 	if err != nil {
 		return Result[S]{}, err
@@ -1896,7 +1995,7 @@ func (ru *run[S]) stopStep(ctx context.Context, tasks []*task[S], failed *task[S
 			values = nf.state
 		}
 	}
-	return ru.waitResult(interrupts, tasks, values)
+	return ru.waitResult(ctx, interrupts, tasks, values)
 }
 
 // saveUnsaved saves the finished tasks' writes when a step cannot be
