@@ -2,6 +2,7 @@ package graph_test
 
 import (
 	"context"
+	"os"
 	"sync"
 	"testing"
 
@@ -10,7 +11,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(envDurChild) != "" {
+		os.Exit(durabilityChild()) // a child of TestDurabilityCrashLoop
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // State is the state most tests use.
 type State struct {
