@@ -379,12 +379,16 @@ func (dl *durLoop) check(res *crashtest.Result) error {
 		slices.Reverse(steps)
 		head = steps[len(steps)-1]
 	}
-	lost := 0 // steps the dead child ran past the head
+	// The steps the dead child ran past the head (a node run twice in
+	// one child, as the gate is when it pauses and is resumed, is one
+	// step).
+	past := map[int]bool{}
 	for _, n := range nodes {
 		if n.Gen == res.Gen && durStep(n.Key) > head {
-			lost++
+			past[durStep(n.Key)] = true
 		}
 	}
+	lost := len(past)
 	switch dl.mode {
 	case graph.DurabilitySync, graph.DurabilityAsync:
 		// Every step up to the head has its checkpoint.
