@@ -11,6 +11,7 @@ package hookcall
 import (
 	"context"
 	"log/slog"
+	"runtime/debug"
 	"sync/atomic"
 
 	"github.com/lockstepgo/lockstep/internal/safe"
@@ -100,7 +101,17 @@ func (c *Caller) TraceParent(ctx context.Context) string {
 }
 
 func (c *Caller) start(ctx context.Context, e observe.Event) Span {
-	out, ok := call(c, ctx, "Start", e.Kind, func() context.Context { return c.h.Start(ctx, e) })
+	var (
+		out context.Context
+		ok  bool
+	)
+	if c.direct(ctx) {
+		var p *safe.Panic
+		out, p = startDirect(c.h, ctx, e)
+		ok = c.outcome(ctx, "Start", e.Kind, p, nil)
+	} else {
+		out, ok = c.startBounded(ctx, e)
+	}
 	if !ok {
 		return Span{Ctx: ctx}
 	}
@@ -111,16 +122,72 @@ func (c *Caller) start(ctx context.Context, e observe.Event) Span {
 }
 
 func (c *Caller) end(ctx context.Context, e observe.Event) {
-	call(c, ctx, "End", e.Kind, func() struct{} { c.h.End(ctx, e); return struct{}{} })
+	if c.direct(ctx) {
+		c.outcome(ctx, "End", e.Kind, endDirect(c.h, ctx, e), nil)
+		return
+	}
+	c.endBounded(ctx, e)
 }
 
 func (c *Caller) note(ctx context.Context, e observe.Event) {
+	if c.direct(ctx) {
+		c.outcome(ctx, "Note", e.Kind, noteDirect(c.h, ctx, e), nil)
+		return
+	}
+	c.noteBounded(ctx, e)
+}
+
+// startBounded, endBounded and noteBounded call the hook bounded by ctx
+// (call); their closures take the event to the heap, which the direct
+// calls above avoid.
+func (c *Caller) startBounded(ctx context.Context, e observe.Event) (context.Context, bool) {
+	return call(c, ctx, "Start", e.Kind, func() context.Context { return c.h.Start(ctx, e) })
+}
+
+func (c *Caller) endBounded(ctx context.Context, e observe.Event) {
+	call(c, ctx, "End", e.Kind, func() struct{} { c.h.End(ctx, e); return struct{}{} })
+}
+
+func (c *Caller) noteBounded(ctx context.Context, e observe.Event) {
 	call(c, ctx, "Note", e.Kind, func() struct{} { c.h.Note(ctx, e); return struct{}{} })
 }
 
 func (c *Caller) traceParent(ctx context.Context) string {
 	tp, _ := call(c, ctx, "TraceParent", 0, func() string { return c.h.TraceParent(ctx) })
 	return tp
+}
+
+// direct reports whether a call under ctx runs on the caller's
+// goroutine: the hook never blocks, or ctx cannot end.
+func (c *Caller) direct(ctx context.Context) bool { return c.inline || ctx.Done() == nil }
+
+// startDirect, endDirect and noteDirect call the hook on the caller's
+// goroutine, recovering its panic. They take the event by value and
+// build no closure, so that an event (a few hundred bytes) is not moved
+// to the heap for every call, as a closure that safe.Bound may hand to
+// another goroutine must.
+func startDirect(h observe.Hook, ctx context.Context, e observe.Event) (out context.Context, p *safe.Panic) {
+	defer recovered(&p)
+	return h.Start(ctx, e), nil
+}
+
+func endDirect(h observe.Hook, ctx context.Context, e observe.Event) (p *safe.Panic) {
+	defer recovered(&p)
+	h.End(ctx, e)
+	return nil
+}
+
+func noteDirect(h observe.Hook, ctx context.Context, e observe.Event) (p *safe.Panic) {
+	defer recovered(&p)
+	h.Note(ctx, e)
+	return nil
+}
+
+// recovered, deferred, turns a panic into *p, as safe.Call does.
+func recovered(p **safe.Panic) {
+	if r := recover(); r != nil {
+		*p = &safe.Panic{Value: r, Stack: debug.Stack()}
+	}
 }
 
 // call runs fn, a method of the hook, contained: inline when ctx cannot
@@ -132,24 +199,30 @@ func call[T any](c *Caller, ctx context.Context, method string, k observe.Kind, 
 		p   *safe.Panic
 		err error
 	)
-	if c.inline || ctx.Done() == nil {
+	if c.direct(ctx) {
 		p = safe.Call(func() { v = fn() })
 	} else {
 		v, p, err = safe.Bound(ctx, c.ab, "the observer's "+method, fn)
 	}
+	return v, c.outcome(ctx, method, k, p, err)
+}
+
+// outcome logs a call that panicked (p) or was given up on (err, after
+// which the hook is not called again), and reports whether it returned.
+func (c *Caller) outcome(ctx context.Context, method string, k observe.Kind, p *safe.Panic, err error) bool {
 	switch {
 	case p != nil:
 		c.log.LogAttrs(ctx, slog.LevelWarn, "the observer panicked; the event is lost", slog.String("method", method),
 			slog.String("kind", k.String()), slog.String("panic", p.String()))
-		return v, false
+		return false
 	case err != nil:
 		if c.off.CompareAndSwap(false, true) {
 			c.log.LogAttrs(ctx, slog.LevelWarn, "the observer did not return before the context ended; it is not called again",
 				slog.String("method", method), slog.String("kind", k.String()), slog.String("error", err.Error()))
 		}
-		return v, false
+		return false
 	}
-	return v, true
+	return true
 }
 
 // Off reports whether the hook was given up on (tests).

@@ -100,3 +100,37 @@ func TestInline(t *testing.T) {
 		t.Error("observe.Inline(nil) is not nil")
 	}
 }
+
+type nopHook struct{}
+
+func (nopHook) Start(ctx context.Context, e observe.Event) context.Context { return ctx }
+func (nopHook) End(ctx context.Context, e observe.Event)                    {}
+func (nopHook) Note(ctx context.Context, e observe.Event)                   {}
+func (nopHook) TraceParent(ctx context.Context) string                      { return "" }
+
+// TestDirectCallsAllocateNothing: a call made on the caller's goroutine
+// (a context that cannot end, or a hook that never blocks) costs the
+// hook's own work and nothing more: the event is not moved to the heap.
+func TestDirectCallsAllocateNothing(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e := observe.Event{Kind: observe.KindTask, Thread: "t", Node: "n", TaskID: "id", Step: 3}
+	for _, tc := range []struct {
+		name string
+		h    observe.Hook
+		ctx  context.Context
+	}{
+		{"context that cannot end", nopHook{}, context.Background()},
+		{"hook that never blocks", observe.Inline(nopHook{}), cancelled},
+	} {
+		c := hookcall.New(tc.h, nil, nil)
+		allocs := testing.AllocsPerRun(100, func() {
+			sp := c.Start(tc.ctx, e)
+			c.End(sp, e)
+			c.Note(tc.ctx, e)
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %v allocations per Start, End and Note, want 0", tc.name, allocs)
+		}
+	}
+}
