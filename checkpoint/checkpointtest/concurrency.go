@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -18,6 +20,7 @@ func concurrencyCases() []testCase {
 		{name: "RacingPutsOneOwner", run: func(t *testing.T, f *fixture) { testRacingPuts(t, f, true) }},
 		{name: "ConcurrentPendingWrites", run: testConcurrentWrites},
 		{name: "ReadersDuringWrites", run: testReadersDuringWrites},
+		{name: "ConcurrentThreadsSomeRefused", run: testConcurrentThreadsSomeRefused},
 	}
 }
 
@@ -216,4 +219,137 @@ func testReadersDuringWrites(t *testing.T, f *fixture) {
 	}
 	wg.Wait()
 	l.checkGet(t, "")
+}
+
+// testConcurrentThreadsSomeRefused: many runs commit at once, each on its
+// own thread, as a server's runs do (a saver may commit them in one
+// transaction: group commit, D3), among them requests the saver must
+// refuse: a Put on a parent that is no longer the head (ConflictError),
+// a Put and a PutWrites under another owner's live lease (BusyError), a
+// Held Put of an owner whose lease passed on (fenced: BusyError) and a
+// PutWrites on a checkpoint that is not the head. Each request keeps its
+// own result: every refused one fails alone and writes nothing, every
+// other one commits, with its pending writes, in every round.
+func testConcurrentThreadsSomeRefused(t *testing.T, f *fixture) {
+	const runs, rounds = 12, 4
+	lines := make([]*line, runs)
+	for i := range lines {
+		lines[i] = f.line(fmt.Sprintf("thread-%02d", i), "")
+		lines[i].lease = owned(fmt.Sprintf("runner-%02d", i))
+		lines[i].step(t, set("n", `0`))
+	}
+	// stale: its head moves on from old before each round's stale Put.
+	stale := f.line("thread-stale", "")
+	stale.lease = owned("runner-stale")
+	old := stale.step(t, set("n", `0`))
+	stale.step(t, set("n", `1`))
+	// busy: "holder" keeps a live lease; "intruder" writes.
+	busy := f.line("thread-busy", "")
+	busy.lease = owned("holder")
+	busy.step(t, set("n", `0`))
+	// fenced: runner-a held it, runner-b took it over and released it.
+	fenced := f.line("thread-fenced", "")
+	fenced.lease = owned("runner-a")
+	fenced.step(t, set("n", `0`))
+	f.clock.Advance(ttl + time.Second)
+	f.claim(t, fenced.ref(fenced.head), owned("runner-b"))
+	if err := f.s.Release(t.Context(), fenced.thread, "", "runner-b"); err != nil {
+		t.Fatal(err)
+	}
+	heldA := owned("runner-a")
+	heldA.Held = true
+	for i := range lines { // the clock moved: renew the runs' leases
+		f.claim(t, lines[i].ref(lines[i].head), lines[i].lease)
+	}
+	f.claim(t, busy.ref(busy.head), busy.lease)
+
+	for round := 0; round < rounds; round++ {
+		refusedBefore := map[string]threadDump{}
+		for _, l := range []*line{stale, busy, fenced} {
+			refusedBefore[l.thread] = f.dump(t, l.thread)
+		}
+		type job struct {
+			what   string
+			do     func() error
+			refuse error // nil: must commit
+		}
+		var jobs []job
+		reqs := make([]checkpoint.PutRequest, runs)
+		for i, l := range lines {
+			reqs[i] = l.request(t, l.head, set("n", fmt.Sprint(round+1)))
+			reqs[i].Writes = nil
+			if i%3 == 0 {
+				// A pending write of the head, beside the Puts.
+				ref := l.ref(l.head)
+				tw := task(fmt.Sprintf("task-r%d", round), wr("v", fmt.Sprint(round)))
+				jobs = append(jobs, job{what: fmt.Sprintf("PutWrites on %s", l.thread), do: func() error {
+					return f.s.PutWrites(t.Context(), checkpoint.WritesRequest{Ref: ref, Lease: l.lease, Tasks: []checkpoint.TaskWrites{tw}})
+				}})
+				continue
+			}
+			req := reqs[i]
+			jobs = append(jobs, job{what: fmt.Sprintf("Put on %s", l.thread), do: func() error { return f.s.Put(t.Context(), req) }})
+		}
+		staleReq := stale.requestID(t, f.id(), old, set("n", `"stale"`))
+		busyReq := busy.request(t, busy.head, set("n", `"intruder"`))
+		busyReq.Lease = owned("intruder")
+		fencedReq := fenced.request(t, fenced.head, set("n", `"fenced"`))
+		fencedReq.Lease = heldA
+		notHead := stale.ref(old)
+		jobs = append(jobs,
+			job{what: "Put on a parent that is not the head", do: func() error { return f.s.Put(t.Context(), staleReq) }, refuse: checkpoint.ErrConflict},
+			job{what: "Put under another owner's live lease", do: func() error { return f.s.Put(t.Context(), busyReq) }, refuse: checkpoint.ErrThreadBusy},
+			job{what: "PutWrites under another owner's live lease", do: func() error {
+				return f.s.PutWrites(t.Context(), checkpoint.WritesRequest{Ref: busy.ref(busy.head), Lease: owned("intruder"),
+					Tasks: []checkpoint.TaskWrites{task("task-intruder", wr("v", `1`))}})
+			}, refuse: checkpoint.ErrThreadBusy},
+			job{what: "Held Put of a superseded owner", do: func() error { return f.s.Put(t.Context(), fencedReq) }, refuse: checkpoint.ErrThreadBusy},
+			job{what: "PutWrites on a checkpoint that is not the head", do: func() error {
+				return f.s.PutWrites(t.Context(), checkpoint.WritesRequest{Ref: notHead, Lease: stale.lease,
+					Tasks: []checkpoint.TaskWrites{task("task-stale", wr("v", `1`))}})
+			}, refuse: checkpoint.ErrConflict},
+		)
+		// Refused requests among the others, not all at one end.
+		rand.New(rand.NewPCG(uint64(round), 7)).Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
+		errs := make([]error, len(jobs))
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range jobs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				errs[i] = jobs[i].do()
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for i, j := range jobs {
+			switch {
+			case j.refuse == nil && errs[i] != nil:
+				t.Errorf("round %d: %s: %v, want it committed", round, j.what, errs[i])
+			case j.refuse != nil && !errors.Is(errs[i], j.refuse):
+				t.Errorf("round %d: %s: %v, want an error matching %v", round, j.what, errs[i], j.refuse)
+			}
+		}
+		for i, l := range lines {
+			if i%3 != 0 {
+				l.commit(t, reqs[i])
+			}
+		}
+		for l, before := range refusedBefore {
+			f.unchanged(t, fmt.Sprintf("round %d: the refused requests", round), l, before)
+		}
+	}
+	for i, l := range lines {
+		l.checkGet(t, "")
+		if i%3 != 0 {
+			continue
+		}
+		var want []writeView
+		for round := 0; round < rounds; round++ {
+			want = append(want, writeView{TaskID: fmt.Sprintf("task-r%d", round), Channel: "v", Value: float64(round)})
+		}
+		f.wantPending(t, l.ref(l.head), want)
+	}
 }

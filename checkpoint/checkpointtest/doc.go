@@ -74,7 +74,9 @@
 //     naming another run of the runner, not one naming a run whose lease
 //     passed to another run since.
 //   - Concurrency: racing Puts on one parent leave exactly one child;
-//     concurrent pending writes and readers stay consistent.
+//     concurrent pending writes and readers stay consistent; many runs
+//     committing at once, on their own threads, keep each its own result
+//     when some of them are refused (group commit).
 //   - List: order, metadata filters (Metadata.RunKey and Metadata.Topology
 //     included), Before, Limit, namespaces, invalid filter keys, and
 //     LangGraph JS's cartesian product against a model.

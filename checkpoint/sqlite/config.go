@@ -30,8 +30,16 @@ const (
 
 // Defaults applied by Open to zero Config fields.
 const (
-	DefaultBusyTimeout  = 5 * time.Second
-	DefaultMaxOpenConns = 8
+	DefaultBusyTimeout      = 5 * time.Second
+	DefaultMaxOpenConns     = 8
+	DefaultGroupCommitMax   = 64
+	DefaultGroupCommitBytes = 8 << 20
+)
+
+// Bounds on the group commit settings.
+const (
+	maxGroupCommitMax   = 4096
+	maxGroupCommitBytes = 1 << 30
 )
 
 // Config tunes Open. The zero value means the defaults.
@@ -46,6 +54,19 @@ type Config struct {
 	// connection included (default 8, at least 2). Readers and the users
 	// of DB share the rest.
 	MaxOpenConns int
+	// GroupCommitMax bounds group commit: how many Put, PutChain and
+	// PutWrites calls that wait for this Saver's writer at once may commit
+	// in one transaction (default 64; 1 turns group commit off; at most
+	// 4096). Each call keeps its own result: one that is refused (a
+	// conflict, a busy or fenced lease, an invalid row) fails alone and
+	// the others commit; a crash leaves each call's checkpoint and writes
+	// whole or absent. A call that finds the writer idle commits at once,
+	// alone: nothing ever waits for company.
+	GroupCommitMax int
+	// GroupCommitBytes bounds the bytes one group's calls write in all
+	// (default 8 MiB, at most 1 GiB); a single call larger than that
+	// still commits, alone.
+	GroupCommitBytes int
 	// Now is the clock for leases and timestamps (default time.Now).
 	Now checkpoint.Clock
 	// Hook is for tests: crash tests kill the process from it. Production
@@ -53,7 +74,10 @@ type Config struct {
 	// calls it at named points of its write transactions:
 	// "sqlite.put.begin" (after BEGIN IMMEDIATE), "sqlite.put.beforeCommit",
 	// "sqlite.put.afterCommit", "sqlite.writes.begin",
-	// "sqlite.writes.beforeCommit" and "sqlite.writes.afterCommit"; and,
+	// "sqlite.writes.beforeCommit" and "sqlite.writes.afterCommit" (in a
+	// group commit, each member's ".begin" after its SAVEPOINT, then
+	// "sqlite.group.member" after its statements, and every member's
+	// ".beforeCommit" and ".afterCommit" around the one COMMIT); and,
 	// while Open creates and sets up a file, "sqlite.create.identity",
 	// "sqlite.create.wal", "sqlite.setup.begin", "sqlite.setup.schema<N>"
 	// (after the statements of the migration to schema N),
@@ -77,7 +101,7 @@ type Config struct {
 // ConfigError reports an invalid Config field (or path). It matches
 // ErrInvalidConfig.
 type ConfigError struct {
-	Field  string // "Synchronous", "BusyTimeout", "MaxOpenConns" or "path"
+	Field  string // "Synchronous", "BusyTimeout", "MaxOpenConns", "GroupCommitMax", "GroupCommitBytes" or "path"
 	Value  string
 	Reason string
 }
@@ -96,6 +120,8 @@ type resolved struct {
 	sync         Synchronous
 	busyMillis   int64
 	maxOpenConns int
+	groupMax     int
+	groupBytes   int
 	now          checkpoint.Clock
 	hook         func(string)
 	driverName   string
@@ -137,6 +163,19 @@ func resolve(path string, cfg Config) (*resolved, error) {
 	}
 	if r.maxOpenConns < 2 || r.maxOpenConns > 1024 {
 		return nil, &ConfigError{Field: "MaxOpenConns", Value: strconv.Itoa(cfg.MaxOpenConns), Reason: "want between 2 and 1024 (one connection is the writer)"}
+	}
+	r.groupMax, r.groupBytes = cfg.GroupCommitMax, cfg.GroupCommitBytes
+	if r.groupMax == 0 {
+		r.groupMax = DefaultGroupCommitMax
+	}
+	if r.groupMax < 1 || r.groupMax > maxGroupCommitMax {
+		return nil, &ConfigError{Field: "GroupCommitMax", Value: strconv.Itoa(cfg.GroupCommitMax), Reason: "want between 1 (no group commit) and 4096"}
+	}
+	if r.groupBytes == 0 {
+		r.groupBytes = DefaultGroupCommitBytes
+	}
+	if r.groupBytes < 1 || r.groupBytes > maxGroupCommitBytes {
+		return nil, &ConfigError{Field: "GroupCommitBytes", Value: strconv.Itoa(cfg.GroupCommitBytes), Reason: "want between 1 and 1073741824 (1 GiB)"}
 	}
 	if r.now == nil {
 		r.now = time.Now

@@ -67,6 +67,19 @@
 //     ErrCommitIndeterminate when COMMIT itself failed (the write may or
 //     may not be durable; read the head back, as the graph runtime does).
 //     A write is never reported saved unless its COMMIT returned.
+//   - Group commit: Put, PutChain and PutWrites calls that wait for the
+//     Saver's writer at once (many runs on one saver) commit in one
+//     transaction, one COMMIT (one fsync at synchronous=FULL) for all,
+//     each inside its own SAVEPOINT. Each keeps its own result: a call
+//     refused by its own checks (a conflict, a busy or fenced lease)
+//     rolls back to its savepoint and fails alone while the others
+//     commit; when SQLite fails a statement in the middle, the group is
+//     rolled back and each call runs again alone, so that the failure is
+//     reported by the call it belongs to. A crash leaves each call's
+//     checkpoint and writes whole or absent. A call that finds the writer
+//     idle commits at once, alone: no timer, nothing waits for company.
+//     Config.GroupCommitMax and Config.GroupCommitBytes bound a group;
+//     GroupStats counts them.
 //   - A *Saver is safe for concurrent use by many goroutines. After Close,
 //     every method fails with an error matching checkpoint.ErrClosed and
 //     touches nothing.

@@ -47,6 +47,8 @@ func runHelper(role string) int {
 		err = helperSetUp()
 	case "romount":
 		err = helperReadOnlyMount()
+	case "groupcrash":
+		err = helperGroupCrash()
 	default:
 		err = fmt.Errorf("unknown helper role %q", role)
 	}

@@ -44,6 +44,8 @@ type Saver struct {
 	// tx is the write transaction in progress, kept here so that a write
 	// does not allocate one; guarded by wsem and cleared when it ends.
 	tx wtx
+	// group queues the writes waiting to commit together (group.go).
+	group groupQueue
 
 	closeOnce sync.Once
 	closeErr  error
@@ -391,6 +393,7 @@ func (s *Saver) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
 		s.wsem <- struct{}{}
+		s.group.drain(s.live())
 		s.closeErr = s.closeConns()
 	})
 	return s.closeErr
@@ -516,10 +519,13 @@ func (s *Saver) write(ctx context.Context, op opInfo, prefix string, fn func(t *
 	case <-ctx.Done():
 		return op.storeErr(ctx.Err())
 	}
-	defer func() {
-		s.tx = wtx{}
-		<-s.wsem
-	}()
+	defer func() { <-s.wsem }()
+	return s.writeLocked(ctx, op, prefix, fn)
+}
+
+// writeLocked is write for a caller that holds wsem.
+func (s *Saver) writeLocked(ctx context.Context, op opInfo, prefix string, fn func(t *wtx) error) error {
+	defer func() { s.tx = wtx{} }()
 	if err := s.live(); err != nil {
 		return err
 	}

@@ -519,7 +519,7 @@ func (s *Saver) Put(ctx context.Context, req checkpoint.PutRequest) error {
 		return err
 	}
 	op := opInfo{op: "put", thread: req.Thread, ns: req.NS, checkpoint: req.Checkpoint.ID}
-	return s.write(ctx, op, "sqlite.put", func(t *wtx) error {
+	return s.writeGrouped(ctx, op, "sqlite.put", p.size(), func(t *wtx) error {
 		t.savedPut = p
 		if err := t.put(p); err != nil {
 			return err
@@ -552,7 +552,11 @@ func (s *Saver) PutChain(ctx context.Context, reqs []checkpoint.PutRequest) erro
 	}
 	last := &reqs[len(reqs)-1]
 	op := opInfo{op: "put", thread: last.Thread, ns: last.NS, checkpoint: last.Checkpoint.ID}
-	return s.write(ctx, op, "sqlite.put", func(t *wtx) error {
+	size := 0
+	for _, p := range ps {
+		size += p.size()
+	}
+	return s.writeGrouped(ctx, op, "sqlite.put", size, func(t *wtx) error {
 		t.savedPut = ps[len(ps)-1]
 		for _, p := range ps {
 			if err := t.put(p); err != nil {
@@ -590,6 +594,24 @@ func preparePut(req *checkpoint.PutRequest, now time.Time) (*preparedPut, error)
 	p.args = [...]any{req.Thread, req.NS, cp.ID, row.parent, row.step, row.source, row.created, row.metadata, row.versions, row.channels, row.taskWrites, cp.Mark, row.crc,
 		req.Lease.Owner, now.UnixNano()}
 	return p, nil
+}
+
+// size is about how many bytes the Put writes (Config.GroupCommitBytes).
+func (p *preparedPut) size() int {
+	n := 256 + len(p.row.metadata) + len(p.row.versions) + len(p.row.channels)
+	if tw, ok := p.row.taskWrites.(string); ok {
+		n += len(tw)
+	}
+	return n + rowsSize(p.writes)
+}
+
+// rowsSize is about how many bytes rows write.
+func rowsSize(rows []writeRow) int {
+	n := 0
+	for _, r := range rows {
+		n += 64 + len(r.value)
+	}
+	return n
 }
 
 // put inserts one prepared Put in the open transaction.
@@ -737,7 +759,7 @@ func (s *Saver) PutWrites(ctx context.Context, req checkpoint.WritesRequest) err
 	rows := writeRows(nil, req.Ref.ID, req.Tasks)
 	ref := req.Ref
 	op := opInfo{op: "put writes", thread: ref.Thread, ns: ref.NS, checkpoint: ref.ID}
-	return s.write(ctx, op, "sqlite.writes", func(t *wtx) error {
+	return s.writeGrouped(ctx, op, "sqlite.writes", rowsSize(rows), func(t *wtx) error {
 		if req.Release {
 			// A run that stops here (an interrupt, a failure) is about to
 			// be read back: GetState, a resume. Writes in the middle of a
