@@ -2,6 +2,7 @@ package lockstep_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -93,40 +94,76 @@ func BenchmarkSQLiteFloor(b *testing.B) {
 	size := avgW1CheckpointBytes(b)
 	for _, sync := range []sqlite.Synchronous{sqlite.SyncNormal, sqlite.SyncFull} {
 		b.Run("sync="+strings.ToLower(string(sync)), func(b *testing.B) {
-			s, _ := openBenchDB(b, sync)
-			ctx := context.Background()
-			conn, err := s.DB().Conn(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer conn.Close()
-			if _, err := conn.ExecContext(ctx, `CREATE TABLE floor(thread_id TEXT, checkpoint_id TEXT, parent TEXT, payload BLOB, PRIMARY KEY(thread_id, checkpoint_id))`); err != nil {
-				b.Fatal(err)
-			}
-			begin, _ := conn.PrepareContext(ctx, "BEGIN IMMEDIATE")
-			insert, _ := conn.PrepareContext(ctx, "INSERT INTO floor VALUES (?, ?, ?, ?)")
-			commit, _ := conn.PrepareContext(ctx, "COMMIT")
-			defer begin.Close()
-			defer insert.Close()
-			defer commit.Close()
-			payload := []byte(strings.Repeat("x", size))
-			n := 0
+			f := openSQLiteFloor(b, sync, size)
 			for b.Loop() {
-				if _, err := begin.ExecContext(ctx); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := insert.ExecContext(ctx, "t", fmt.Sprintf("%012d", n), fmt.Sprintf("%012d", n-1), payload); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := commit.ExecContext(ctx); err != nil {
-					b.Fatal(err)
-				}
-				n++
+				f.txn(b)
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(n), "us/txn")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(f.n), "us/txn")
 			b.ReportMetric(float64(size), "row-bytes")
 		})
 	}
+}
+
+// sqliteFloor is BenchmarkSQLiteFloor's transaction on a fresh file.
+type sqliteFloor struct {
+	begin, insert, commit *sql.Stmt
+	payload               []byte
+	n                     int
+}
+
+// openSQLiteFloor opens a fresh file at sync with the floor's table and
+// statements, closed at cleanup.
+func openSQLiteFloor(b testing.TB, sync sqlite.Synchronous, size int) *sqliteFloor {
+	b.Helper()
+	s, _ := openBenchDB(b, sync)
+	ctx := context.Background()
+	conn, err := s.DB().Conn(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE floor(thread_id TEXT, checkpoint_id TEXT, parent TEXT, payload BLOB, PRIMARY KEY(thread_id, checkpoint_id))`); err != nil {
+		b.Fatal(err)
+	}
+	f := &sqliteFloor{payload: []byte(strings.Repeat("x", size))}
+	f.begin, _ = conn.PrepareContext(ctx, "BEGIN IMMEDIATE")
+	f.insert, _ = conn.PrepareContext(ctx, "INSERT INTO floor VALUES (?, ?, ?, ?)")
+	f.commit, _ = conn.PrepareContext(ctx, "COMMIT")
+	b.Cleanup(func() {
+		f.begin.Close()
+		f.insert.Close()
+		f.commit.Close()
+		conn.Close()
+	})
+	return f
+}
+
+// txn runs one floor transaction.
+func (f *sqliteFloor) txn(b testing.TB) {
+	ctx := context.Background()
+	if _, err := f.begin.ExecContext(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := f.insert.ExecContext(ctx, "t", fmt.Sprintf("%012d", f.n), fmt.Sprintf("%012d", f.n-1), f.payload); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := f.commit.ExecContext(ctx); err != nil {
+		b.Fatal(err)
+	}
+	f.n++
+}
+
+// sqliteFloorUs measures the floor at sync: us per transaction over n
+// transactions after a few to warm up, on a fresh file.
+func sqliteFloorUs(b testing.TB, sync sqlite.Synchronous, size, n int) float64 {
+	f := openSQLiteFloor(b, sync, size)
+	for range 10 {
+		f.txn(b)
+	}
+	start := time.Now()
+	for range n {
+		f.txn(b)
+	}
+	return float64(time.Since(start).Nanoseconds()) / 1e3 / float64(n)
 }
 
 // Message is a W2 chat message (about 1 KiB as JSON).
