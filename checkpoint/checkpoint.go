@@ -289,7 +289,10 @@ func ValidFilterKey(k string) bool {
 // to stores only the appended items, as an Append blob whose Base is the
 // version it extends. Reading a channel walks Base links back to a blob that
 // is not an Append (or to an Append whose Base is empty: appended to
-// nothing) and concatenates the items oldest first.
+// nothing) and concatenates the items oldest first. Base may be any
+// earlier version of the channel's chain, not only the previous one: the
+// graph runtime stores the items appended since an earlier version in one
+// blob, or the whole value again, so that the chain to read stays short.
 type Blob struct {
 	Version string          // ID of the checkpoint that wrote this blob
 	Base    string          // Append only: version of the value this extends; "" = the empty value
