@@ -197,12 +197,15 @@ func (a loopChargeArgs) subject() string { return a.Order + "/" + a.Item }
 
 // loopScenario is one scenario's parameters, drawn from the seed.
 type loopScenario struct {
-	Index    int         `json:"index"`
-	Seed     uint64      `json:"seed"`
-	Orders   []loopOrder `json:"orders"`
-	Sync     string      `json:"sync"`     // the saver's synchronous setting
-	Parallel int         `json:"parallel"` // threads advanced, and decisions resumed, at once
-	Dups     int         `json:"dups"`     // extra deliveries per child
+	Index  int         `json:"index"`
+	Seed   uint64      `json:"seed"`
+	Orders []loopOrder `json:"orders"`
+	Sync   string      `json:"sync"` // the saver's synchronous setting
+	// Durability is the graph's durability mode (graph.WithDurability):
+	// every invariant holds in each.
+	Durability string `json:"durability,omitempty"`
+	Parallel   int    `json:"parallel"` // threads advanced, and decisions resumed, at once
+	Dups       int    `json:"dups"`     // extra deliveries per child
 	// Faults is the share of database operations that fail in the
 	// children (R06, TestCrashLoopFaults; 0: none).
 	Faults float64 `json:"faults,omitempty"`
@@ -223,6 +226,10 @@ type loopScenario struct {
 func newLoopScenario(seed uint64, index int) loopScenario {
 	r := rand.New(rand.NewPCG(seed, 1<<40|uint64(index)))
 	sc := loopScenario{Index: index, Seed: seed, Sync: "FULL", Parallel: 1, Dups: 1 + r.IntN(3)}
+	// Drawn from a stream of its own, so that a seed's other draws stay
+	// what they were before scenarios had a mode.
+	modes := []graph.DurabilityMode{graph.DurabilitySync, graph.DurabilityAsync, graph.DurabilityExit}
+	sc.Durability = string(modes[rand.New(rand.NewPCG(seed, 3<<40|uint64(index))).IntN(len(modes))])
 	if r.IntN(2) == 0 {
 		sc.Sync = "NORMAL"
 	}
@@ -563,7 +570,11 @@ func openLoopApp(ctx context.Context, dir string, sc loopScenario, gen int, rep 
 		saver = earlyAckSaver{a.saver, rep}
 	}
 	// The graph's crash points come from the runs' context (see work's caller).
-	if a.run, err = g.Compile(graph.WithSaver(saver), graph.WithClock(now)); err != nil {
+	mode := graph.DurabilityMode(sc.Durability)
+	if mode == "" {
+		mode = graph.DurabilitySync
+	}
+	if a.run, err = g.Compile(graph.WithSaver(saver), graph.WithClock(now), graph.WithDurability(mode)); err != nil {
 		return nil, err
 	}
 	// The desk owns the order threads of the file (others may share it).

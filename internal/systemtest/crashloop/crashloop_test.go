@@ -127,7 +127,8 @@ type loopRun struct {
 type loopStats struct {
 	cycles, killed, completed, clean int
 	byPoint                          map[string]int
-	replayed                         int // charges answered from the ledger after a crash
+	byMode                           map[string]int // scenarios completed, by durability mode
+	replayed                         int            // charges answered from the ledger after a crash
 	checks                           time.Duration
 	children                         time.Duration
 	// R06: faults injected into the children that finished, and calls
@@ -238,7 +239,10 @@ func (lr *loopRun) keep(dir string) error {
 // and kills them at seeded random points (a named crash point and
 // occurrence, or a random delay). After every death the checkers run on
 // the files; when a child finishes the scenario, the final checks run and
-// a new scenario starts. A failure prints its seed;
+// a new scenario starts. Each scenario runs the graph in one of the three
+// durability modes (sync, async, exit; graph.WithDurability), drawn from
+// its seed: every invariant holds in each, and each must finish
+// scenarios. A failure prints its seed;
 // LOCKSTEP_SEED=<seed> replays the same plans.
 func TestCrashLoop(t *testing.T) {
 	runCrashLoop(t, 0)
@@ -278,7 +282,7 @@ func runCrashLoop(t *testing.T, faults float64) {
 	t.Logf("crash loop seed %d (LOCKSTEP_SEED=%d go test -run '^%s$' ./internal/systemtest/crashloop replays it)", seed, seed, t.Name())
 	cycles := loopCount(t, faults > 0)
 	verbose := os.Getenv("LOCKSTEP_VERBOSE") == "1" // a line per cycle
-	lr := &loopRun{t: t, seed: seed, dir: t.TempDir(), faults: faults, stats: loopStats{byPoint: map[string]int{}}}
+	lr := &loopRun{t: t, seed: seed, dir: t.TempDir(), faults: faults, stats: loopStats{byPoint: map[string]int{}, byMode: map[string]int{}}}
 	scenario := 0
 	lr.newScenario(scenario)
 	start := time.Now()
@@ -309,8 +313,8 @@ func runCrashLoop(t *testing.T, faults float64) {
 			lr.fail("the child exited without finishing and without being killed\nstderr: %s", res.Stderr)
 		}
 		if verbose {
-			t.Logf("cycle %d, scenario %d (%d orders, parallel %d, %s): plan %s, killed at %q, done %v, %v, %d checkpoints acknowledged",
-				lr.cycle, lr.sc.Index, len(lr.sc.Orders), lr.sc.Parallel, lr.sc.Sync, lr.plan, res.KilledAt(), res.Done, res.Elapsed.Round(time.Millisecond), len(res.Checkpoints))
+			t.Logf("cycle %d, scenario %d (%d orders, parallel %d, %s, durability %s): plan %s, killed at %q, done %v, %v, %d checkpoints acknowledged",
+				lr.cycle, lr.sc.Index, len(lr.sc.Orders), lr.sc.Parallel, lr.sc.Sync, lr.sc.Durability, lr.plan, res.KilledAt(), res.Done, res.Elapsed.Round(time.Millisecond), len(res.Checkpoints))
 		}
 		if res.Done && lr.plan.IsZero() {
 			lr.stats.clean++
@@ -322,6 +326,7 @@ func runCrashLoop(t *testing.T, faults float64) {
 		lr.stats.checks += time.Since(cs)
 		if res.Done {
 			lr.stats.completed++
+			lr.stats.byMode[lr.sc.Durability]++
 			for _, dir := range []string{lr.scDir, lr.scDir + ".before"} {
 				if err := os.RemoveAll(dir); err != nil {
 					t.Fatal(err)
@@ -341,7 +346,17 @@ func runCrashLoop(t *testing.T, faults float64) {
 		lr.stats.cycles, elapsed.Round(time.Millisecond), (elapsed / time.Duration(lr.stats.cycles)).Round(time.Millisecond),
 		(lr.stats.children / time.Duration(lr.stats.cycles)).Round(time.Millisecond), (lr.stats.checks / time.Duration(lr.stats.cycles)).Round(time.Millisecond),
 		lr.stats.killed, lr.stats.completed, lr.stats.clean, loopMaxKills, strings.Join(points, " "))
-	t.Logf("charges replayed from the ledger after a crash in the effect window: %d", lr.stats.replayed)
+	t.Logf("charges replayed from the ledger after a crash in the effect window: %d; scenarios completed by durability mode: %s", lr.stats.replayed, loopKinds(lr.stats.byMode))
+	// Every durability mode keeps every invariant: a loop long enough
+	// to finish about 13 scenarios in each must have finished some in
+	// each.
+	if lr.stats.completed >= 40 {
+		for _, m := range []graph.DurabilityMode{graph.DurabilitySync, graph.DurabilityAsync, graph.DurabilityExit} {
+			if lr.stats.byMode[string(m)] == 0 {
+				t.Errorf("no scenario completed in durability mode %s (%d completed)", m, lr.stats.completed)
+			}
+		}
+	}
 	// Liveness floors: a loop that fails everywhere, or never kills,
 	// must not pass.
 	if min := cycles / 2; lr.stats.killed < min {
