@@ -215,7 +215,7 @@ func encodeTaskWrites(dst []byte, tasks []checkpoint.TaskWrites, chans map[strin
 			}
 			dst = append(dst, '[')
 			dst = appendString(dst, w.Channel)
-			if bs := chans[w.Channel]; len(bs) == 0 || !bytes.Equal(bs[0].Data, w.Value) {
+			if !sameAsChannel(chans, w) {
 				dst = append(dst, ',')
 				dst = append(dst, w.Value...)
 			}
@@ -224,6 +224,14 @@ func encodeTaskWrites(dst []byte, tasks []checkpoint.TaskWrites, chans map[strin
 		dst = append(dst, "]}"...)
 	}
 	return append(dst, ']'), nil
+}
+
+// sameAsChannel reports whether task write w's value is byte for byte
+// the data the row holds for its channel, so that the row stores it once
+// (a write written as ["<channel>"]).
+func sameAsChannel(chans map[string][]checkpoint.Blob, w checkpoint.Write) bool {
+	bs := chans[w.Channel]
+	return len(bs) > 0 && bytes.Equal(bs[0].Data, w.Value)
 }
 
 // rowCRC is the CRC-32C of everything a checkpoint row holds (its key

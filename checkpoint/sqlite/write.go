@@ -237,7 +237,10 @@ func encodeRow(req *checkpoint.PutRequest, now time.Time) (putRow, error) {
 		for _, tw := range req.ParentWrites {
 			size += 64 + len(tw.TaskID) + len(tw.Node) + len(tw.Path)
 			for _, w := range tw.Writes {
-				size += 8 + len(w.Channel) + len(w.Value)
+				size += 8 + len(w.Channel)
+				if !sameAsChannel(cp.Channels, w) { // otherwise stored once, in channels
+					size += len(w.Value)
+				}
 			}
 		}
 	}
