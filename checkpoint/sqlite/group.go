@@ -9,7 +9,8 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint"
 )
 
-// Group commit: Put, PutChain and PutWrites calls that arrive while this
+// Group commit: Put, PutChain and PutWrites calls (and the due work of a
+// pool of workers: ClaimDue, Hold, Settle, Enqueue) that arrive while this
 // Saver's writer is busy wait in a queue; the next one to get the writer
 // (the leader) takes whatever waits, bounded by Config.GroupCommitMax and
 // Config.GroupCommitBytes, and runs every member in one transaction, each

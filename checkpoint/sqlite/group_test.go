@@ -461,3 +461,43 @@ func TestGroupCommitClose(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupCommitDueWork: a pool's due work (Enqueue, ClaimDue) commits
+// in one group with the runs' Puts, in queue order: the claim sees the
+// input queued before it in the same transaction, and each call keeps its
+// own result.
+func TestGroupCommitDueWork(t *testing.T) {
+	g := newGate("sqlite.put.beforeCommit")
+	s := openTemp(t, Config{Synchronous: SyncNormal, Hook: g.hook})
+	ctx := t.Context()
+	a := putLine(t, s, "a", 1)
+	ra := a.next()
+	first := putLine(t, s, "first", 1)
+	var claimed checkpoint.DueBatch
+	var added bool
+	errs := groupRun(t, s, g, func() error { return s.Put(ctx, first.next()) }, []func() error{
+		func() error { return s.Put(ctx, ra) },
+		func() (err error) {
+			_, added, err = s.Enqueue(ctx, checkpoint.QueuedInput{Thread: "b", Key: "k", Input: json.RawMessage(`{"n":1}`)})
+			return err
+		},
+		func() (err error) {
+			claimed, err = s.ClaimDue(ctx, checkpoint.DueQuery{Owners: []string{"w-1"}, Runner: "pool", TTL: time.Minute})
+			return err
+		},
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("write %d: %v", i, err)
+		}
+	}
+	if groups, members := s.GroupStats(); groups != 1 || members != 3 {
+		t.Errorf("GroupStats: %d groups of %d writes, want 1 of 3", groups, members)
+	}
+	if !added || len(claimed.Threads) != 1 || claimed.Threads[0].Thread != "b" {
+		t.Errorf("Enqueue added %v; ClaimDue claimed %+v, want thread b", added, claimed.Threads)
+	}
+	if ids := listIDs(t, s, "a"); len(ids) != 2 || ids[0] != ra.Checkpoint.ID {
+		t.Errorf("a: %v, want %s on top", ids, ra.Checkpoint.ID)
+	}
+}

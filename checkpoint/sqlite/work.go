@@ -16,6 +16,12 @@ var (
 	_ checkpoint.InputQueue = (*Saver)(nil)
 )
 
+// workSize is about the bytes a claim, hold, settle or enqueue writes
+// (Config.GroupCommitBytes): these commit in a group with the Puts of
+// the runs in flight, so that a pool of workers pays one fsync for a
+// thread's claim or settlement and its neighbours' steps.
+const workSize = 256
+
 // hasWork fails with a *SchemaError (ErrSchemaTooOld) when the file is
 // older than dueSchema (OpenExisting opened it as it is): it keeps no due
 // work and no queued input, and nothing is written. what names the
@@ -128,7 +134,7 @@ func (s *Saver) ClaimDue(ctx context.Context, q checkpoint.DueQuery) (checkpoint
 		return checkpoint.DueBatch{}, err
 	}
 	var out checkpoint.DueBatch
-	err := s.write(ctx, opInfo{op: "claim due"}, "sqlite.claim", func(t *wtx) error {
+	err := s.writeGrouped(ctx, opInfo{op: "claim due"}, "sqlite.claim", workSize, func(t *wtx) error {
 		out = checkpoint.DueBatch{}
 		now := s.cfg.now()
 		nowNS := now.UnixNano()
@@ -208,7 +214,7 @@ func (s *Saver) Hold(ctx context.Context, thread string, l checkpoint.Lease) (ch
 	}
 	l.Held = false
 	var out checkpoint.DueThread
-	err := s.write(ctx, opInfo{op: "hold", thread: thread}, "sqlite.hold", func(t *wtx) error {
+	err := s.writeGrouped(ctx, opInfo{op: "hold", thread: thread}, "sqlite.hold", workSize, func(t *wtx) error {
 		now := s.cfg.now()
 		nowNS := now.UnixNano()
 		r, err := t.dueRow(thread)
@@ -276,7 +282,7 @@ func (s *Saver) Settle(ctx context.Context, st checkpoint.Settlement) error {
 	if err := s.hasWork(fmt.Sprintf("settle thread %q", st.Thread)); err != nil {
 		return err
 	}
-	return s.write(ctx, opInfo{op: "settle", thread: st.Thread}, "sqlite.settle", func(t *wtx) error {
+	return s.writeGrouped(ctx, opInfo{op: "settle", thread: st.Thread}, "sqlite.settle", workSize, func(t *wtx) error {
 		now := s.cfg.now()
 		r, err := t.dueRow(st.Thread)
 		if err != nil || !r.exists {
@@ -353,7 +359,7 @@ func (s *Saver) Enqueue(ctx context.Context, in checkpoint.QueuedInput) (checkpo
 		out   checkpoint.QueuedInput
 		added bool
 	)
-	err := s.write(ctx, opInfo{op: "enqueue", thread: in.Thread}, "sqlite.enqueue", func(t *wtx) error {
+	err := s.writeGrouped(ctx, opInfo{op: "enqueue", thread: in.Thread}, "sqlite.enqueue", workSize+len(in.Input), func(t *wtx) error {
 		added = false
 		row := t.queryRow(`SELECT input_id, run_key, input, created_at, crc FROM queued_inputs WHERE thread_id = ? AND run_key = ?`, in.Thread, in.Key)
 		q, err := scanInput(in.Thread, row)
