@@ -2,6 +2,8 @@ package approval_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/lockstepgo/lockstep/approval"
 	"github.com/lockstepgo/lockstep/approval/approvaltest"
 	"github.com/lockstepgo/lockstep/checkpoint"
@@ -24,6 +28,7 @@ import (
 	"github.com/lockstepgo/lockstep/interrupt"
 	"github.com/lockstepgo/lockstep/nodes"
 	"github.com/lockstepgo/lockstep/nodes/ledger"
+	"github.com/lockstepgo/lockstep/postgres"
 )
 
 // The fenced fixture: one SQLite file holding the saver, the approval
@@ -51,13 +56,65 @@ type fenceHooks struct {
 
 type fenceFixture struct {
 	clock   *fakeClock
-	path    string // the database file
+	path    string // the database file (SQLite)
 	effects string // if set, every charge appends a line to this file
-	saver   *sqlite.Saver
-	store   *approval.SQLStore
-	ledger  *ledger.SQL
+	saver   fenceSaver
+	sq      *sqlite.Saver // the SQLite saver (nil on Postgres)
+	store   approval.Consumer
+	ledger  ledger.Ledger
 	charges atomic.Int32
 	hooks   map[string]*fenceHooks // by runner
+}
+
+// fenceSaver is what the fixture needs of a saver: the inbox lists its
+// interrupts.
+type fenceSaver interface {
+	checkpoint.Saver
+	checkpoint.InterruptLister
+}
+
+// fenceBackends are the backends the fencing tests run on: SQLite, and
+// Postgres when LOCKSTEP_POSTGRES_URL is set (skipped otherwise, failed
+// under CI=true without it).
+var fenceBackends = []struct {
+	name string
+	open func(t *testing.T, clock *fakeClock) *fenceFixture
+}{
+	{"sqlite", newFenceFixture},
+	{"postgres", openPostgresFence},
+}
+
+// openPostgresFence opens the fixture on a schema of its own of the test
+// database, dropped at cleanup: the stores of one postgres.DB, the ledger
+// fenced by its saver.
+func openPostgresFence(t *testing.T, clock *fakeClock) *fenceFixture {
+	t.Helper()
+	url := os.Getenv("LOCKSTEP_POSTGRES_URL")
+	if url == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("LOCKSTEP_POSTGRES_URL is not set and CI=true: .ci/run starts a cluster and sets it")
+		}
+		t.Skip("LOCKSTEP_POSTGRES_URL not set: the Postgres tests skip (eval \"$(.ci/postgres.sh start /tmp/lockstep-pg)\" starts a cluster)")
+	}
+	ctx := context.Background()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "t_fence_" + hex.EncodeToString(b[:])
+	db, err := postgres.Open(ctx, url, postgres.Config{Schema: schema, Now: clock.Now, MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := db.Pool().Exec(context.Background(), `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+		db.Close()
+	})
+	led, err := db.Ledger().WithOptions(ledger.Options{Now: clock.Now, Fence: db.Saver()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fenceFixture{clock: clock, saver: db.Saver(), store: db.Approvals(), ledger: led, hooks: map[string]*fenceHooks{}}
 }
 
 // runnerOf names the runner ("A", "B") of the run executing ctx.
@@ -95,7 +152,7 @@ func openFenceFixture(t *testing.T, clock *fakeClock, path string, hook func(str
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fenceFixture{clock: clock, path: path, saver: s, store: store, ledger: led, hooks: map[string]*fenceHooks{}}
+	return &fenceFixture{clock: clock, path: path, saver: s, sq: s, store: store, ledger: led, hooks: map[string]*fenceHooks{}}
 }
 
 // effectCount counts the charges made on order, in every process, from
@@ -238,6 +295,12 @@ func runWrites(t *testing.T, s checkpoint.Saver, thread, run string) []string {
 // with an error matching checkpoint.ErrThreadBusy, and nothing of them
 // lands.
 func TestStaleRunnerFenced(t *testing.T) {
+	for _, be := range fenceBackends {
+		t.Run(be.name, func(t *testing.T) { testStaleRunnerFenced(t, be.open) })
+	}
+}
+
+func testStaleRunnerFenced(t *testing.T, open func(t *testing.T, clock *fakeClock) *fenceFixture) {
 	ctx := context.Background()
 
 	t.Run("approval consumption", func(t *testing.T) {
@@ -245,7 +308,7 @@ func TestStaleRunnerFenced(t *testing.T) {
 		// before its first write, which carries the answer and the
 		// consumption; B takes the thread over and is paused in turn.
 		// A's write comes first and is refused; B's consumes.
-		f := newFenceFixture(t, newClock())
+		f := open(t, newClock())
 		a, b := f.runnable(t, "A"), f.runnable(t, "B")
 		rec := f.start(t, b, "consume")
 		ga, gb := newGate(), newGate()
@@ -292,7 +355,7 @@ func TestStaleRunnerFenced(t *testing.T) {
 		// intent for an earlier run's (D17's successor rule, applied by a
 		// run that is not the successor) and, the tool deduping by key,
 		// charge again.
-		f := newFenceFixture(t, newClock())
+		f := open(t, newClock())
 		a, b := f.runnable(t, "A", nodes.DedupesByKey()), f.runnable(t, "B", nodes.DedupesByKey())
 		rec := f.start(t, b, "intent")
 		ga, gb := newGate(), newGate()
@@ -328,7 +391,7 @@ func TestStaleRunnerFenced(t *testing.T) {
 		// (its tool cannot reconcile), so it stops. A's outcome, and the
 		// write that would carry it, are refused: the intent stays A's,
 		// pending, for a reconcile to settle.
-		f := newFenceFixture(t, newClock())
+		f := open(t, newClock())
 		a, b := f.runnable(t, "A"), f.runnable(t, "B")
 		rec := f.start(t, b, "outcome")
 		g := newGate()
@@ -428,7 +491,7 @@ func TestCrashConsumesWithItsWrite(t *testing.T) {
 			f.effects = effects
 			r := f.runnable(t, "B", f.reconciled())
 			rec := f.start(t, r, "crash")
-			f.saver.Close()
+			f.sq.Close()
 
 			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperFenceCrash$", "-test.count=1")
 			cmd.Env = append(os.Environ(), helperEnv+"="+fenceCrashRole, envFenceDB+"="+path, envFenceEffects+"="+effects,

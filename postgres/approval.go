@@ -627,5 +627,8 @@ func (s *ApprovalStore) Audit(ctx context.Context, id string) (approval.Trail, e
 	if err := trail.Verify(); err != nil {
 		return approval.Trail{}, err
 	}
+	if err := s.consumed(ctx, &trail); err != nil {
+		return approval.Trail{}, err
+	}
 	return trail, nil
 }

@@ -95,6 +95,21 @@
 // and lost the thread is refused before any of its writes lands (DESIGN
 // D17), with a *checkpoint.BusyError naming who holds the thread now.
 //
+// The Saver is a checkpoint.Joiner, so the three stores of one DB share
+// transactions where exactly-once depends on it (D16): a request with
+// Joins runs in a transaction (the thread's row locked, as for interrupt
+// writes) in which, once its statements wrote, the joins run before the
+// commit; Saver.Fenced runs work after checking the thread's lease with
+// its row locked FOR UPDATE. ApprovalStore.Consumption (table
+// approval_consumptions, schema 5) consumes an approval in the save that
+// carries its decision (approval.ResumeGraphConsuming); a Ledger given the
+// DB's Saver as its Fence (Ledger.WithOptions with ledger.Options.Fence)
+// begins, completes and releases a leased run's intents only while the run
+// holds the thread's lease, and its CompleteJoin records an outcome with
+// the write that saves the call's result. The transaction handed to a
+// Join is this package's own: only this DB's stores run in it, and theirs
+// refuse another DB's with checkpoint.ErrNotJoinable.
+//
 // # Workers
 //
 // The saver keeps due work and queued input (checkpoint.DueWork and

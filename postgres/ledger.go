@@ -122,12 +122,17 @@ func newLedger(db *DB) (*Ledger, error) {
 }
 
 // WithOptions returns a ledger on the same tables with other options
-// (retention, clock): tests and tools that judge records by another
-// clock. It returns an error matching ledger.ErrInvalid for bad options.
+// (retention, clock, and the fence: ledger.Options.Fence set to the DB's
+// Saver fences the intents of leased runs by their thread's lease, D17).
+// It returns an error matching ledger.ErrInvalid for bad options and for
+// a Fence that is not this DB's Saver.
 func (l *Ledger) WithOptions(o ledger.Options) (*Ledger, error) {
 	o, err := ledger.ResolveOptions(o)
 	if err != nil {
 		return nil, err
+	}
+	if o.Fence != nil && o.Fence != ledger.Fencer(l.db.saver) {
+		return nil, fmt.Errorf("%w: Options.Fence is not the saver of this ledger's DB (pass db.Saver())", ledger.ErrInvalid)
 	}
 	return &Ledger{db: l.db, opts: o}, nil
 }
@@ -249,7 +254,7 @@ func (l *Ledger) Begin(ctx context.Context, in ledger.Intent) (ledger.Entry, boo
 		out     ledger.Entry
 		started bool
 	)
-	err := pgx.BeginFunc(ctx, l.db.pool, func(tx pgx.Tx) error {
+	err := l.write(ctx, in.Thread, in.Run, func(tx pgx.Tx) error {
 		now := l.opts.Now()
 		fresh := ledger.Entry{Key: in.Key, Tool: in.Tool, ArgsHash: in.ArgsHash, State: ledger.StatePending, Owner: in.Owner,
 			LeaseUntil: now.Add(in.Lease), CreatedAt: now, Thread: in.Thread, Run: in.Run}
@@ -307,11 +312,11 @@ func (l *Ledger) Complete(ctx context.Context, key, owner string, o ledger.Outco
 	if err != nil {
 		return err
 	}
-	tag, err := l.db.pool.Exec(ctx, l.db.q.ledger.complete, key, owner, result, failure, nanos(l.opts.Now()))
+	n, err := l.heldWrite(ctx, key, owner, l.db.q.ledger.complete, key, owner, result, failure, nanos(l.opts.Now()))
 	if err != nil {
 		return l.wrap("complete", key, err)
 	}
-	if tag.RowsAffected() != 1 {
+	if n != 1 {
 		if err := l.diagnose(ctx, "complete", key); err != nil && !errors.Is(err, ledger.ErrNotFound) {
 			return err
 		}
@@ -323,11 +328,11 @@ func (l *Ledger) Complete(ctx context.Context, key, owner string, o ledger.Outco
 // Release implements ledger.Ledger: one statement. It fails as Complete
 // does.
 func (l *Ledger) Release(ctx context.Context, key, owner string) error {
-	tag, err := l.db.pool.Exec(ctx, l.db.q.ledger.release, key, owner)
+	n, err := l.heldWrite(ctx, key, owner, l.db.q.ledger.release, key, owner)
 	if err != nil {
 		return l.wrap("release", key, err)
 	}
-	if tag.RowsAffected() != 1 {
+	if n != 1 {
 		if err := l.diagnose(ctx, "release", key); err != nil && !errors.Is(err, ledger.ErrNotFound) {
 			return err
 		}

@@ -204,6 +204,7 @@ func (s *Saver) PutChain(ctx context.Context, reqs []checkpoint.PutRequest) erro
 		return err
 	}
 	thread := reqs[0].Thread
+	joins := anyJoins(reqs) // run in the transaction of putLocked
 	interrupts := false
 	for i := range reqs {
 		if checkpoint.HasInterruptWrite(reqs[i].ParentWrites) || checkpoint.HasInterruptWrite(reqs[i].Writes) {
@@ -221,11 +222,14 @@ func (s *Saver) PutChain(ctx context.Context, reqs []checkpoint.PutRequest) erro
 			b.Queue(s.db.q.put, args...)
 		}
 		var counts []int64
-		var err error
-		if interrupts || reqs[0].NS != "" {
-			counts, err = s.putLocked(ctx, reqs, b, now)
+		var err, joinErr error
+		if interrupts || reqs[0].NS != "" || joins {
+			counts, err = s.putLocked(ctx, reqs, b, now, &joinErr)
 		} else {
 			counts, err = s.sendCounts(ctx, b)
+		}
+		if joinErr != nil {
+			return joinErr
 		}
 		if err != nil {
 			return s.writeErr("put", thread, err, reqs)
@@ -263,7 +267,7 @@ func (s *Saver) sendCounts(ctx context.Context, b *pgx.Batch) ([]int64, error) {
 // namespace, in one transaction (rootTx): it checks the interrupt IDs of
 // the writes against those saved on the checkpoints they go to, and sends
 // the statements.
-func (s *Saver) putLocked(ctx context.Context, reqs []checkpoint.PutRequest, b *pgx.Batch, now time.Time) ([]int64, error) {
+func (s *Saver) putLocked(ctx context.Context, reqs []checkpoint.PutRequest, b *pgx.Batch, now time.Time, joinErr *error) ([]int64, error) {
 	first, last := &reqs[0], &reqs[len(reqs)-1]
 	counts := make([]int64, b.Len())
 	_, err := s.rootTx(ctx, first.Thread, first.NS, first.Lease, now, last.Release, false, true, func(tx pgx.Tx) (int64, error) {
@@ -287,7 +291,16 @@ func (s *Saver) putLocked(ctx context.Context, reqs []checkpoint.PutRequest, b *
 				return 0, err
 			}
 		}
-		return counts[0], br.Close()
+		if err := br.Close(); err != nil || counts[0] != 1 {
+			return counts[0], err
+		}
+		// The chain is written: the joins run in its transaction.
+		for i := range reqs {
+			if err := s.runJoins(ctx, tx, reqs[i].Joins, joinErr); err != nil {
+				return 0, err
+			}
+		}
+		return counts[0], nil
 	})
 	return counts, err
 }
@@ -550,7 +563,8 @@ func (s *Saver) PutWrites(ctx context.Context, req checkpoint.WritesRequest) err
 		l := req.Lease
 		args := []any{ref.Thread, ref.NS, ref.ID, writes, l.Owner, l.Runner, now.Add(l.TTL).UnixNano(), now.UnixNano(), req.Release, takesBack(l), l.Held, ref.NS != ""}
 		var n int64
-		if interrupts || ref.NS != "" {
+		var joinErr error
+		if interrupts || ref.NS != "" || len(req.Joins) > 0 {
 			n, err = s.rootTx(ctx, ref.Thread, ref.NS, l, now, req.Release, false, true, func(tx pgx.Tx) (int64, error) {
 				if interrupts {
 					if err := s.checkInterrupts(ctx, tx, ref.Thread, ref.NS, ref.ID, req.Tasks); err != nil {
@@ -558,11 +572,17 @@ func (s *Saver) PutWrites(ctx context.Context, req checkpoint.WritesRequest) err
 					}
 				}
 				var n int64
-				err := tx.QueryRow(ctx, s.db.q.putWrites, args...).Scan(&n)
-				return n, err
+				if err := tx.QueryRow(ctx, s.db.q.putWrites, args...).Scan(&n); err != nil || n != 1 {
+					return n, err
+				}
+				// The writes are saved: the joins run in their transaction.
+				return n, s.runJoins(ctx, tx, req.Joins, &joinErr)
 			})
 		} else {
 			err = s.db.pool.QueryRow(ctx, s.db.q.putWrites, args...).Scan(&n)
+		}
+		if joinErr != nil {
+			return joinErr
 		}
 		if err != nil {
 			return s.writeErr("put writes", ref.Thread, err, nil)

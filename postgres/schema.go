@@ -13,7 +13,7 @@ import (
 // SchemaVersion is the version of the tables this code writes. Open
 // migrates older ones forward; both Open and OpenExisting refuse newer
 // ones.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // migrations[i] moves the tables from version i to i+1. They are run in
 // one transaction under a transaction-scoped advisory lock, together with
@@ -201,6 +201,15 @@ var migrations = []string{
 	`ALTER TABLE $S.approval_decisions ADD COLUMN resume_claimant text COLLATE "C" NOT NULL DEFAULT '',
 		ADD COLUMN resume_claim text COLLATE "C" NOT NULL DEFAULT '';
 	CREATE INDEX approval_decisions_claimant ON $S.approval_decisions (resume_claimant, decided_at, id) WHERE resumed_at IS NULL AND resume_claimant <> '';`,
+	// Version 5: approvals consumed in the transaction of the save that
+	// carries their decision into the thread (approval.Consumer, D16),
+	// one row each, with its checksum. Approvals of older versions have
+	// none. The migration only adds.
+	`CREATE TABLE $S.approval_consumptions (
+		approval_id text COLLATE "C" PRIMARY KEY REFERENCES $S.approval_decisions (id),
+		consumed_at text COLLATE "C" NOT NULL,
+		crc         bytea NOT NULL
+	);`,
 }
 
 // versionTable creates the table that records the applied versions.
