@@ -104,9 +104,9 @@ func TestInline(t *testing.T) {
 type nopHook struct{}
 
 func (nopHook) Start(ctx context.Context, e observe.Event) context.Context { return ctx }
-func (nopHook) End(ctx context.Context, e observe.Event)                    {}
-func (nopHook) Note(ctx context.Context, e observe.Event)                   {}
-func (nopHook) TraceParent(ctx context.Context) string                      { return "" }
+func (nopHook) End(ctx context.Context, e observe.Event)                   {}
+func (nopHook) Note(ctx context.Context, e observe.Event)                  {}
+func (nopHook) TraceParent(ctx context.Context) string                     { return "" }
 
 // TestDirectCallsAllocateNothing: a call made on the caller's goroutine
 // (a context that cannot end, or a hook that never blocks) costs the
