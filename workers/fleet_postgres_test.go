@@ -11,10 +11,8 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -217,14 +215,8 @@ func TestCrashLoopThreeWorkersPostgres(t *testing.T) {
 		maxKills    = 40 // per scenario, before replacements run clean
 	)
 	ctx := t.Context()
-	var (
-		mu       sync.Mutex
-		killed   int
-		children int
-		byPoint  = map[string]int{}
-	)
-	start := time.Now()
-	for scenario := 0; killed < cycles; scenario++ {
+	loop := newFleetLoop(workerCount, maxKills, cycles)
+	for scenario := 0; loop.killed < cycles; scenario++ {
 		_, schema := pgSchema(t)
 		dir := filepath.Join(t.TempDir(), fmt.Sprintf("scenario-%d", scenario))
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -233,58 +225,11 @@ func TestCrashLoopThreeWorkersPostgres(t *testing.T) {
 		witness := filepath.Join(dir, "witness")
 		enqueueBookingsPG(t, url, schema, bookings)
 		stopDecider := decideAll(t, url, schema)
-		hist := &crashtest.History{}
-		kills := 0
-		var wg sync.WaitGroup
-		var failure error
-		for slot := range workerCount {
-			wg.Go(func() {
-				for {
-					mu.Lock()
-					if failure != nil {
-						mu.Unlock()
-						return
-					}
-					children++
-					n := children
-					plan, poolPlan := crashtest.Plan{}, ""
-					if kills < maxKills && killed < cycles {
-						plan, poolPlan = pgFleetPlan(seed, n)
-					}
-					mu.Unlock()
-					env := []string{envChild + "=crash-pg", envDB + "=" + url, envSchema + "=" + schema, envWitness + "=" + witness,
-						envThreads + "=" + strconv.Itoa(bookings), envPool + "=" + poolPlan, envSlot + "=" + strconv.Itoa(slot)}
-					res, err := crashtest.Run(ctx, crashtest.Spawn{Env: env, Plan: plan, Gen: n, Timeout: 2 * time.Minute})
-					mu.Lock()
-					if res != nil {
-						hist.Add(res)
-					}
-					switch {
-					case err != nil:
-						failure = fmt.Errorf("worker %d (plan %s %s): %w", n, plan, poolPlan, err)
-					case res.Done:
-						mu.Unlock()
-						return
-					case res.Killed:
-						kills++
-						killed++
-						at := res.KilledAt()
-						if poolPlan != "" {
-							at = poolPlan
-						}
-						pt, _, _ := strings.Cut(at, "@")
-						if strings.HasPrefix(pt, "delay=") {
-							pt = "delay"
-						}
-						byPoint[pt]++
-					default:
-						failure = fmt.Errorf("worker %d (plan %s %s) exited without finishing: %s", n, plan, poolPlan, res.Stderr)
-					}
-					mu.Unlock()
-				}
+		hist, kills, failure := loop.scenario(ctx, func(n int) (crashtest.Plan, string) { return pgFleetPlan(seed, n) },
+			func(slot int) []string {
+				return []string{envChild + "=crash-pg", envDB + "=" + url, envSchema + "=" + schema, envWitness + "=" + witness,
+					envThreads + "=" + strconv.Itoa(bookings), envSlot + "=" + strconv.Itoa(slot)}
 			})
-		}
-		wg.Wait()
 		decided := stopDecider()
 		if failure != nil {
 			t.Fatalf("seed %d, scenario %d: %v", seed, scenario, failure)
@@ -293,15 +238,7 @@ func TestCrashLoopThreeWorkersPostgres(t *testing.T) {
 			t.Fatalf("seed %d, scenario %d (%d kills: %v): %v", seed, scenario, kills, hist.Kills, err)
 		}
 	}
-	points := make([]string, 0, len(byPoint))
-	for p, n := range byPoint {
-		points = append(points, fmt.Sprintf("%s=%d", p, n))
-	}
-	slices.Sort(points)
-	t.Logf("%d worker processes killed of %d started, in %v; kills by point: %s", killed, children, time.Since(start).Round(time.Millisecond), strings.Join(points, " "))
-	if named := killed - byPoint["delay"]; named < cycles/2 {
-		t.Errorf("only %d workers died at a named point, want at least %d", named, cycles/2)
-	}
+	loop.report(t)
 }
 
 // enqueueBookingsPG queues n bookings in schema, a third of them gated.

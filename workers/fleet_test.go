@@ -384,72 +384,18 @@ func TestCrashLoopThreeWorkers(t *testing.T) {
 		maxKills    = 8 // per scenario, before replacements run clean
 	)
 	ctx := t.Context()
-	var (
-		mu       sync.Mutex
-		killed   int
-		children int
-		byPoint  = map[string]int{}
-	)
-	start := time.Now()
-	for scenario := 0; killed < cycles; scenario++ {
+	loop := newFleetLoop(workerCount, maxKills, cycles)
+	for scenario := 0; loop.killed < cycles; scenario++ {
 		dir := filepath.Join(t.TempDir(), fmt.Sprintf("scenario-%d", scenario))
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
 		db, witness := filepath.Join(dir, "fleet.db"), filepath.Join(dir, "witness")
 		enqueueBookings(t, db, bookings)
-		hist := &crashtest.History{}
-		kills := 0
-		var wg sync.WaitGroup
-		var failure error
-		for range workerCount {
-			wg.Go(func() {
-				for {
-					mu.Lock()
-					if failure != nil {
-						mu.Unlock()
-						return
-					}
-					children++
-					n := children
-					plan, poolPlan := crashtest.Plan{}, ""
-					if kills < maxKills && killed < cycles {
-						plan, poolPlan = fleetPlan(seed, n)
-					}
-					mu.Unlock()
-					env := []string{envChild + "=crash", envDB + "=" + db, envWitness + "=" + witness,
-						envThreads + "=" + strconv.Itoa(bookings), envPool + "=" + poolPlan}
-					res, err := crashtest.Run(ctx, crashtest.Spawn{Env: env, Plan: plan, Gen: n, Timeout: 2 * time.Minute})
-					mu.Lock()
-					if res != nil {
-						hist.Add(res)
-					}
-					switch {
-					case err != nil:
-						failure = fmt.Errorf("worker %d (plan %s %s): %w", n, plan, poolPlan, err)
-					case res.Done:
-						mu.Unlock()
-						return
-					case res.Killed:
-						kills++
-						killed++
-						at := res.KilledAt()
-						if poolPlan != "" {
-							at = poolPlan
-						}
-						pt, _, _ := strings.Cut(at, "@")
-						if strings.HasPrefix(pt, "delay=") {
-							pt = "delay"
-						}
-						byPoint[pt]++
-					default:
-						failure = fmt.Errorf("worker %d (plan %s %s) exited without finishing: %s", n, plan, poolPlan, res.Stderr)
-					}
-					mu.Unlock()
-				}
+		hist, kills, failure := loop.scenario(ctx, func(n int) (crashtest.Plan, string) { return fleetPlan(seed, n) },
+			func(int) []string {
+				return []string{envChild + "=crash", envDB + "=" + db, envWitness + "=" + witness, envThreads + "=" + strconv.Itoa(bookings)}
 			})
-		}
-		wg.Wait()
 		if failure != nil {
 			t.Fatalf("seed %d, scenario %d: %v", seed, scenario, failure)
 		}
@@ -457,14 +403,99 @@ func TestCrashLoopThreeWorkers(t *testing.T) {
 			t.Fatalf("seed %d, scenario %d (%d kills: %v): %v", seed, scenario, kills, hist.Kills, err)
 		}
 	}
-	points := make([]string, 0, len(byPoint))
-	for p, n := range byPoint {
+	loop.report(t)
+}
+
+// fleetLoop is a crash loop's bookkeeping across its scenarios: how many
+// worker processes it started and killed, and where they died.
+type fleetLoop struct {
+	workers, maxKills, cycles int
+
+	mu       sync.Mutex
+	children int
+	killed   int
+	byPoint  map[string]int
+	start    time.Time
+}
+
+func newFleetLoop(workers, maxKills, cycles int) *fleetLoop {
+	return &fleetLoop{workers: workers, maxKills: maxKills, cycles: cycles, byPoint: map[string]int{}, start: time.Now()}
+}
+
+// scenario keeps l.workers worker processes running until each exits
+// having finished, replacing every killed one: the nth child started gets
+// plan(n) (an engine plan and a pool write point) while the scenario has
+// killed fewer than l.maxKills and the loop fewer than l.cycles, and no
+// plan after that. env(slot) is the child's environment, to
+// which scenario adds envPool. It returns what the children recorded,
+// how many of them the scenario killed, and the first failure: a child
+// that could not run or exited neither done nor killed.
+func (l *fleetLoop) scenario(ctx context.Context, plan func(n int) (crashtest.Plan, string), env func(slot int) []string) (*crashtest.History, int, error) {
+	hist := &crashtest.History{}
+	kills := 0
+	var wg sync.WaitGroup
+	var failure error
+	for slot := range l.workers {
+		wg.Go(func() {
+			for {
+				l.mu.Lock()
+				if failure != nil {
+					l.mu.Unlock()
+					return
+				}
+				l.children++
+				n := l.children
+				p, poolPlan := crashtest.Plan{}, ""
+				if kills < l.maxKills && l.killed < l.cycles {
+					p, poolPlan = plan(n)
+				}
+				l.mu.Unlock()
+				res, err := crashtest.Run(ctx, crashtest.Spawn{Env: append(env(slot), envPool+"="+poolPlan), Plan: p, Gen: n, Timeout: 2 * time.Minute})
+				l.mu.Lock()
+				if res != nil {
+					hist.Add(res)
+				}
+				switch {
+				case err != nil:
+					failure = fmt.Errorf("worker %d (plan %s %s): %w", n, p, poolPlan, err)
+				case res.Done:
+					l.mu.Unlock()
+					return
+				case res.Killed:
+					kills++
+					l.killed++
+					at := res.KilledAt()
+					if poolPlan != "" {
+						at = poolPlan
+					}
+					pt, _, _ := strings.Cut(at, "@")
+					if strings.HasPrefix(pt, "delay=") {
+						pt = "delay"
+					}
+					l.byPoint[pt]++
+				default:
+					failure = fmt.Errorf("worker %d (plan %s %s) exited without finishing: %s", n, p, poolPlan, res.Stderr)
+				}
+				l.mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return hist, kills, failure
+}
+
+// report logs the loop's kills by point, and fails t when fewer than half
+// of its cycles died at a named write point rather than after a delay.
+func (l *fleetLoop) report(t *testing.T) {
+	t.Helper()
+	points := make([]string, 0, len(l.byPoint))
+	for p, n := range l.byPoint {
 		points = append(points, fmt.Sprintf("%s=%d", p, n))
 	}
 	slices.Sort(points)
-	t.Logf("%d worker processes killed of %d started, in %v; kills by point: %s", killed, children, time.Since(start).Round(time.Millisecond), strings.Join(points, " "))
-	if named := killed - byPoint["delay"]; named < cycles/2 {
-		t.Errorf("only %d workers died at a named point, want at least %d", named, cycles/2)
+	t.Logf("%d worker processes killed of %d started, in %v; kills by point: %s", l.killed, l.children, time.Since(l.start).Round(time.Millisecond), strings.Join(points, " "))
+	if named := l.killed - l.byPoint["delay"]; named < l.cycles/2 {
+		t.Errorf("only %d workers died at a named point, want at least %d", named, l.cycles/2)
 	}
 }
 
