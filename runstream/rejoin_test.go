@@ -2,16 +2,22 @@ package runstream_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
 
+	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/interrupt"
+	"github.com/lockstepgo/lockstep/postgres"
 	"github.com/lockstepgo/lockstep/runstream"
 )
 
@@ -46,15 +52,71 @@ func orderGraph(g *gate) *graph.Graph[order] {
 		AddEdge(graph.START, "draft").AddEdge("draft", "review").AddEdge("review", "ship")
 }
 
-// openProcess opens what one process on the shared database has: a
-// saver, a Runnable and its Hub.
-func openProcess(t *testing.T, path string, g *gate) (*graph.Runnable[order], *runstream.Hub[order]) {
+// sharedDatabase returns a function that opens one more process's saver
+// on one database of backend name: the same SQLite file, or the same
+// Postgres schema through a pool of its own.
+func sharedDatabase(t *testing.T, name string) func() checkpoint.Saver {
+	t.Helper()
+	switch name {
+	case "sqlite":
+		path := filepath.Join(t.TempDir(), "lockstep.db")
+		return func() checkpoint.Saver { return sqliteAt(t, path) }
+	case "postgres":
+		url := os.Getenv("LOCKSTEP_POSTGRES_URL")
+		if url == "" {
+			if os.Getenv("CI") == "true" {
+				t.Fatal("LOCKSTEP_POSTGRES_URL is not set and CI=true: .ci/run starts a cluster and sets it")
+			}
+			t.Skip("LOCKSTEP_POSTGRES_URL not set: the Postgres case skips (eval \"$(.ci/postgres.sh start /tmp/lockstep-pg)\" starts a cluster)")
+		}
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		schema := "runstream_" + hex.EncodeToString(b[:])
+		t.Cleanup(func() { dropSchema(t, url, schema) })
+		return func() checkpoint.Saver {
+			db, err := postgres.Open(context.Background(), url, postgres.Config{Schema: schema, MaxConns: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return db.Saver()
+		}
+	}
+	t.Fatalf("no backend %q", name)
+	return nil
+}
+
+// sqliteAt opens a saver on the SQLite file at path, closed at the
+// test's end.
+func sqliteAt(t *testing.T, path string) checkpoint.Saver {
 	t.Helper()
 	s, err := sqlite.Open(path, sqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// dropSchema removes a test's Postgres schema with everything in it.
+func dropSchema(t *testing.T, url, schema string) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Errorf("drop schema %s: %v", schema, err)
+		return
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+		t.Errorf("drop schema %s: %v", schema, err)
+	}
+}
+
+// openProcess returns what one process on the shared database has: a
+// Runnable on saver s and its Hub.
+func openProcess(t *testing.T, s checkpoint.Saver, g *gate) (*graph.Runnable[order], *runstream.Hub[order]) {
+	t.Helper()
 	r, err := orderGraph(g).Compile(graph.WithSaver(s))
 	if err != nil {
 		t.Fatal(err)
@@ -69,20 +131,30 @@ func openProcess(t *testing.T, path string, g *gate) (*graph.Runnable[order], *r
 // client that never left. The interrupt raised while it was away arrives
 // once, and does not come again to a client that rejoins after it.
 func TestRejoin(t *testing.T) {
-	for _, tc := range []struct {
-		second bool
-		leave  string // the client leaves after draft's update, or after the values of its step
-	}{{false, runstream.EventUpdates}, {false, runstream.EventValues}, {true, runstream.EventUpdates}, {true, runstream.EventValues}} {
+	type rejoin struct {
+		backend string
+		second  bool
+		leave   string // the client leaves after draft's update, or after the values of its step
+	}
+	var cases []rejoin
+	for _, backend := range []string{"sqlite", "postgres"} {
+		for _, second := range []bool{false, true} {
+			for _, leave := range []string{runstream.EventUpdates, runstream.EventValues} {
+				cases = append(cases, rejoin{backend, second, leave})
+			}
+		}
+	}
+	for _, tc := range cases {
 		second := tc.second
-		t.Run(fmt.Sprintf("second_process=%v/leave_after=%s", second, tc.leave), func(t *testing.T) {
+		t.Run(fmt.Sprintf("db=%s/second_process=%v/leave_after=%s", tc.backend, second, tc.leave), func(t *testing.T) {
 			ctx := context.Background()
-			path := filepath.Join(t.TempDir(), "lockstep.db")
+			open := sharedDatabase(t, tc.backend)
 			g := newGate()
-			ra, hubA := openProcess(t, path, g)
+			ra, hubA := openProcess(t, open(), g)
 			srvA := serve(t, hubA)
 			srvB := srvA
 			if second {
-				_, hubB := openProcess(t, path, g)
+				_, hubB := openProcess(t, open(), g)
 				srvB = serve(t, hubB)
 			}
 			const thread = "order-7"
