@@ -109,10 +109,12 @@ func (s *Saver) fenced(ctx context.Context, thread, owner string, fn func(tx pgx
 			fnErr = be
 			return be
 		}
+		s.hook(pointFencedBegin)
 		if err := fn(tx); err != nil {
 			fnErr = err
 			return err
 		}
+		s.hook(pointFencedBeforeCommit)
 		return nil
 	})
 	if fnErr != nil {
@@ -121,6 +123,7 @@ func (s *Saver) fenced(ctx context.Context, thread, owner string, fn func(tx pgx
 	if err != nil {
 		return s.writeErr("fenced write", thread, err, nil)
 	}
+	s.hook(pointFencedAfterCommit)
 	return nil
 }
 

@@ -58,12 +58,30 @@ type Config struct {
 
 	// Hook is for tests: crash tests kill the process from it. Production
 	// code leaves it nil, and then it costs nothing. When set, the saver
-	// calls it at named points of the work of a pool of workers:
-	// "postgres.claim.beforeSend" and "postgres.claim.afterCommit" around
-	// ClaimDue's one statement, and "postgres.settle.begin",
+	// calls it at named points of its writes, named as the SQLite
+	// saver's are where they mean the same: "postgres.put.begin" (after
+	// BEGIN, when the checkpoint needs an explicit transaction),
+	// "postgres.put.beforeCommit" (its statements ran and COMMIT is not
+	// sent; for a checkpoint of one round trip, just before it is sent)
+	// and "postgres.put.afterCommit" (committed, the caller not told);
+	// "postgres.writes.begin", ".beforeCommit" and ".afterCommit" for
+	// pending writes in the same way; for a checkpoint or pending writes
+	// that carry joins (an approval's consumption, a ledger outcome),
+	// "postgres.join.beforeCommit" and "postgres.join.afterCommit" right
+	// after the write's own ".beforeCommit" and ".afterCommit" (the joint
+	// commit); "postgres.fenced.begin" (the thread's lease checked and
+	// held locked), "postgres.fenced.beforeCommit" and
+	// "postgres.fenced.afterCommit" around a fenced write (Fenced, and a
+	// fenced ledger's intents and outcomes of their own);
+	// "postgres.lease.begin", ".beforeCommit" and ".afterCommit" around a
+	// Claim (a lease taken or renewed); and, for the work of a pool of
+	// workers, "postgres.claim.beforeSend" and "postgres.claim.afterCommit"
+	// around ClaimDue's one statement, and "postgres.settle.begin",
 	// "postgres.settle.beforeCommit" and "postgres.settle.afterCommit"
-	// around Settle's transaction. It must be fast, must not panic and
-	// must not call the stores.
+	// around Settle's transaction. A refused write calls no
+	// ".afterCommit". It runs on the writing goroutine, inside the
+	// transaction for the points before a commit: it must be fast, must
+	// not panic and must not call the stores.
 	Hook func(point string)
 
 	// Tracer, when set, sees every query and batch (pgx.QueryTracer,

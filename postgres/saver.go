@@ -224,9 +224,12 @@ func (s *Saver) PutChain(ctx context.Context, reqs []checkpoint.PutRequest) erro
 		var counts []int64
 		var err, joinErr error
 		if interrupts || reqs[0].NS != "" || joins {
-			counts, err = s.putLocked(ctx, reqs, b, now, &joinErr)
+			counts, err = s.putLocked(ctx, reqs, b, now, joins, &joinErr)
 		} else {
-			counts, err = s.sendCounts(ctx, b)
+			s.hook(pointPutBeforeCommit)
+			if counts, err = s.sendCounts(ctx, b); err == nil && counts[0] == 1 {
+				s.hook(pointPutAfterCommit)
+			}
 		}
 		if joinErr != nil {
 			return joinErr
@@ -267,10 +270,10 @@ func (s *Saver) sendCounts(ctx context.Context, b *pgx.Batch) ([]int64, error) {
 // namespace, in one transaction (rootTx): it checks the interrupt IDs of
 // the writes against those saved on the checkpoints they go to, and sends
 // the statements.
-func (s *Saver) putLocked(ctx context.Context, reqs []checkpoint.PutRequest, b *pgx.Batch, now time.Time, joinErr *error) ([]int64, error) {
+func (s *Saver) putLocked(ctx context.Context, reqs []checkpoint.PutRequest, b *pgx.Batch, now time.Time, joined bool, joinErr *error) ([]int64, error) {
 	first, last := &reqs[0], &reqs[len(reqs)-1]
 	counts := make([]int64, b.Len())
-	_, err := s.rootTx(ctx, first.Thread, first.NS, first.Lease, now, last.Release, false, true, func(tx pgx.Tx) (int64, error) {
+	_, err := s.rootTx(ctx, putPoints, joined, first.Thread, first.NS, first.Lease, now, last.Release, false, true, func(tx pgx.Tx) (int64, error) {
 		for i := range reqs {
 			req := &reqs[i]
 			if req.Checkpoint.ParentID != "" && checkpoint.HasInterruptWrite(req.ParentWrites) {
@@ -313,13 +316,15 @@ func (s *Saver) putLocked(ctx context.Context, reqs []checkpoint.PutRequest, b *
 // diagnoses), runs send (the statements, with the lease skipped for a
 // subgraph), and when they wrote, takes the lease on the root row (renew:
 // Claim's rule; touch: the write is an update of the thread), and
-// commits.
-func (s *Saver) rootTx(ctx context.Context, thread, ns string, l checkpoint.Lease, now time.Time, release, renew, touch bool, send func(tx pgx.Tx) (int64, error)) (int64, error) {
+// commits. It calls the hook at pts (and, when joined says that send runs
+// joins, at the join points after the write's own).
+func (s *Saver) rootTx(ctx context.Context, pts writePoints, joined bool, thread, ns string, l checkpoint.Lease, now time.Time, release, renew, touch bool, send func(tx pgx.Tx) (int64, error)) (int64, error) {
 	tx, err := s.db.pool.Begin(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	s.hook(pts.begin)
 	if ns != "" {
 		var owner, runner *string
 		var epoch int64
@@ -360,7 +365,18 @@ func (s *Saver) rootTx(ctx context.Context, thread, ns string, l checkpoint.Leas
 			return 0, err
 		}
 	}
-	return n, tx.Commit(ctx)
+	s.hook(pts.beforeCommit)
+	if joined {
+		s.hook(pointJoinBeforeCommit)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return n, err
+	}
+	s.hook(pts.afterCommit)
+	if joined {
+		s.hook(pointJoinAfterCommit)
+	}
+	return n, nil
 }
 
 // checkInterrupts refuses interrupt writes of tasks that raise an ID
@@ -564,8 +580,8 @@ func (s *Saver) PutWrites(ctx context.Context, req checkpoint.WritesRequest) err
 		args := []any{ref.Thread, ref.NS, ref.ID, writes, l.Owner, l.Runner, now.Add(l.TTL).UnixNano(), now.UnixNano(), req.Release, takesBack(l), l.Held, ref.NS != ""}
 		var n int64
 		var joinErr error
-		if interrupts || ref.NS != "" || len(req.Joins) > 0 {
-			n, err = s.rootTx(ctx, ref.Thread, ref.NS, l, now, req.Release, false, true, func(tx pgx.Tx) (int64, error) {
+		if joined := len(req.Joins) > 0; interrupts || ref.NS != "" || joined {
+			n, err = s.rootTx(ctx, writesPoints, joined, ref.Thread, ref.NS, l, now, req.Release, false, true, func(tx pgx.Tx) (int64, error) {
 				if interrupts {
 					if err := s.checkInterrupts(ctx, tx, ref.Thread, ref.NS, ref.ID, req.Tasks); err != nil {
 						return 0, err
@@ -579,7 +595,10 @@ func (s *Saver) PutWrites(ctx context.Context, req checkpoint.WritesRequest) err
 				return n, s.runJoins(ctx, tx, req.Joins, &joinErr)
 			})
 		} else {
-			err = s.db.pool.QueryRow(ctx, s.db.q.putWrites, args...).Scan(&n)
+			s.hook(pointWritesBeforeCommit)
+			if err = s.db.pool.QueryRow(ctx, s.db.q.putWrites, args...).Scan(&n); err == nil && n == 1 {
+				s.hook(pointWritesAfterCommit)
+			}
 		}
 		if joinErr != nil {
 			return joinErr
@@ -640,13 +659,16 @@ func (s *Saver) Claim(ctx context.Context, ref checkpoint.Ref, lease checkpoint.
 			now.Add(lease.TTL).UnixNano(), now.UnixNano(), takesBack(lease), lease.Held, ref.NS != ""}
 		var err error
 		if ref.NS != "" {
-			n, err = s.rootTx(ctx, ref.Thread, ref.NS, lease, now, false, true, false, func(tx pgx.Tx) (int64, error) {
+			n, err = s.rootTx(ctx, leasePoints, false, ref.Thread, ref.NS, lease, now, false, true, false, func(tx pgx.Tx) (int64, error) {
 				var n int64
 				err := tx.QueryRow(ctx, s.db.q.claim, args...).Scan(&n)
 				return n, err
 			})
 		} else {
-			err = s.db.pool.QueryRow(ctx, s.db.q.claim, args...).Scan(&n)
+			s.hook(pointLeaseBeforeCommit)
+			if err = s.db.pool.QueryRow(ctx, s.db.q.claim, args...).Scan(&n); err == nil && n == 1 {
+				s.hook(pointLeaseAfterCommit)
+			}
 		}
 		if err != nil {
 			return s.writeErr("claim", ref.Thread, err, nil)
