@@ -117,7 +117,7 @@ func (r *Runnable[S]) BulkUpdateState(ctx context.Context, thread string, steps 
 		if fresh && i == 0 {
 			ru.step = 0
 		}
-		n, tasks, err := r.bulkStep(ctx, thread, base, pending, step, nodes, ru.step)
+		n, tasks, err := r.bulkStep(ctx, thread, "", base, pending, step, nodes, ru.step)
 		if err != nil {
 			return zero, fmt.Errorf("graph: thread %q: step %d of the bulk update: %w", thread, i, err)
 		}
@@ -171,12 +171,14 @@ func (r *Runnable[S]) checkBulk(thread string, steps [][]StateUpdate[S]) error {
 	return nil
 }
 
-// bulkStep applies one step of a bulk update on f, as UpdateState applies
-// an update as a node: the saved writes in pending first (a Command's
+// bulkStep applies one step of updates on f, the checkpoint of namespace
+// ns, as nodes (UpdateState's one update as a node, and each step of
+// BulkUpdateState): the saved writes in pending first (a Command's
 // update, the tasks that finished in a stopped step), then the updates as
 // tasks of nodes, together, after the pending triggers they do not set
-// again are dropped. It returns the new frame and the update tasks.
-func (r *Runnable[S]) bulkStep(ctx context.Context, thread string, f *frame[S], pending []checkpoint.PendingWrite, step []StateUpdate[S], nodes []string, stepNo int) (*frame[S], []*task[S], error) {
+// again are dropped (join barriers keep what they have seen). It returns
+// the new frame and the update tasks.
+func (r *Runnable[S]) bulkStep(ctx context.Context, thread, ns string, f *frame[S], pending []checkpoint.PendingWrite, step []StateUpdate[S], nodes []string, stepNo int) (*frame[S], []*task[S], error) {
 	n := f.derive(true)
 	r.dropOrphans(n)
 	base := f
@@ -204,7 +206,7 @@ func (r *Runnable[S]) bulkStep(ctx context.Context, thread string, f *frame[S], 
 			name = fmt.Sprintf("update:%s:%d", nodes[k], k)
 		}
 		t := &task[S]{name: nodes[k], push: -1}
-		t.id = checkpoint.TaskID(thread, f.id, "", stepNo, name, "pull", nil)
+		t.id = checkpoint.TaskID(thread, f.id, ns, stepNo, name, "pull", nil)
 		var err error
 		if t.writes, err = r.resolve(ctx, t, su.Update, base, false); err != nil {
 			return nil, nil, err

@@ -479,46 +479,17 @@ func (r *Runnable[S]) updateAt(ctx context.Context, pl place, lease checkpoint.L
 		if _, ok := r.nodes[asNode]; !ok && asNode != START {
 			return zero, &UnknownNodeError{Name: asNode, From: "UpdateOptions.AsNode for thread " + quoteShort(thread)}
 		}
-		base := f
-		if opts.CheckpointID == "" && !fresh && len(tp.Pending) > 0 {
-			// As LangGraph's bulk_update_state on the head: the writes
-			// saved there (a Command's update, the tasks that finished in
-			// the step an interrupt or a failure stopped) are applied
-			// first, so the update builds on them and the finished tasks
-			// do not run again.
-			if n, err = r.applyCommands(ctx, thread, n, tp.Pending, true); err != nil {
-				return zero, err
-			}
-			_, finished, err := r.nextTasks(ctx, thread, f, tp.Pending)
-			if err != nil {
-				return zero, err
-			}
-			if len(finished) > 0 {
-				r.consume(n, finished)
-				if n, err = r.applyWrites(ctx, n, finished, ru.step, true, false); err != nil {
-					return zero, err
-				}
-			}
-			base = n
+		// As LangGraph's bulk_update_state on the head: the writes saved
+		// there (a Command's update, the tasks that finished in the step
+		// an interrupt or a failure stopped) are applied first, so the
+		// update builds on them and the finished tasks do not run again.
+		var pending []checkpoint.PendingWrite
+		if opts.CheckpointID == "" && !fresh {
+			pending = tp.Pending
 		}
-		t := &task[S]{name: asNode, push: -1}
-		t.id = checkpoint.TaskID(thread, f.id, pl.ns, ru.step, "update:"+asNode, "pull", nil)
-		if t.writes, err = r.resolve(ctx, t, u, base, false); err != nil {
+		if n, parentWrites, err = r.bulkStep(ctx, thread, pl.ns, f, pending, []StateUpdate[S]{{Update: u}}, []string{asNode}, ru.step); err != nil {
 			return zero, err
 		}
-		t.done = true
-		// Pending triggers that the update does not set again are
-		// dropped; join barriers keep what they have seen.
-		n.triggers, n.sends, n.start = nil, nil, nil
-		for ch := range n.versions {
-			if isTrigger(ch) {
-				n.clearInternal(ch)
-			}
-		}
-		if n, err = r.applyWrites(ctx, n, []*task[S]{t}, ru.step, true, false); err != nil {
-			return zero, err
-		}
-		parentWrites = []*task[S]{t}
 	}
 	n.parentID = f.id
 	ru.fr = f
