@@ -34,10 +34,17 @@ type process struct {
 
 func newProcess(t *testing.T, pending otelobserve.PendingCounter) *process {
 	t.Helper()
+	return newProcessWith(t, otelobserve.Options{Pending: pending})
+}
+
+// newProcessWith is newProcess with opts, its providers set.
+func newProcessWith(t *testing.T, opts otelobserve.Options) *process {
+	t.Helper()
 	p := &process{exp: tracetest.NewInMemoryExporter(), reader: sdkmetric.NewManualReader()}
 	p.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(p.exp))
 	p.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(p.reader))
-	h, err := otelobserve.New(otelobserve.Options{TracerProvider: p.tp, MeterProvider: p.mp, Pending: pending})
+	opts.TracerProvider, opts.MeterProvider = p.tp, p.mp
+	h, err := otelobserve.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +68,8 @@ func attr(sp tracetest.SpanStub, key attribute.Key) string {
 }
 
 // tree draws the spans under root as an outline: "name outcome
-// [event decision]...", children in start order.
+// [event decision]..." (a saver event: "[event operation outcome]"),
+// children in start order.
 func tree(spans tracetest.SpanStubs, root tracetest.SpanStub) string {
 	kids := map[trace.SpanID][]tracetest.SpanStub{}
 	for _, sp := range spans {
@@ -77,8 +85,13 @@ func tree(spans tracetest.SpanStubs, root tracetest.SpanStub) string {
 		for _, ev := range sp.Events {
 			d := ""
 			for _, kv := range ev.Attributes {
-				if kv.Key == "lockstep.decision" {
+				switch {
+				case kv.Key == "lockstep.decision":
 					d = " " + kv.Value.AsString()
+				case ev.Name == otelobserve.EventSaver && kv.Key == "lockstep.saver.operation":
+					d = " " + kv.Value.AsString() + d
+				case ev.Name == otelobserve.EventSaver && kv.Key == "lockstep.outcome":
+					d += " " + kv.Value.AsString()
 				}
 			}
 			fmt.Fprintf(&b, " [%s%s]", ev.Name, d)
@@ -111,42 +124,34 @@ func runSpans(spans tracetest.SpanStubs, thread string) []tracetest.SpanStub {
 // booking above the limit waits for the travel desk; a reviewer approves
 // it; the second process's approval worker resumes it. The span trees
 // are asserted by name, parentage and outcome, and the resume links to
-// the span that raised the request in the first process.
+// the span that raised the request in the first process. Saver calls
+// are events of the span they happen under, or spans of their own with
+// Options.SaverSpans.
 func TestHotelBookingTraced(t *testing.T) {
-	ctx := context.Background()
-	db := filepath.Join(t.TempDir(), "lockstep.db")
-
-	// Process 1: both stories. The inbox counts pending requests for the
-	// gauge.
-	saver, err := sqlite.Open(db, sqlite.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer saver.Close()
-	store, err := approval.OpenSQLStore(ctx, saver.DB(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inbox := approval.NewInbox(saver, store)
-	p1 := newProcess(t, inbox)
-	if _, err := booking.Run(ctx, booking.Config{DB: db, Observer: p1.hook}); err != nil {
-		t.Fatal(err)
-	}
-	spans := p1.exp.GetSpans()
-	runs := runSpans(spans, booking.ThreadApproval)
-	if len(runs) != 1 {
-		t.Fatalf("%d runs of %s, want 1", len(runs), booking.ThreadApproval)
-	}
-	run := runs[0]
-	if run.Status.Code != codes.Unset || attr(run, "lockstep.outcome") != "waiting" || attr(run, "lockstep.run.mode") != "input" {
-		t.Errorf("the waiting run: status %v, outcome %q, mode %q; want a waiting run that is not an error",
-			run.Status, attr(run, "lockstep.outcome"), attr(run, "lockstep.run.mode"))
-	}
-	// The booking above the limit: the gate allows the quote, which runs
-	// (its outcome saved at once, inside the task); the
-	// booking is blocked by the gate and the tool node raises the
-	// request; the task, its step and the run wait.
-	want := `lockstep.run waiting
+	for _, tc := range []struct {
+		name       string
+		saverSpans bool
+		want       string // the span tree of the waiting run
+	}{
+		{"saver=events", false, `lockstep.run waiting [lockstep.saver get done]
+  lockstep.step done [lockstep.saver put done]
+    lockstep.task __start__ done
+  lockstep.step done [lockstep.saver put done]
+    lockstep.task compliance done
+  lockstep.step done [lockstep.saver put done]
+    lockstep.task model done
+      chat done
+  lockstep.step done [lockstep.saver put done]
+    lockstep.task tools done [lockstep.saver put_writes done]
+      execute_tool quote_hotel executed [lockstep.decision allowed] [lockstep.decision executed]
+  lockstep.step done [lockstep.saver put done]
+    lockstep.task model done
+      chat done
+  lockstep.step waiting [lockstep.saver put_writes done]
+    lockstep.task tools waiting [lockstep.saver put_writes done] [lockstep.approval.raised]
+      execute_tool book_hotel blocked [lockstep.decision blocked]
+`},
+		{"saver=spans", true, `lockstep.run waiting
   lockstep.saver get done
   lockstep.step done
     lockstep.task __start__ done
@@ -172,7 +177,46 @@ func TestHotelBookingTraced(t *testing.T) {
       execute_tool book_hotel blocked [lockstep.decision blocked]
       lockstep.saver put_writes done
     lockstep.saver put_writes done
-`
+`},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testHotelBookingTraced(t, tc.saverSpans, tc.want) })
+	}
+}
+
+func testHotelBookingTraced(t *testing.T, saverSpans bool, want string) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "lockstep.db")
+
+	// Process 1: both stories. The inbox counts pending requests for the
+	// gauge.
+	saver, err := sqlite.Open(db, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer saver.Close()
+	store, err := approval.OpenSQLStore(ctx, saver.DB(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inbox := approval.NewInbox(saver, store)
+	p1 := newProcessWith(t, otelobserve.Options{Pending: inbox, SaverSpans: saverSpans})
+	if _, err := booking.Run(ctx, booking.Config{DB: db, Observer: p1.hook}); err != nil {
+		t.Fatal(err)
+	}
+	spans := p1.exp.GetSpans()
+	runs := runSpans(spans, booking.ThreadApproval)
+	if len(runs) != 1 {
+		t.Fatalf("%d runs of %s, want 1", len(runs), booking.ThreadApproval)
+	}
+	run := runs[0]
+	if run.Status.Code != codes.Unset || attr(run, "lockstep.outcome") != "waiting" || attr(run, "lockstep.run.mode") != "input" {
+		t.Errorf("the waiting run: status %v, outcome %q, mode %q; want a waiting run that is not an error",
+			run.Status, attr(run, "lockstep.outcome"), attr(run, "lockstep.run.mode"))
+	}
+	// The booking above the limit: the gate allows the quote, which runs
+	// (its outcome saved at once, inside the task); the booking is
+	// blocked by the gate and the tool node raises the request; the
+	// task, its step and the run wait.
 	if diff := cmp.Diff(want, tree(spans, run)); diff != "" {
 		t.Errorf("span tree of %s (-want +got):\n%s", booking.ThreadApproval, diff)
 	}
@@ -231,7 +275,7 @@ func TestHotelBookingTraced(t *testing.T) {
 
 	// Process 2: the approval worker resumes the thread. Its resume span
 	// and the run it starts link to the task that raised the request.
-	p2 := newProcess(t, nil)
+	p2 := newProcessWith(t, otelobserve.Options{SaverSpans: saverSpans})
 	c, err := booking.Run(ctx, booking.Config{DB: db, Resume: true, Observer: p2.hook})
 	if err != nil || c.Resumed != 1 {
 		t.Fatalf("resume: %+v, %v", c, err)

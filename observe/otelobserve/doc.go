@@ -12,10 +12,9 @@
 //
 // A run is a span (SpanRun: lockstep.thread, lockstep.run.id,
 // lockstep.run.mode: input, resume, continue or replay) holding one span
-// per superstep (SpanStep: lockstep.step, lockstep.step.tasks), a step
-// holds its tasks ("lockstep.task NODE": lockstep.node, lockstep.task.id,
-// and at the end lockstep.attempts) and its saver calls ("lockstep.saver
-// OP": lockstep.saver.operation, lockstep.saver.bytes). A task holds the
+// per superstep (SpanStep: lockstep.step, lockstep.step.tasks), and a
+// step holds its tasks ("lockstep.task NODE": lockstep.node,
+// lockstep.task.id, and at the end lockstep.attempts). A task holds the
 // tool calls its node makes ("execute_tool TOOL", with the GenAI
 // attributes gen_ai.operation.name, gen_ai.tool.name and
 // gen_ai.tool.call.id) and the model calls ("chat MODEL", a client span
@@ -27,9 +26,26 @@
 // replayed, retry with lockstep.retry.class and lockstep.retry.delay_ms,
 // fallback, executed, failed); a node's retries (EventRetry), the
 // approval requests a tool node raises (EventApprovalRaised) and lease
-// conflicts (EventLeaseConflict) are events of their task or saver span.
-// An inbox's decisions and the approval worker's resumes are spans of
-// their own (SpanApprovalDecide, SpanApprovalResume).
+// conflicts (EventLeaseConflict) are events of their task, or of the
+// span the refused saver call happened under. An inbox's decisions and
+// the approval worker's resumes are spans of their own
+// (SpanApprovalDecide, SpanApprovalResume).
+//
+// A saver call is an event of the span it happens under (EventSaver, as
+// it ends): the run's for the run's first read and claim, a step's for
+// its checkpoint, a task's for the writes its node saves at once. It
+// carries lockstep.saver.operation (put, put_writes, claim, release,
+// get), lockstep.saver.bytes (what a put or put_writes writes, what a
+// get read), lockstep.saver.duration_ms and lockstep.outcome; a call
+// that failed adds error.type (the error's Go type, or _OTHER) and
+// lockstep.error, and leaves the status to the span it is on, which ends
+// as the failure reached it. A saver call outside any span (a GetState
+// whose context carries none) is not recorded. With
+// Options.SaverSpans, every saver call is a span of its own instead
+// ("lockstep.saver OP", a child of the same span, with the operation,
+// bytes and outcome, and an error status when it failed): a timeline shows each
+// call, at the cost of a span per call (twelve for a run of ten steps;
+// see docs/benchmarks.md, Tracing).
 //
 // Every span ends with lockstep.outcome. Only a failure sets the span's
 // status to Error (with error.type and an exception event): a run that

@@ -61,6 +61,12 @@ type Options struct {
 	// may wait: a call that blocks would then hold the run past its
 	// deadline, where without Inline it is given up on.
 	Inline bool
+	// SaverSpans makes every saver call a span of its own ("lockstep.saver
+	// OP", a child of the step, run or task it happens under) instead of
+	// an event of that span (EventSaver), the default. A span per call
+	// shows the call's duration on a timeline; it costs a span's start,
+	// end and export per call (a run of ten steps makes twelve).
+	SaverSpans bool
 }
 
 // Hook is an observe.Hook that turns lockstep's events into
@@ -69,6 +75,7 @@ type Options struct {
 type Hook struct {
 	tracer  trace.Tracer
 	inline  bool // Options.Inline
+	saverSp bool // Options.SaverSpans
 	traced  bool // a TracerProvider was given
 	metered bool // a MeterProvider was given
 	now     func() time.Time
@@ -91,7 +98,7 @@ func New(opts Options) (*Hook, error) {
 	if opts.PendingLimit < 0 {
 		return nil, errorf("PendingLimit %d is negative", opts.PendingLimit)
 	}
-	h := &Hook{now: opts.Now, inline: opts.Inline}
+	h := &Hook{now: opts.Now, inline: opts.Inline, saverSp: opts.SaverSpans}
 	if h.now == nil {
 		h.now = time.Now
 	}
@@ -186,6 +193,7 @@ const (
 	keyOutcome     = attribute.Key("lockstep.outcome")
 	keyOp          = attribute.Key("lockstep.saver.operation")
 	keyBytes       = attribute.Key("lockstep.saver.bytes")
+	keySaverDur    = attribute.Key("lockstep.saver.duration_ms")
 	keyTool        = attribute.Key("lockstep.tool")
 	keyFallbackFor = attribute.Key("lockstep.tool.fallback_for")
 	keyDecision    = attribute.Key("lockstep.decision")
@@ -207,7 +215,7 @@ const (
 	SpanRun            = "lockstep.run"
 	SpanStep           = "lockstep.step"
 	SpanTask           = "lockstep.task"
-	SpanSaver          = "lockstep.saver"
+	SpanSaver          = "lockstep.saver" // with Options.SaverSpans
 	SpanApprovalDecide = "lockstep.approval.decide"
 	SpanApprovalResume = "lockstep.approval.resume"
 	// Tool calls are "execute_tool {tool}" and model calls "chat
@@ -220,13 +228,31 @@ const (
 	EventRetry          = "lockstep.retry"
 	EventApprovalRaised = "lockstep.approval.raised"
 	EventLeaseConflict  = "lockstep.lease_conflict"
+	// EventSaver is a saver call, an event of the span it happens under
+	// (unless Options.SaverSpans).
+	EventSaver = "lockstep.saver"
 )
 
 // opKey carries an operation's start time from Start to End.
 type opKey struct{}
 
-// Start begins a span for e under the one ctx carries.
+// saverCtx is the context of a saver call that becomes an event
+// (EventSaver): what End needs of its start.
+type saverCtx struct {
+	context.Context
+	start time.Time
+	bytes int // what the call writes
+}
+
+// Start begins a span for e under the one ctx carries; a saver call
+// (unless Options.SaverSpans) only notes its start for End's event.
 func (h *Hook) Start(ctx context.Context, e observe.Event) context.Context {
+	if e.Kind == observe.KindSaver && !h.saverSp {
+		if !h.traced {
+			return ctx
+		}
+		return &saverCtx{Context: ctx, start: h.now(), bytes: e.Bytes}
+	}
 	var name string
 	attrs := make([]attribute.KeyValue, 0, 6) // the most a kind sets, NS included
 	kind := trace.SpanKindInternal
@@ -286,8 +312,15 @@ func (h *Hook) Start(ctx context.Context, e observe.Event) context.Context {
 }
 
 // End ends the span ctx carries with e's outcome, and records e's
-// metrics.
+// metrics; a saver call (unless Options.SaverSpans) is an event of the
+// span it happened under.
 func (h *Hook) End(ctx context.Context, e observe.Event) {
+	if e.Kind == observe.KindSaver && !h.saverSp {
+		if sc, ok := ctx.(*saverCtx); ok {
+			h.saverEvent(sc, e)
+		}
+		return
+	}
 	if h.metered {
 		var dur float64
 		if t, ok := ctx.Value(opKey{}).(time.Time); ok {
@@ -356,6 +389,33 @@ func (h *Hook) End(ctx context.Context, e observe.Event) {
 		sp.SetStatus(codes.Error, e.Error)
 	}
 	sp.End()
+}
+
+// saverEvent adds the saver call of sc that ended with e to the span it
+// happened under: its operation, bytes (written, or read by a get),
+// duration and outcome, and a failure's error type and text.
+func (h *Hook) saverEvent(sc *saverCtx, e observe.Event) {
+	sp := trace.SpanFromContext(sc.Context)
+	if !sp.IsRecording() {
+		return
+	}
+	dur := h.now().Sub(sc.start)
+	attrs := make([]attribute.KeyValue, 0, 7) // the most it sets: a failure
+	attrs = append(attrs, keyOp.String(e.Op), keyOutcome.String(e.Outcome), keySaverDur.Float64(float64(dur)/float64(time.Millisecond)))
+	switch e.Op {
+	case observe.OpGet:
+		attrs = append(attrs, keyBytes.Int(e.Bytes))
+	case observe.OpClaim, observe.OpRelease:
+	default:
+		attrs = append(attrs, keyBytes.Int(sc.bytes))
+	}
+	if e.Reason != "" {
+		attrs = append(attrs, keyReason.String(e.Reason))
+	}
+	if failed(e) {
+		attrs = append(attrs, semconv.ErrorTypeKey.String(orOther(e.ErrorType)), keyError.String(e.Error))
+	}
+	sp.AddEvent(EventSaver, trace.WithAttributes(attrs...))
 }
 
 // failed reports whether e ends an operation that failed: a waiting run,

@@ -3,9 +3,13 @@ package otelobserve_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -108,9 +112,20 @@ func TestModelRetryAndFailure(t *testing.T) {
 }
 
 // TestLeaseConflictCounted: a run refused because another runner holds
-// the thread counts a lease conflict and notes it on its claim.
+// the thread counts a lease conflict and notes it on the span of its
+// claim: the run's, where the claim is an event, or the claim's own with
+// Options.SaverSpans.
 func TestLeaseConflictCounted(t *testing.T) {
-	p := newProcess(t, nil)
+	for _, tc := range []struct {
+		saverSpans bool
+		span       string // the span that carries the conflict
+	}{{false, otelobserve.SpanRun}, {true, "lockstep.saver claim"}} {
+		t.Run(fmt.Sprintf("SaverSpans=%v", tc.saverSpans), func(t *testing.T) { testLeaseConflictCounted(t, tc.saverSpans, tc.span) })
+	}
+}
+
+func testLeaseConflictCounted(t *testing.T, saverSpans bool, span string) {
+	p := newProcessWith(t, otelobserve.Options{SaverSpans: saverSpans})
 	saver := checkpoint.NewMemorySaver(nil)
 	entered, release := make(chan struct{}), make(chan struct{})
 	g := graph.New[chat]()
@@ -147,11 +162,73 @@ func TestLeaseConflictCounted(t *testing.T) {
 	var noted bool
 	for _, sp := range p.exp.GetSpans() {
 		for _, ev := range sp.Events {
-			noted = noted || (sp.Name == "lockstep.saver claim" && ev.Name == otelobserve.EventLeaseConflict)
+			noted = noted || (sp.Name == span && ev.Name == otelobserve.EventLeaseConflict)
 		}
 	}
 	if !noted {
-		t.Errorf("no lease conflict event on the claim: %v", names(p.exp.GetSpans()))
+		t.Errorf("no lease conflict event on %s: %v", span, names(p.exp.GetSpans()))
+	}
+}
+
+// TestSaverEvents: by default a saver call is an event of the span it
+// happens under, with its operation, outcome, duration and bytes (what
+// it writes, or what a get read; none for a claim); a failed call
+// carries its error's type and text and leaves the span's status to the
+// span's own end.
+func TestSaverEvents(t *testing.T) {
+	p := newProcessWith(t, otelobserve.Options{Now: fakeClock(time.Unix(1000, 0), 1500*time.Microsecond)})
+	ctx := p.hook.Start(context.Background(), observe.Event{Kind: observe.KindStep, Thread: "t", Step: 3, Tasks: 1})
+	for _, c := range []struct{ start, end observe.Event }{
+		{observe.Event{Kind: observe.KindSaver, Op: observe.OpPut, Bytes: 120}, observe.Event{Kind: observe.KindSaver, Op: observe.OpPut, Outcome: observe.OutcomeDone}},
+		{observe.Event{Kind: observe.KindSaver, Op: observe.OpGet}, observe.Event{Kind: observe.KindSaver, Op: observe.OpGet, Bytes: 64, Outcome: observe.OutcomeDone, Reason: "not found"}},
+		{observe.Event{Kind: observe.KindSaver, Op: observe.OpClaim}, observe.Event{Kind: observe.KindSaver, Op: observe.OpClaim, Outcome: observe.OutcomeFailed, Error: "thread t is busy", ErrorType: "*checkpoint.BusyError"}},
+		{observe.Event{Kind: observe.KindSaver, Op: observe.OpPutWrites, Bytes: 7}, observe.Event{Kind: observe.KindSaver, Op: observe.OpPutWrites, Outcome: observe.OutcomeFailed, Error: "disk full"}},
+	} {
+		sctx := p.hook.Start(ctx, c.start)
+		if p.hook.TraceParent(sctx) != p.hook.TraceParent(ctx) {
+			t.Errorf("%s: the saver call made a span", c.start.Op)
+		}
+		p.hook.End(sctx, c.end)
+	}
+	p.hook.End(ctx, observe.Event{Kind: observe.KindStep, Outcome: observe.OutcomeDone})
+	spans := p.exp.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("spans %v, want the step's alone", names(spans))
+	}
+	var got []map[string]string
+	for _, ev := range spans[0].Events {
+		m := map[string]string{"name": ev.Name}
+		for _, kv := range ev.Attributes {
+			m[string(kv.Key)] = kv.Value.Emit()
+		}
+		got = append(got, m)
+	}
+	want := []map[string]string{
+		{"name": "lockstep.saver", "lockstep.saver.operation": "put", "lockstep.outcome": "done", "lockstep.saver.duration_ms": "1.5", "lockstep.saver.bytes": "120"},
+		{"name": "lockstep.saver", "lockstep.saver.operation": "get", "lockstep.outcome": "done", "lockstep.saver.duration_ms": "1.5", "lockstep.saver.bytes": "64", "lockstep.reason": "not found"},
+		{"name": "lockstep.saver", "lockstep.saver.operation": "claim", "lockstep.outcome": "failed", "lockstep.saver.duration_ms": "1.5",
+			"error.type": "*checkpoint.BusyError", "lockstep.error": "thread t is busy"},
+		{"name": "lockstep.saver", "lockstep.saver.operation": "put_writes", "lockstep.outcome": "failed", "lockstep.saver.duration_ms": "1.5", "lockstep.saver.bytes": "7",
+			"error.type": "_OTHER", "lockstep.error": "disk full"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("saver events (-want +got):\n%s", diff)
+	}
+	if spans[0].Status.Code != codes.Unset {
+		t.Errorf("step status %v: a saver call's failure is the step's to report", spans[0].Status)
+	}
+}
+
+// fakeClock returns a clock that starts at t and advances by step at
+// every reading.
+func fakeClock(t time.Time, step time.Duration) func() time.Time {
+	var mu sync.Mutex
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		now := t
+		t = t.Add(step)
+		return now
 	}
 }
 
