@@ -80,4 +80,13 @@
 // The hook does no I/O: spans go to the TracerProvider's processors and
 // metrics to the MeterProvider's aggregation. Events carry names, IDs and
 // counts, never state values, tool arguments or results.
+//
+// A task's span is ended when it ends (its end time is its own) but
+// handed to the span processors when its step's span ends, with it: a
+// batching processor (sdktrace.WithBatcher) wakes its goroutine for every
+// span it is handed while that goroutine waits, which costs a traced run
+// more CPU than making the span, and a step's spans handed on together
+// wake it once. A step ends right after its tasks and its checkpoint, so
+// its task spans reach the exporter that much later; a process that
+// dies in between loses them with the step's.
 package otelobserve

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -307,8 +308,79 @@ func (h *Hook) Start(ctx context.Context, e observe.Event) context.Context {
 	if links := spanLinks(e.Links); len(links) > 0 {
 		opts = append(opts, trace.WithLinks(links...))
 	}
-	ctx, _ = h.tracer.Start(ctx, name, opts...)
+	ctx, sp := h.tracer.Start(ctx, name, opts...)
+	if e.Kind == observe.KindStep && sp.IsRecording() {
+		return &stepCtx{Context: ctx}
+	}
 	return ctx
+}
+
+// stepCtx is the context of a step's span. It holds the ends of its
+// tasks' spans until the step's own (see End): the span processors are
+// then handed a step's spans at once, where a batch processor wakes its
+// goroutine for the first and queues the others.
+type stepCtx struct {
+	context.Context
+	mu     sync.Mutex
+	held   []heldEnd
+	closed bool // the step ended: its tasks' spans end at once
+}
+
+// heldEnd is a task's span that ended at, not yet handed on.
+type heldEnd struct {
+	sp trace.Span
+	at time.Time
+}
+
+// stepKey finds a task's stepCtx.
+type stepKey struct{}
+
+// Value returns c for stepKey, else what its parent holds.
+func (c *stepCtx) Value(key any) any {
+	if key == (stepKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// hold keeps sp, ended at, for the step's end; false when the step has
+// ended already.
+func (c *stepCtx) hold(sp trace.Span, at time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.held = append(c.held, heldEnd{sp, at})
+	return true
+}
+
+// endHeld ends the spans the step holds, each at its own end time, and
+// closes it.
+func (c *stepCtx) endHeld() {
+	c.mu.Lock()
+	held := c.held
+	c.held, c.closed = nil, true
+	c.mu.Unlock()
+	for _, he := range held {
+		he.sp.End(trace.WithTimestamp(he.at))
+	}
+}
+
+// endSpan ends sp, the span of the operation e ended under ctx: a task's
+// is held until its step ends.
+func endSpan(ctx context.Context, sp trace.Span, e observe.Event) {
+	switch e.Kind {
+	case observe.KindTask:
+		if st, ok := ctx.Value(stepKey{}).(*stepCtx); ok && st.hold(sp, time.Now()) {
+			return
+		}
+	case observe.KindStep:
+		if st, ok := ctx.(*stepCtx); ok {
+			st.endHeld()
+		}
+	}
+	sp.End()
 }
 
 // End ends the span ctx carries with e's outcome, and records e's
@@ -333,7 +405,7 @@ func (h *Hook) End(ctx context.Context, e observe.Event) {
 	}
 	sp := trace.SpanFromContext(ctx)
 	if !sp.IsRecording() {
-		sp.End()
+		endSpan(ctx, sp, e)
 		return
 	}
 	attrs := make([]attribute.KeyValue, 0, 6) // the most a kind sets (a model call), the error type included
@@ -388,7 +460,7 @@ func (h *Hook) End(ctx context.Context, e observe.Event) {
 		sp.AddEvent("exception", trace.WithAttributes(semconv.ExceptionMessage(e.Error), semconv.ExceptionType(e.ErrorType)))
 		sp.SetStatus(codes.Error, e.Error)
 	}
-	sp.End()
+	endSpan(ctx, sp, e)
 }
 
 // saverEvent adds the saver call of sc that ended with e to the span it

@@ -289,3 +289,32 @@ func TestInlineOption(t *testing.T) {
 		}
 	}
 }
+
+// TestTaskSpansEndWithStep: a task's span is handed to the span
+// processors when its step's span ends, stamped with the task's own end;
+// a task that ends after its step (nothing the runtime does) is handed
+// on at once.
+func TestTaskSpansEndWithStep(t *testing.T) {
+	p := newProcessWith(t, otelobserve.Options{})
+	ctx := p.hook.Start(context.Background(), observe.Event{Kind: observe.KindStep, Thread: "t", Step: 1, Tasks: 2})
+	a := p.hook.Start(ctx, observe.Event{Kind: observe.KindTask, Node: "a", TaskID: "ta", Step: 1})
+	late := p.hook.Start(ctx, observe.Event{Kind: observe.KindTask, Node: "late", TaskID: "tl", Step: 1})
+	p.hook.End(a, observe.Event{Kind: observe.KindTask, Node: "a", TaskID: "ta", Step: 1, Attempt: 1, Outcome: observe.OutcomeDone})
+	aEnded := time.Now()
+	if got := names(p.exp.GetSpans()); len(got) != 0 {
+		t.Fatalf("spans %v handed on before their step ended", got)
+	}
+	time.Sleep(2 * time.Millisecond) // the step ends measurably later than a
+	p.hook.End(ctx, observe.Event{Kind: observe.KindStep, Step: 1, Tasks: 2, Outcome: observe.OutcomeDone})
+	spans := p.exp.GetSpans()
+	if diff := cmp.Diff([]string{"lockstep.task a", otelobserve.SpanStep}, names(spans)); diff != "" {
+		t.Fatalf("spans handed on when the step ended (-want +got):\n%s", diff)
+	}
+	if task, step := spans[0], spans[1]; task.EndTime.After(aEnded) || !task.EndTime.Before(step.EndTime) || task.Parent.SpanID() != step.SpanContext.SpanID() {
+		t.Errorf("task a ended %v (its End returned by %v), step %v: want a's own end time, under the step", task.EndTime, aEnded, step.EndTime)
+	}
+	p.hook.End(late, observe.Event{Kind: observe.KindTask, Node: "late", TaskID: "tl", Step: 1, Attempt: 1, Outcome: observe.OutcomeDone})
+	if got := names(p.exp.GetSpans()); len(got) != 3 || got[2] != "lockstep.task late" {
+		t.Errorf("spans %v: want the late task handed on when it ended", got)
+	}
+}
