@@ -950,6 +950,12 @@ func (c *badClock) Sleep(ctx context.Context, d time.Duration) error {
 // typed error naming what failed, kill nothing, and write nothing (a
 // failed node records its failure).
 func TestBadInputApplicationCode(t *testing.T) {
+	// blockedAsk holds the Ask case's MarshalJSON until every case has
+	// run (so that its abandoned node writes nothing while the case
+	// compares the database), and is this call's own, so that the test
+	// runs again under -count.
+	blockedAsk := make(chan struct{})
+	defer close(blockedAsk)
 	nilErr := func() error {
 		var e *badNilErr
 		return e
@@ -1060,8 +1066,4 @@ func TestBadInputApplicationCode(t *testing.T) {
 			return err
 		}), check: isErr(context.DeadlineExceeded)},
 	})
-	close(blockedAsk)
 }
-
-// blockedAsk holds the Ask case's MarshalJSON until the pass is over.
-var blockedAsk = make(chan struct{})
