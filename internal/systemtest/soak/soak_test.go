@@ -134,7 +134,14 @@ const (
 	soakConsumers = 2
 	// soakResolvers is the resolvers per process (R52's 8 with 2).
 	soakResolvers = 4
+	// soakStartKey is the run key (graph.RunKey) of every start of a
+	// thread: each thread has one input, so one key serves them all.
+	soakStartKey = "soak-start"
 )
+
+// soakRoles is the conversation of a done thread: the customer's message,
+// then the model's three turns, each but the last with its tool results.
+var soakRoles = []nodes.Role{nodes.RoleUser, nodes.RoleAssistant, nodes.RoleTool, nodes.RoleTool, nodes.RoleAssistant, nodes.RoleTool, nodes.RoleAssistant}
 
 // soakChildConfig is what the parent hands a child, as JSON in the
 // environment.
@@ -166,6 +173,7 @@ type soakChildResult struct {
 	Lost       int            // decisions refused because another won
 	Resumed    int            // threads its worker resumed
 	Continued  int            // Continue calls on failed or pending threads
+	Repeated   int            // starts of a thread another start had started (Result.Repeated)
 	RunErrors  int            // runs that returned an error (mostly faults)
 	ErrorKinds map[string]int // run errors by kind (soakErrorKind)
 	Unfinished []string       // registered threads not done after the drain
@@ -186,6 +194,7 @@ func (r *soakChildResult) add(o soakChildResult) {
 	r.Lost += o.Lost
 	r.Resumed += o.Resumed
 	r.Continued += o.Continued
+	r.Repeated += o.Repeated
 	r.RunErrors += o.RunErrors
 	for k, n := range o.ErrorKinds {
 		if r.ErrorKinds == nil {
@@ -524,8 +533,8 @@ func runSoak(t *testing.T, o soakOptions) *soakRecorder {
 			losses[id] = append(losses[id], soakLoss{winner: rest[:i], raced: rest[i+1:] == "true"})
 		}
 	}
-	t.Logf("soak: %v (seed %d): %d threads started by runners, %d restarts; feed: %d deliveries, %d handled, %d duplicates refused, %d given back; %d faults injected in %d operations; %d decisions (%d lost races), %d resumed by workers, %d continues, %d scanner runs of others' threads, %d run errors %v (first: %s)",
-		elapsed.Round(time.Millisecond), seed, total.Started, restarts, total.Deliveries, total.Handled, total.Duplicates, total.FeedErrors, total.Faults, total.Ops, total.Decided, total.Lost, total.Resumed, total.Continued, total.TakenOver, total.RunErrors, total.ErrorKinds, total.FirstError)
+	t.Logf("soak: %v (seed %d): %d threads started by runners, %d restarts; feed: %d deliveries, %d handled, %d duplicates refused, %d given back; %d faults injected in %d operations; %d decisions (%d lost races), %d resumed by workers, %d continues, %d scanner runs of others' threads, %d repeated starts, %d run errors %v (first: %s)",
+		elapsed.Round(time.Millisecond), seed, total.Started, restarts, total.Deliveries, total.Handled, total.Duplicates, total.FeedErrors, total.Faults, total.Ops, total.Decided, total.Lost, total.Resumed, total.Continued, total.TakenOver, total.Repeated, total.RunErrors, total.ErrorKinds, total.FirstError)
 	if nemesis {
 		t.Logf("nemesis: %d of %d planned actions: %v", len(actions), len(plan), actions)
 		if len(actions) == 0 {
@@ -693,6 +702,7 @@ func soakCheck(t *testing.T, r *soakRecorder, in soakCheckInput) {
 		}
 		if msg := soakCheckSnapshot(snap); msg != "" {
 			r.fail("snapshot", "thread %s: %s", th.Thread, msg)
+			t.Logf("history of thread %s:\n%s", th.Thread, soakHistory(ctx, app.Runner, th.Thread))
 		} else if snap.Status != graph.StatusDone {
 			r.fail("snapshot", "thread %s is stuck: %s after the drain (next %v)", th.Thread, snap.Status, snap.Next)
 		}
@@ -978,13 +988,20 @@ func soakRunning(a, b time.Time, stops []soakStopWindow) time.Duration {
 // soakCheckSnapshot says what is wrong with a thread's final snapshot, or
 // "" when its status, Next and Tasks agree.
 func soakCheckSnapshot(s graph.Snapshot[systemtest.SoakState]) string {
+	var roles []nodes.Role
+	for _, m := range s.Values.Messages {
+		roles = append(roles, m.Role)
+	}
+	if n := len(slices.DeleteFunc(slices.Clone(roles), func(r nodes.Role) bool { return r != nodes.RoleUser })); n > 1 {
+		return fmt.Sprintf("%s with %d customer messages, want 1: the thread was started twice (roles %v)", s.Status, n, roles)
+	}
 	switch s.Status {
 	case graph.StatusDone:
 		if len(s.Next) != 0 || len(s.Interrupts) != 0 {
 			return fmt.Sprintf("done with next %v and %d interrupts", s.Next, len(s.Interrupts))
 		}
-		if n := len(s.Values.Messages); n == 0 || s.Values.Messages[n-1].Role != nodes.RoleAssistant {
-			return "done without the agent's answer"
+		if !slices.Equal(roles, soakRoles) {
+			return fmt.Sprintf("done with the conversation %v, want %v (the customer, the model's three turns, the tool results)", roles, soakRoles)
 		}
 		if len(s.Values.Audit) != 1 {
 			return fmt.Sprintf("done with %d audit entries, want 1", len(s.Values.Audit))
@@ -1015,6 +1032,50 @@ func soakCheckSnapshot(s graph.Snapshot[systemtest.SoakState]) string {
 		return fmt.Sprintf("%s: next %v does not match the unfinished tasks", s.Status, s.Next)
 	}
 	return ""
+}
+
+// soakStart starts thread with its customer's message, keyed with
+// soakStartKey, so that a second start applies nothing (Result.Repeated)
+// and continues the run if it stopped before its end.
+func soakStart(ctx context.Context, app *systemtest.SoakApp, thread string) (graph.Result[systemtest.SoakState], error) {
+	return app.Runner.Invoke(ctx, thread, systemtest.SoakUser(thread), graph.RunKey(soakStartKey))
+}
+
+// soakHistory describes a thread's checkpoints, oldest first: each one's
+// step, source and run, the messages of its state by role, and the tasks
+// of the step that followed it with their writes or errors, so that a
+// failed snapshot shows which step wrote what.
+func soakHistory(ctx context.Context, run *graph.Runnable[systemtest.SoakState], thread string) string {
+	hist, err := run.History(ctx, thread, graph.HistoryOptions{})
+	if err != nil {
+		return "history: " + err.Error()
+	}
+	var b strings.Builder
+	for i := len(hist) - 1; i >= 0; i-- {
+		s := hist[i]
+		var roles []string
+		for _, m := range s.Values.Messages {
+			roles = append(roles, fmt.Sprintf("%s:%.24q", m.Role, m.Content))
+		}
+		fmt.Fprintf(&b, "  %s step %d %s run %s at %s: %d messages %v, %d audits\n", s.Config.CheckpointID, s.Metadata.Step, s.Metadata.Source, s.Metadata.RunID,
+			s.CreatedAt.Format("15:04:05.000000"), len(s.Values.Messages), roles, len(s.Values.Audit))
+		for _, tk := range s.Tasks {
+			switch {
+			case tk.Error != nil:
+				fmt.Fprintf(&b, "    task %s %s: error %s\n", tk.Name, tk.ID, tk.Error.Message)
+			case tk.Result != nil:
+				var fields []string
+				for f, v := range tk.Result {
+					fields = append(fields, fmt.Sprintf("%s=%.200s", f, v))
+				}
+				slices.Sort(fields)
+				fmt.Fprintf(&b, "    task %s %s: wrote %v\n", tk.Name, tk.ID, fields)
+			default:
+				fmt.Fprintf(&b, "    task %s %s: unfinished\n", tk.Name, tk.ID)
+			}
+		}
+	}
+	return b.String()
 }
 
 // soakErrorKind names the kind of a run error for the soak's log.
@@ -1116,6 +1177,7 @@ func runSoakChild(cfg soakChildConfig) (soakChildResult, error) {
 		takenOver  atomic.Int64
 		runErrors  atomic.Int64
 		continued  atomic.Int64
+		repeated   atomic.Int64
 		decided    atomic.Int64
 		lost       atomic.Int64
 		resumed    atomic.Int64
@@ -1155,7 +1217,7 @@ func runSoakChild(cfg soakChildConfig) (soakChildResult, error) {
 		r := soakChildResult{
 			Started: int(started.Load()), Deliveries: int(deliveries.Load()), Handled: int(handled.Load()), Duplicates: int(dups.Load()),
 			FeedErrors: int(feedErrs.Load()), TakenOver: int(takenOver.Load()), Faults: int(faults.Load()), Ops: int(ops.Load()),
-			Decided: int(decided.Load()), Lost: int(lost.Load()), Resumed: int(resumed.Load()), Continued: int(continued.Load()),
+			Decided: int(decided.Load()), Lost: int(lost.Load()), Resumed: int(resumed.Load()), Continued: int(continued.Load()), Repeated: int(repeated.Load()),
 			RunErrors: int(runErrors.Load()),
 		}
 		mu.Lock()
@@ -1221,6 +1283,22 @@ func runSoakChild(cfg soakChildConfig) (soakChildResult, error) {
 		return out, rows.Err()
 	}
 
+	// start starts a thread with its customer's message, keyed
+	// (graph.RunKey), so that starting it again applies nothing. Two
+	// starts of one thread happen: a process can be held (the nemesis's
+	// SIGSTOP, or the scheduler) between registering a thread, or finding
+	// it not started, and starting it, for longer than soakTakeOverAge,
+	// while another process's scanner starts it and runs it to its end.
+	// Without the key the late start is new input on the thread, a second
+	// customer message that the agent answers from a fourth model turn.
+	start := func(thread string) {
+		res, err := soakStart(ctx, app, thread)
+		noteErr(err)
+		if err == nil && res.Repeated {
+			repeated.Add(1)
+		}
+	}
+
 	// advance moves a thread on: start it if it has no checkpoint,
 	// continue it if a fault (or a dead process) left it failed or
 	// pending. It reports whether it ran the thread.
@@ -1228,8 +1306,7 @@ func runSoakChild(cfg soakChildConfig) (soakChildResult, error) {
 		snap, err := app.Runner.GetState(ctx, thread)
 		switch {
 		case errors.Is(err, graph.ErrThreadNotFound):
-			_, err := app.Runner.Invoke(ctx, thread, systemtest.SoakUser(thread))
-			noteErr(err)
+			start(thread)
 			return true
 		case err != nil:
 			noteErr(err)
@@ -1419,8 +1496,7 @@ func runSoakChild(cfg soakChildConfig) (soakChildResult, error) {
 				mine[thread] = true
 				mu.Unlock()
 				open = append(open, thread)
-				_, err := app.Runner.Invoke(ctx, thread, systemtest.SoakUser(thread))
-				noteErr(err)
+				start(thread)
 			}
 		})
 	}
