@@ -78,6 +78,10 @@ type Hook struct {
 	inline  bool // Options.Inline
 	saverSp bool // Options.SaverSpans
 	traced  bool // a TracerProvider was given
+	// internal and client are the span kinds' start options, boxed once.
+	internal, client trace.SpanStartOption
+	// taskNames holds "lockstep.task NODE" by node, made once a node.
+	taskNames sync.Map
 	metered bool // a MeterProvider was given
 	now     func() time.Time
 
@@ -109,6 +113,7 @@ func New(opts Options) (*Hook, error) {
 		tp = tracenoop.NewTracerProvider()
 	}
 	h.tracer = tp.Tracer(ScopeName)
+	h.internal, h.client = trace.WithSpanKind(trace.SpanKindInternal), trace.WithSpanKind(trace.SpanKindClient)
 	mp := opts.MeterProvider
 	h.metered = mp != nil
 	if mp == nil {
@@ -256,7 +261,7 @@ func (h *Hook) Start(ctx context.Context, e observe.Event) context.Context {
 	}
 	var name string
 	attrs := make([]attribute.KeyValue, 0, 6) // the most a kind sets, NS included
-	kind := trace.SpanKindInternal
+	kind := h.internal
 	switch e.Kind {
 	case observe.KindRun:
 		name = SpanRun
@@ -265,7 +270,7 @@ func (h *Hook) Start(ctx context.Context, e observe.Event) context.Context {
 		name = SpanStep
 		attrs = append(attrs, keyThread.String(e.Thread), keyStep.Int(e.Step), keyTasks.Int(e.Tasks))
 	case observe.KindTask:
-		name = SpanTask + " " + e.Node
+		name = h.taskName(e.Node)
 		attrs = append(attrs, keyNode.String(e.Node), keyTaskID.String(e.TaskID), keyStep.Int(e.Step))
 	case observe.KindSaver:
 		name = SpanSaver + " " + e.Op
@@ -281,7 +286,7 @@ func (h *Hook) Start(ctx context.Context, e observe.Event) context.Context {
 		}
 	case observe.KindModel:
 		name = "chat"
-		kind = trace.SpanKindClient
+		kind = h.client
 		attrs = append(attrs, semconv.GenAIOperationNameChat, keyNode.String(e.Node))
 	case observe.KindApprovalDecide, observe.KindApprovalResume:
 		name = SpanApprovalDecide
@@ -304,7 +309,7 @@ func (h *Hook) Start(ctx context.Context, e observe.Event) context.Context {
 	if !h.traced {
 		return ctx
 	}
-	opts := []trace.SpanStartOption{trace.WithSpanKind(kind), trace.WithAttributes(attrs...)}
+	opts := []trace.SpanStartOption{kind, trace.WithAttributes(attrs...)}
 	if links := spanLinks(e.Links); len(links) > 0 {
 		opts = append(opts, trace.WithLinks(links...))
 	}
@@ -315,6 +320,15 @@ func (h *Hook) Start(ctx context.Context, e observe.Event) context.Context {
 	return ctx
 }
 
+// taskName is the span name of node's tasks.
+func (h *Hook) taskName(node string) string {
+	if n, ok := h.taskNames.Load(node); ok {
+		return n.(string)
+	}
+	n, _ := h.taskNames.LoadOrStore(node, SpanTask+" "+node)
+	return n.(string)
+}
+
 // stepCtx is the context of a step's span. It holds the ends of its
 // tasks' spans until the step's own (see End): the span processors are
 // then handed a step's spans at once, where a batch processor wakes its
@@ -323,13 +337,15 @@ type stepCtx struct {
 	context.Context
 	mu     sync.Mutex
 	held   []heldEnd
-	closed bool // the step ended: its tasks' spans end at once
+	one    [1]heldEnd // held's first array: most steps run one task
+	closed bool       // the step ended: its tasks' spans end at once
 }
 
-// heldEnd is a task's span that ended at, not yet handed on.
+// heldEnd is a task's span that ended, not yet handed on, with the
+// option that stamps its end time.
 type heldEnd struct {
-	sp trace.Span
-	at time.Time
+	sp  trace.Span
+	end [1]trace.SpanEndOption
 }
 
 // stepKey finds a task's stepCtx.
@@ -351,7 +367,10 @@ func (c *stepCtx) hold(sp trace.Span, at time.Time) bool {
 	if c.closed {
 		return false
 	}
-	c.held = append(c.held, heldEnd{sp, at})
+	if c.held == nil {
+		c.held = c.one[:0]
+	}
+	c.held = append(c.held, heldEnd{sp: sp, end: [1]trace.SpanEndOption{trace.WithTimestamp(at)}})
 	return true
 }
 
@@ -362,8 +381,8 @@ func (c *stepCtx) endHeld() {
 	held := c.held
 	c.held, c.closed = nil, true
 	c.mu.Unlock()
-	for _, he := range held {
-		he.sp.End(trace.WithTimestamp(he.at))
+	for i := range held {
+		held[i].sp.End(held[i].end[:]...)
 	}
 }
 
