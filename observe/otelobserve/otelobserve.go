@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -82,6 +83,8 @@ type Hook struct {
 	internal, client trace.SpanStartOption
 	// taskNames holds "lockstep.task NODE" by node, made once a node.
 	taskNames sync.Map
+	// bufs holds *optBufs, reused across spans and events.
+	bufs    sync.Pool
 	metered bool // a MeterProvider was given
 	now     func() time.Time
 
@@ -250,6 +253,31 @@ type saverCtx struct {
 	bytes int // what the call writes
 }
 
+// optBufs are the attributes and options of a span's start or an event.
+// They are reused once the call they are given to returns: the API
+// copies the attributes of trace.WithAttributes when an implementation
+// reads the options (trace.NewSpanStartConfig, trace.NewEventConfig),
+// and the SDK reads them during the call.
+type optBufs struct {
+	attrs [7]attribute.KeyValue // the most a start or an event sets
+	opts  [3]trace.SpanStartOption
+	event [1]trace.EventOption
+}
+
+// getBufs returns buffers from the pool, empty.
+func (h *Hook) getBufs() *optBufs {
+	if b, ok := h.bufs.Get().(*optBufs); ok {
+		return b
+	}
+	return new(optBufs)
+}
+
+// putBufs clears b (it holds no strings of past events) and pools it.
+func (h *Hook) putBufs(b *optBufs) {
+	*b = optBufs{}
+	h.bufs.Put(b)
+}
+
 // Start begins a span for e under the one ctx carries; a saver call
 // (unless Options.SaverSpans) only notes its start for End's event.
 func (h *Hook) Start(ctx context.Context, e observe.Event) context.Context {
@@ -259,8 +287,19 @@ func (h *Hook) Start(ctx context.Context, e observe.Event) context.Context {
 		}
 		return &saverCtx{Context: ctx, start: h.now(), bytes: e.Bytes}
 	}
+	if e.Kind < observe.KindRun || e.Kind > observe.KindApprovalResume {
+		return ctx
+	}
+	if h.metered {
+		ctx = context.WithValue(ctx, opKey{}, h.now())
+	}
+	if !h.traced {
+		return ctx
+	}
+	b := h.getBufs()
+	defer h.putBufs(b)
 	var name string
-	attrs := make([]attribute.KeyValue, 0, 6) // the most a kind sets, NS included
+	attrs := b.attrs[:0]
 	kind := h.internal
 	switch e.Kind {
 	case observe.KindRun:
@@ -297,19 +336,11 @@ func (h *Hook) Start(ctx context.Context, e observe.Event) context.Context {
 		if e.Rule != "" {
 			attrs = append(attrs, keyRule.String(e.Rule))
 		}
-	default:
-		return ctx
 	}
 	if e.NS != "" {
 		attrs = append(attrs, keyNS.String(e.NS))
 	}
-	if h.metered {
-		ctx = context.WithValue(ctx, opKey{}, h.now())
-	}
-	if !h.traced {
-		return ctx
-	}
-	opts := []trace.SpanStartOption{kind, trace.WithAttributes(attrs...)}
+	opts := append(b.opts[:0], kind, trace.WithAttributes(attrs...))
 	if links := spanLinks(e.Links); len(links) > 0 {
 		opts = append(opts, trace.WithLinks(links...))
 	}
@@ -427,7 +458,8 @@ func (h *Hook) End(ctx context.Context, e observe.Event) {
 		endSpan(ctx, sp, e)
 		return
 	}
-	attrs := make([]attribute.KeyValue, 0, 6) // the most a kind sets (a model call), the error type included
+	var buf [6]attribute.KeyValue // the most a kind sets (a model call), the error type included
+	attrs := buf[:0]
 	if e.Outcome != "" {
 		attrs = append(attrs, keyOutcome.String(e.Outcome))
 	}
@@ -474,7 +506,9 @@ func (h *Hook) End(ctx context.Context, e observe.Event) {
 		// Cancelled: why, but not an error of the operation.
 		attrs = append(attrs, keyError.String(e.Error))
 	}
-	sp.SetAttributes(attrs...) // once: each call makes the SDK grow and dedupe the span's attributes
+	// Once: each call makes the SDK grow and dedupe the span's
+	// attributes; a copy, which an implementation may keep.
+	sp.SetAttributes(slices.Clone(attrs)...)
 	if fail {
 		sp.AddEvent("exception", trace.WithAttributes(semconv.ExceptionMessage(e.Error), semconv.ExceptionType(e.ErrorType)))
 		sp.SetStatus(codes.Error, e.Error)
@@ -491,7 +525,9 @@ func (h *Hook) saverEvent(sc *saverCtx, e observe.Event) {
 		return
 	}
 	dur := h.now().Sub(sc.start)
-	attrs := make([]attribute.KeyValue, 0, 7) // the most it sets: a failure
+	b := h.getBufs()
+	defer h.putBufs(b)
+	attrs := b.attrs[:0]
 	attrs = append(attrs, keyOp.String(e.Op), keyOutcome.String(e.Outcome), keySaverDur.Float64(float64(dur)/float64(time.Millisecond)))
 	switch e.Op {
 	case observe.OpGet:
@@ -506,7 +542,8 @@ func (h *Hook) saverEvent(sc *saverCtx, e observe.Event) {
 	if failed(e) {
 		attrs = append(attrs, semconv.ErrorTypeKey.String(orOther(e.ErrorType)), keyError.String(e.Error))
 	}
-	sp.AddEvent(EventSaver, trace.WithAttributes(attrs...))
+	b.event[0] = trace.WithAttributes(attrs...)
+	sp.AddEvent(EventSaver, b.event[:]...)
 }
 
 // failed reports whether e ends an operation that failed: a waiting run,
