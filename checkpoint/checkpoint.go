@@ -109,8 +109,30 @@ type Metadata struct {
 	// recorded it, or by code that does not. When set it is a valid
 	// fingerprint (ValidFingerprint).
 	Topology string
-	Extra    map[string]any // caller metadata: string, bool or number values (ValidateExtra)
+	// Durability is the durability mode of the run that wrote the
+	// checkpoint (graph.WithDurability, graph.Durability): "sync",
+	// "async" or "exit", stored as "durability-mode" (a name no caller
+	// key can have; filter on it with DurabilityFilter). A checkpoint
+	// written by UpdateState, by a subgraph's run or by a run with no
+	// saver mode of its own says "sync". It is empty on checkpoints
+	// written before lockstep recorded it, or by code that does not:
+	// their mode is unknown (before every mode existed it was sync).
+	// When set it is one of DurabilityModes.
+	Durability string
+	Extra      map[string]any // caller metadata: string, bool or number values (ValidateExtra)
 }
+
+// DurabilityModes are the values Metadata.Durability may hold when set,
+// graph's durability modes by name.
+var DurabilityModes = [...]string{"sync", "async", "exit"}
+
+// validDurability reports whether d may be stored as Metadata.Durability.
+func validDurability(d string) bool {
+	return d == "" || d == DurabilityModes[0] || d == DurabilityModes[1] || d == DurabilityModes[2]
+}
+
+// DurabilityFilter is the List filter key that matches Metadata.Durability.
+const DurabilityFilter = "durability-mode"
 
 // MaxRunKeyBytes bounds Metadata.RunKey.
 const MaxRunKeyBytes = 256
@@ -121,7 +143,7 @@ const RunKeyFilter = "run-key"
 // TopologyFilter is the List filter key that matches Metadata.Topology.
 const TopologyFilter = "topology-fp"
 
-var reservedMetadataKeys = map[string]bool{"source": true, "step": true, "parents": true, "run_id": true, RunKeyFilter: true, TopologyFilter: true}
+var reservedMetadataKeys = map[string]bool{"source": true, "step": true, "parents": true, "run_id": true, RunKeyFilter: true, TopologyFilter: true, DurabilityFilter: true}
 
 // MarshalJSON flattens Extra next to the fixed keys (which win over Extra
 // keys of the same name), writing a json.Number that holds an integer in
@@ -150,6 +172,9 @@ func (m Metadata) MarshalJSON() ([]byte, error) {
 	}
 	if m.Topology != "" {
 		obj[TopologyFilter] = m.Topology
+	}
+	if m.Durability != "" {
+		obj[DurabilityFilter] = m.Durability
 	}
 	return json.Marshal(obj)
 }
@@ -196,6 +221,10 @@ func (m *Metadata) UnmarshalJSON(b []byte) error {
 			err = json.Unmarshal(v, &m.RunKey)
 		case TopologyFilter:
 			err = json.Unmarshal(v, &m.Topology)
+		case DurabilityFilter:
+			if err = json.Unmarshal(v, &m.Durability); err == nil && (m.Durability == "" || !validDurability(m.Durability)) {
+				err = fmt.Errorf("durability mode %q is not one of %q", m.Durability, DurabilityModes)
+			}
 		default:
 			var x any
 			if x, err = decodeValue(v); err == nil {
@@ -265,11 +294,11 @@ func ValidateExtra(extra map[string]any) error {
 }
 
 // ValidFilterKey reports whether k may be used as a metadata key in a List
-// filter: 1 to 64 characters from [A-Za-z0-9_], RunKeyFilter or
-// TopologyFilter. Savers must reject other keys (they are never
-// interpolated into a query).
+// filter: 1 to 64 characters from [A-Za-z0-9_], RunKeyFilter,
+// TopologyFilter or DurabilityFilter. Savers must reject other keys (they
+// are never interpolated into a query).
 func ValidFilterKey(k string) bool {
-	if k == RunKeyFilter || k == TopologyFilter {
+	if k == RunKeyFilter || k == TopologyFilter || k == DurabilityFilter {
 		return true
 	}
 	if len(k) == 0 || len(k) > 64 {

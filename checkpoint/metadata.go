@@ -202,6 +202,9 @@ func validateMetadata(id string, m Metadata) error {
 	if m.Topology != "" && !ValidFingerprint(m.Topology) {
 		return fmt.Errorf("%w: checkpoint %q: topology %q is not a fingerprint (%d lowercase hex digits)", ErrInvalid, id, m.Topology, fingerprintHexLen)
 	}
+	if !validDurability(m.Durability) {
+		return fmt.Errorf("%w: checkpoint %q: durability mode %q is not one of %q", ErrInvalid, id, m.Durability, DurabilityModes)
+	}
 	for k := range m.Extra {
 		if reservedMetadataKeys[k] {
 			return fmt.Errorf("%w: checkpoint %q: metadata key %q is reserved", ErrInvalid, id, k)

@@ -93,6 +93,12 @@
 // A subgraph's run saves every step, whatever the mode (it runs under its
 // task, which waits for it).
 //
+// Every checkpoint records the mode that wrote it in
+// [checkpoint.Metadata.Durability] ("sync" for a subgraph's run and for
+// [Runnable.UpdateState], which commits at once), so that what a crash
+// could have cost a thread can be read from its history (`lockstep state`
+// and `lockstep history` show it).
+//
 // A node given [WithRetry] runs again in the same step when it fails, up
 // to its [retry.Policy]'s attempts and after its backoff ([WithRetryOn]
 // chooses which errors are retried); a pause and the run's context

@@ -133,6 +133,12 @@ func TestDurabilitySaves(t *testing.T) {
 					if diff := cmp.Diff(want[mode], steps(hist)); diff != "" {
 						t.Errorf("steps of the saved checkpoints, newest first (-want +got):\n%s", diff)
 					}
+					for _, h := range hist {
+						// The mode that wrote each checkpoint is in its metadata.
+						if got := h.Metadata.Durability; got != string(mode) {
+							t.Errorf("checkpoint of step %d: Metadata.Durability %q, want %q", h.Metadata.Step, got, mode)
+						}
+					}
 					for i, h := range hist {
 						if i+1 < len(hist) && (h.ParentConfig == nil || h.ParentConfig.CheckpointID != hist[i+1].Config.CheckpointID) {
 							t.Errorf("checkpoint %d (step %d): parent %v, want the next older one %s", i, h.Metadata.Step, h.ParentConfig, hist[i+1].Config.CheckpointID)
@@ -147,6 +153,18 @@ func TestDurabilitySaves(t *testing.T) {
 					}
 					if snap.Status != graph.StatusDone {
 						t.Errorf("status %s, want done", snap.Status)
+					}
+					// An update commits at once, whatever the graph's mode.
+					cfg, err := r.UpdateState(ctx, "t", graph.Update[State]{}, graph.UpdateOptions{AsNode: "d"})
+					if err != nil {
+						t.Fatal(err)
+					}
+					up, err := r.GetStateAt(ctx, "t", cfg.CheckpointID)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got := up.Metadata.Durability; up.Metadata.Source != checkpoint.SourceUpdate || got != string(graph.DurabilitySync) {
+						t.Errorf("UpdateState's checkpoint: source %s, Metadata.Durability %q, want update and sync", up.Metadata.Source, got)
 					}
 				})
 			}

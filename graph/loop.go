@@ -1276,7 +1276,8 @@ func (ru *run[S]) stamp(f *frame[S], source checkpoint.Source, after string) str
 	// older checkpoint, after the thread's head, so that it becomes the
 	// head in every process whatever its clock says.
 	id := ru.nextID(after)
-	f.meta = checkpoint.Metadata{Source: source, Step: step, Parents: ru.parents(), RunID: ru.lease.Owner, Topology: ru.r.topoFP, Extra: ru.opts.metadata}
+	f.meta = checkpoint.Metadata{Source: source, Step: step, Parents: ru.parents(), RunID: ru.lease.Owner, Topology: ru.r.topoFP,
+		Durability: string(ru.mode()), Extra: ru.opts.metadata}
 	if source == checkpoint.SourceInput {
 		f.meta.RunKey = ru.opts.runKey
 	}

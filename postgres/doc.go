@@ -199,7 +199,9 @@
 //	  parent_checkpoint_id        the checkpoint it was written after (NULL for the first)
 //	  step, source                copies of the metadata fields, for SQL
 //	  created_at                  RFC 3339, UTC, nine fraction digits
-//	  metadata                    JSONB: source, step, parents, run_id, run-key and caller keys, flat
+//	  metadata                    JSONB: source, step, parents, run_id, run-key, topology-fp,
+//	                              durability-mode (sync, async or exit; absent before lockstep recorded it)
+//	                              and caller keys, flat
 //	  metadata_text               the metadata's exact JSON when JSONB would spell a number otherwise, else NULL
 //	  versions                    JSONB: channel -> version (the ID of the checkpoint that wrote it)
 //	  mark                        the breakpoint/resume mark (checkpoint.Checkpoint.Mark)

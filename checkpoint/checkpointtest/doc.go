@@ -77,9 +77,9 @@
 //     concurrent pending writes and readers stay consistent; many runs
 //     committing at once, on their own threads, keep each its own result
 //     when some of them are refused (group commit).
-//   - List: order, metadata filters (Metadata.RunKey and Metadata.Topology
-//     included), Before, Limit, namespaces, invalid filter keys, and
-//     LangGraph JS's cartesian product against a model.
+//   - List: order, metadata filters (Metadata.RunKey, Metadata.Topology and
+//     Metadata.Durability included), Before, Limit, namespaces, invalid filter
+//     keys, and LangGraph JS's cartesian product against a model.
 //   - Namespaces (a subgraph's checkpoints, checkpoint.TaskNS): one lease
 //     and one epoch for every namespace of a thread (another owner is
 //     refused in any of them, a claim in one takes the thread, a release

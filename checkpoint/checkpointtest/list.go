@@ -20,6 +20,7 @@ func listCases() []testCase {
 		{name: "MetadataNumbers", run: testListMetadataNumbers},
 		{name: "RunKey", run: testListRunKey},
 		{name: "TopologyFingerprint", run: testListTopology},
+		{name: "DurabilityMode", run: testListDurability},
 		{name: "MetadataOnly", run: testListMetadataOnly},
 		{name: "BeforeAndLimit", run: testListBeforeLimit},
 		{name: "Namespaces", run: testListNamespaces},
@@ -447,6 +448,68 @@ func testListTopology(t *testing.T, f *fixture) {
 		},
 		"short fingerprint":     func(r *checkpoint.PutRequest) { r.Checkpoint.Metadata.Topology = "abc" },
 		"uppercase fingerprint": func(r *checkpoint.PutRequest) { r.Checkpoint.Metadata.Topology = strings.ToUpper(fpA) },
+	} {
+		req := l.request(t, l.head, set("x", `0`))
+		mutate(&req)
+		wantIs(t, "Put with "+name, f.s.Put(context.Background(), req), checkpoint.ErrInvalid)
+	}
+}
+
+// testListDurability: Metadata.Durability (the durability mode of the
+// run that wrote a checkpoint) comes back from Get and List as it was
+// saved, alone, beside a run key and beside caller keys, and empty when
+// none was saved (a checkpoint written before lockstep recorded it); a
+// List filter on checkpoint.DurabilityFilter finds it; a caller key
+// "durability" stays a caller key; and a mode that is not one of
+// checkpoint.DurabilityModes, or a caller key durability-mode, is
+// refused with ErrInvalid.
+func testListDurability(t *testing.T, f *fixture) {
+	l := f.line("thread-1", "")
+	put := func(mode, runKey string, extra map[string]any) string {
+		req := l.request(t, l.head, set("x", `0`))
+		req.Checkpoint.Metadata.Durability = mode
+		req.Checkpoint.Metadata.Extra = extra
+		if runKey != "" {
+			req.Checkpoint.Metadata.Source = checkpoint.SourceInput
+			req.Checkpoint.Metadata.RunKey = runKey
+		}
+		return l.put(t, req)
+	}
+	c1 := put("sync", "", nil)
+	c2 := put("", "", nil)
+	c3 := put("async", "order-7", nil)
+	c4 := put("exit", "", map[string]any{"durability": "mine"})
+	c5 := put("async", "", nil)
+	want := map[string]string{c1: "sync", c2: "", c3: "async", c4: "exit", c5: "async"}
+	for id, mode := range want {
+		if got := f.get(t, l.ref(id), checkpoint.GetOptions{}).Checkpoint.Metadata.Durability; got != mode {
+			t.Errorf("Get(%s).Metadata.Durability = %q, want %q", id, got, mode)
+		}
+	}
+	for _, tp := range f.list(t, "thread-1", checkpoint.ListOptions{}) {
+		if got := tp.Checkpoint.Metadata.Durability; got != want[tp.Checkpoint.ID] {
+			t.Errorf("List: checkpoint %s has Durability %q, want %q", tp.Checkpoint.ID, got, want[tp.Checkpoint.ID])
+		}
+	}
+	if got := f.get(t, l.ref(c4), checkpoint.GetOptions{}).Checkpoint.Metadata.Extra["durability"]; got != "mine" {
+		t.Errorf("a caller key durability read back as %v", got)
+	}
+	for _, limit := range []int{0, 1} {
+		got := tupleIDs(f.list(t, "thread-1", checkpoint.ListOptions{Filter: map[string]any{checkpoint.DurabilityFilter: "async"}, Limit: limit}))
+		want := []string{c5, c3}
+		if limit == 1 {
+			want = want[:1]
+		}
+		if !cmp.Equal(got, want) {
+			t.Errorf("List(durability-mode = async, limit %d) = %v, want %v", limit, got, want)
+		}
+	}
+	for name, mutate := range map[string]func(*checkpoint.PutRequest){
+		"caller key durability-mode": func(r *checkpoint.PutRequest) {
+			r.Checkpoint.Metadata.Extra = map[string]any{checkpoint.DurabilityFilter: "sync"}
+		},
+		"unknown mode":   func(r *checkpoint.PutRequest) { r.Checkpoint.Metadata.Durability = "fast" },
+		"uppercase mode": func(r *checkpoint.PutRequest) { r.Checkpoint.Metadata.Durability = "SYNC" },
 	} {
 		req := l.request(t, l.head, set("x", `0`))
 		mutate(&req)

@@ -760,8 +760,9 @@ func decodeVersions(b []byte) (map[string]string, error) {
 // errUnusual: metadata the fast decoder leaves to Metadata.UnmarshalJSON.
 var errUnusual = errors.New("unusual metadata")
 
-// decodeMetadata decodes a metadata column. The usual object (parents,
-// run_id, source, step and topology-fp, as appendMetadata writes it, each
+// decodeMetadata decodes a metadata column. The usual object
+// (durability-mode, parents, run_id, source, step and topology-fp, as
+// appendMetadata writes it, each
 // once) is read by the scanner; anything else (caller keys, other shapes, invalid
 // JSON) by Metadata.UnmarshalJSON, so that both decode alike, as strictly
 // as MarshalJSON writes.
@@ -771,7 +772,7 @@ func decodeMetadata(b []byte) (checkpoint.Metadata, error) {
 		return m, err
 	}
 	s := &scanner{b: b}
-	var seen [5]bool // parents, run_id, source, step, topology-fp
+	var seen [6]bool // parents, run_id, source, step, topology-fp, durability-mode
 	once := func(i int) error {
 		if seen[i] {
 			return errUnusual
@@ -798,13 +799,15 @@ func decodeMetadata(b []byte) (checkpoint.Metadata, error) {
 				m.Parents[string(pk)] = v
 				return err
 			})
-		case "run_id", "source", checkpoint.TopologyFilter:
+		case "run_id", "source", checkpoint.TopologyFilter, checkpoint.DurabilityFilter:
 			i, dst := 1, &m.RunID
 			switch string(k) {
 			case "source":
 				i, dst = 2, (*string)(&m.Source)
 			case checkpoint.TopologyFilter:
 				i, dst = 4, &m.Topology
+			case checkpoint.DurabilityFilter:
+				i, dst = 5, &m.Durability
 			}
 			if err := once(i); err != nil {
 				return err
@@ -813,6 +816,9 @@ func decodeMetadata(b []byte) (checkpoint.Metadata, error) {
 				return errUnusual
 			}
 			*dst, err = s.str()
+			if err == nil && i == 5 && !durabilityMode(m.Durability) {
+				err = errUnusual // UnmarshalJSON says what is wrong
+			}
 		case "step":
 			if err := once(3); err != nil {
 				return err
@@ -848,4 +854,10 @@ func decodeMetadata(b []byte) (checkpoint.Metadata, error) {
 		err = json.Unmarshal(b, &m)
 	}
 	return m, err
+}
+
+// durabilityMode reports whether d is a durability mode a checkpoint may
+// record (checkpoint.DurabilityModes).
+func durabilityMode(d string) bool {
+	return slices.Contains(checkpoint.DurabilityModes[:], d)
 }

@@ -286,8 +286,9 @@
 //	  step, source               copies of the metadata fields, for SQL
 //	  created_at                 RFC 3339, UTC, nine fraction digits
 //	  metadata                   JSON object: source, step, parents, run_id, run-key (input checkpoints of a keyed run),
-//	                               topology-fp (the fingerprint of the graph that wrote it: a row of topologies)
-//	                               and caller keys, flat
+//	                               topology-fp (the fingerprint of the graph that wrote it: a row of topologies),
+//	                               durability-mode (sync, async or exit: the mode of the run that wrote it;
+//	                               absent on checkpoints written before lockstep recorded it) and caller keys, flat
 //	  versions                   JSON object: channel -> version (the ID of the checkpoint that wrote it)
 //	  channels                   JSON object: the channels this checkpoint changed, each
 //	                               {"value": <json>}, or {"append": <json array of new items>,

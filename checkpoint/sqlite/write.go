@@ -318,10 +318,16 @@ func appendMetadata(b []byte, m checkpoint.Metadata) ([]byte, error) {
 		j, err := json.Marshal(m)
 		return append(b, j...), err
 	}
-	if len(m.Extra) > 0 || m.RunKey != "" || !utf8.ValidString(string(m.Source)) || !utf8.ValidString(m.RunID) || !utf8.ValidString(m.Topology) {
+	if len(m.Extra) > 0 || m.RunKey != "" || !utf8.ValidString(string(m.Source)) || !utf8.ValidString(m.RunID) || !utf8.ValidString(m.Topology) || !utf8.ValidString(m.Durability) {
 		return marshal()
 	}
-	b = append(b, `{"parents":{`...)
+	b = append(b, '{')
+	if m.Durability != "" {
+		b = append(b, `"`+checkpoint.DurabilityFilter+`":`...)
+		b = appendString(b, m.Durability)
+		b = append(b, ',')
+	}
+	b = append(b, `"parents":{`...)
 	var stack [8]string
 	for i, k := range appendSortedKeys(stack[:0], m.Parents) {
 		v := m.Parents[k]

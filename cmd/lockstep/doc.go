@@ -39,8 +39,10 @@
 //
 //	lockstep state THREAD [--checkpoint ID]
 //
-// Shows a thread at its head (or at an older checkpoint): status, next
-// tasks, the lease at the head (the run holding the thread and until when,
+// Shows a thread at its head (or at an older checkpoint): status, the
+// durability mode of the run that wrote the checkpoint (sync, async or
+// exit, graph.WithDurability; unknown for a checkpoint written before
+// lockstep recorded it), next tasks, the lease at the head (the run holding the thread and until when,
 // or that its lease lapsed: a run that was killed keeps the thread until
 // then), each task with its interrupts (ID and value preview; approval
 // requests with tool, arguments, owner, the rule that raised them and
@@ -56,6 +58,7 @@
 //	status      waiting
 //	checkpoint  019cadcf-c240-741c-b58e-420e99b86efc (head)
 //	step        1 (loop), created 2026-03-02T09:10:00Z, 50m00s ago
+//	durability  sync (each step's checkpoint committed before the next step ran)
 //	next        execute
 //	lease       none (no run holds the thread)
 //	graph       "main.Call" 9e75ebcacc00d361bf20ca71bac629e3 (the newest version stored)
@@ -101,7 +104,8 @@
 //
 //	lockstep history THREAD [--limit N] [--before ID | --cursor C] [--values]
 //
-// Lists a thread's checkpoints, newest first: ID, step, source, the tasks
+// Lists a thread's checkpoints, newest first: ID, step, source, the
+// durability mode that wrote it (MODE; --json: "durability"), the tasks
 // of the step that followed, and creation time; with --values, the state
 // at each. A checkpoint that waits in a subgraph names the path down to
 // the waiting node after its next tasks ("importer (waiting in importer >

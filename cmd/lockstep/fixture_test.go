@@ -225,11 +225,13 @@ func buildFixture(t *testing.T) *fixture {
 	must(err)
 	f.emailID = res2.Interrupts[0].ID
 
-	// failed: the second node returns an error.
+	// failed: the second node returns an error; the run's checkpoints
+	// are written in the async durability mode (state and history show
+	// it).
 	g.at(30 * time.Minute)
 	failing, err := jobGraph("fetch", "import", func(ctx context.Context, j Job) (graph.Update[Job], error) {
 		return graph.Update[Job]{}, fmt.Errorf("upstream returned 503 for %s", j.Source)
-	}).Compile(g.options(graph.WithName("import"))...)
+	}).Compile(g.options(graph.WithName("import"), graph.WithDurability(graph.DurabilityAsync))...)
 	must(err)
 	_, err = failing.Invoke(ctx, threadFailed, graph.Set(Job{Source: "s3://bucket/orders.csv"}, "Source"))
 	var nerr *graph.NodeError

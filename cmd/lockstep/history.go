@@ -24,9 +24,13 @@ type checkpointJSON struct {
 	Source     string `json:"source"`
 	// RunKey is the idempotency key of the run an input checkpoint
 	// started (graph.RunKey), when it had one.
-	RunKey    string    `json:"run_key,omitempty"`
-	Next      []string  `json:"next"`
-	CreatedAt time.Time `json:"created_at"`
+	RunKey string `json:"run_key,omitempty"`
+	// Durability is the durability mode of the run that wrote the
+	// checkpoint (sync, async or exit), or unknown when the checkpoint
+	// does not record it (written before lockstep did).
+	Durability string    `json:"durability"`
+	Next       []string  `json:"next"`
+	CreatedAt  time.Time `json:"created_at"`
 	// Values is the state (a JSON object), with --values only.
 	Values json.RawMessage `json:"values,omitempty"`
 	// Waiting are the paths of the tasks the checkpoint waits in down
@@ -122,7 +126,7 @@ func (h *history) entry(i int) (checkpointJSON, error) {
 		return checkpointJSON{}, err
 	}
 	c := checkpointJSON{Checkpoint: cp.ID, Parent: cp.ParentID, Head: latest, Step: cp.Metadata.Step,
-		Source: string(cp.Metadata.Source), RunKey: cp.Metadata.RunKey, Next: nonNil(in.Next), CreatedAt: cp.CreatedAt.UTC()}
+		Source: string(cp.Metadata.Source), RunKey: cp.Metadata.RunKey, Durability: durabilityOf(cp.Metadata), Next: nonNil(in.Next), CreatedAt: cp.CreatedAt.UTC()}
 	if h.nested != nil && in.Status == "waiting" {
 		if c.Waiting, err = h.nested(tp, in); err != nil {
 			return checkpointJSON{}, err
@@ -252,7 +256,7 @@ func (e *env) printHistory(h *history) error {
 	// goes.
 	var cells bytes.Buffer
 	t := newTable(&cells)
-	head := []string{"CHECKPOINT", "STEP", "SOURCE", "NEXT", "CREATED"}
+	head := []string{"CHECKPOINT", "STEP", "SOURCE", "MODE", "NEXT", "CREATED"}
 	if h.values {
 		head = append(head, "VALUES")
 	}
@@ -270,7 +274,7 @@ func (e *env) printHistory(h *history) error {
 		if len(c.Waiting) > 0 {
 			next += " (waiting in " + list(c.Waiting, previewNext) + ")"
 		}
-		row := []string{id, strconv.Itoa(c.Step), source, next, formatTime(c.CreatedAt)}
+		row := []string{id, strconv.Itoa(c.Step), source, c.Durability, next, formatTime(c.CreatedAt)}
 		if h.values {
 			row = append(row, "")
 		}

@@ -262,3 +262,26 @@ func TestDocumentation(t *testing.T) {
 		}
 	}
 }
+
+// A checkpoint that records no durability mode (written before lockstep
+// recorded it) shows as unknown; each mode has a line saying what it
+// promised.
+func TestDurabilityShown(t *testing.T) {
+	for _, tc := range []struct {
+		meta       checkpoint.Metadata
+		mode, line string
+	}{
+		{checkpoint.Metadata{}, "unknown", "unknown (the checkpoint does not record it: written before lockstep did)"},
+		{checkpoint.Metadata{Durability: "sync"}, "sync", "sync (each step's checkpoint committed before the next step ran)"},
+		{checkpoint.Metadata{Durability: "async"}, "async", "async (each step's checkpoint written while the next step ran; the run returned after all were durable)"},
+		{checkpoint.Metadata{Durability: "exit"}, "exit", "exit (only the checkpoints the run ended or paused on were written)"},
+	} {
+		mode := durabilityOf(tc.meta)
+		if mode != tc.mode {
+			t.Errorf("durabilityOf(%+v) = %q, want %q", tc.meta, mode, tc.mode)
+		}
+		if got := durabilityLine(mode); got != tc.line {
+			t.Errorf("durabilityLine(%q) = %q, want %q", mode, got, tc.line)
+		}
+	}
+}

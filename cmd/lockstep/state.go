@@ -17,12 +17,16 @@ import (
 
 // stateJSON is the output of state --json.
 type stateJSON struct {
-	Thread     string    `json:"thread"`
-	Checkpoint string    `json:"checkpoint"`
-	Parent     string    `json:"parent"`
-	Head       bool      `json:"head"` // the checkpoint is the thread's head
-	Step       int       `json:"step"`
-	Source     string    `json:"source"`
+	Thread     string `json:"thread"`
+	Checkpoint string `json:"checkpoint"`
+	Parent     string `json:"parent"`
+	Head       bool   `json:"head"` // the checkpoint is the thread's head
+	Step       int    `json:"step"`
+	Source     string `json:"source"`
+	// Durability is the durability mode of the run that wrote the
+	// checkpoint (sync, async or exit), or unknown when the checkpoint
+	// does not record it (written before lockstep did).
+	Durability string    `json:"durability"`
 	CreatedAt  time.Time `json:"created_at"`
 	// Status is done, waiting (an interrupt or a breakpoint holds the
 	// thread), failed (a task's error) or pending (next tasks, nothing
@@ -185,7 +189,7 @@ func stateCommand(fs *flag.FlagSet) runner {
 func buildState(ctx context.Context, tp *checkpoint.Tuple, in *checkpoint.Inspection, latest bool, store approval.Store, observe *approval.Inbox, now time.Time) (*stateJSON, error) {
 	cp := tp.Checkpoint
 	out := &stateJSON{Thread: tp.Thread, Checkpoint: cp.ID, Parent: cp.ParentID, Head: latest, Step: cp.Metadata.Step,
-		Source: string(cp.Metadata.Source), CreatedAt: cp.CreatedAt.UTC(), Status: in.Status, Next: nonNil(in.Next),
+		Source: string(cp.Metadata.Source), Durability: durabilityOf(cp.Metadata), CreatedAt: cp.CreatedAt.UTC(), Status: in.Status, Next: nonNil(in.Next),
 		Tasks: []taskJSON{}, Breakpoint: in.Breakpoint, Interrupts: []interruptJSON{}, Values: in.Values}
 	pending := map[string]bool{}
 	for _, p := range in.Interrupts {
@@ -386,6 +390,7 @@ func (e *env) printState(st *stateJSON) error {
 	}
 	kv.row("checkpoint", st.Checkpoint+head)
 	kv.row("step", fmt.Sprintf("%d (%s), created %s, %s ago", st.Step, st.Source, formatTime(st.CreatedAt), formatAge(now.Sub(st.CreatedAt))))
+	kv.row("durability", durabilityLine(st.Durability))
 	kv.row("next", list(st.Next, 1<<10))
 	if bp := st.Breakpoint; bp != nil {
 		kv.row("breakpoint", bp.When+" "+strings.Join(bp.Nodes, ","))
@@ -546,4 +551,33 @@ func informativeType(typ string) bool {
 		return false
 	}
 	return true
+}
+
+// durabilityUnknown is what state and history show as the durability mode
+// of a checkpoint that does not record one.
+const durabilityUnknown = "unknown"
+
+// durabilityOf returns the durability mode that wrote a checkpoint
+// (checkpoint.Metadata.Durability), or durabilityUnknown.
+func durabilityOf(m checkpoint.Metadata) string {
+	if m.Durability == "" {
+		return durabilityUnknown
+	}
+	return m.Durability
+}
+
+// durabilityLine is state's durability row: the mode and what it promised
+// about the checkpoints of the run that wrote this one.
+func durabilityLine(mode string) string {
+	switch mode {
+	case "sync":
+		return "sync (each step's checkpoint committed before the next step ran)"
+	case "async":
+		return "async (each step's checkpoint written while the next step ran; the run returned after all were durable)"
+	case "exit":
+		return "exit (only the checkpoints the run ended or paused on were written)"
+	case durabilityUnknown:
+		return "unknown (the checkpoint does not record it: written before lockstep did)"
+	}
+	return quote(mode)
 }
