@@ -17,7 +17,11 @@ import (
 // (package checkpoint/sqlite); package postgres documents its own. Work
 // that cannot use tx (another database, another backend) returns an error
 // matching ErrNotJoinable. Any error rolls the whole transaction back and
-// is returned to the caller as it is. Join is an alias of a plain func
+// is returned to the caller as it is, except a failure of the database
+// itself (the driver's error, however the store wrapped it), which the
+// saver returns as it returns its own (the SQLite and Postgres savers: a
+// *StoreError; SQLite's matches its ErrStoreBusy when the file was
+// busy). Join is an alias of a plain func
 // type, so that a store implements it without importing this package.
 type Join = func(ctx context.Context, tx any) error
 

@@ -3,7 +3,11 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"fmt"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
 )
@@ -36,15 +40,38 @@ func (j joinTx) QueryRowContext(ctx context.Context, query string, args ...any) 
 }
 
 // join runs the request's joins in the open transaction, after its own
-// statements: an error of one rolls everything back and is returned as
-// it is.
+// statements: an error of one rolls everything back. The store's own
+// answers (a missing approval, a lost intent, ErrNotJoinable) are
+// returned as they are; a failure of SQLite itself, which a store on
+// database/sql hands back as the driver's error, however wrapped, is
+// returned as the saver's other failures are, a *StoreError naming the
+// operation (matching ErrStoreBusy when SQLite was busy), as the Postgres
+// saver's stores return theirs.
 func (t *wtx) join(joins []checkpoint.Join) error {
 	for _, j := range joins {
 		if err := j(t.ctx, joinTx{t}); err != nil {
+			if isDriverError(err) {
+				return err // write wraps it in a *StoreError
+			}
 			return errRollback{err}
 		}
 	}
 	return nil
+}
+
+// isDriverError reports whether err is a failure of the database rather
+// than a store's answer: SQLite's error, or database/sql's for a
+// connection or transaction it can no longer use, not already a
+// *StoreError.
+func isDriverError(err error) bool {
+	var se *StoreError
+	if errors.As(err, &se) {
+		return false
+	}
+	var e sqlite3.Error
+	var ep *sqlite3.Error
+	return errors.As(err, &e) || errors.As(err, &ep) && ep != nil ||
+		errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, sql.ErrTxDone)
 }
 
 // Fenced implements checkpoint.Joiner: in one IMMEDIATE transaction it
@@ -53,7 +80,8 @@ func (t *wtx) join(joins []checkpoint.Join) error {
 // it since). It returns an error wrapping checkpoint.ErrInvalid for an
 // empty thread or owner, a *checkpoint.BusyError when the lease is
 // another owner's, was released since, or was never taken, j's error as
-// it is (nothing of j is written), and a *StoreError when SQLite fails.
+// it is (nothing of j is written), and a *StoreError when SQLite fails,
+// in j's statements too.
 func (s *Saver) Fenced(ctx context.Context, thread, owner string, j checkpoint.Join) error {
 	if err := validThread(thread); err != nil {
 		return err
