@@ -413,7 +413,9 @@ type Options struct {
 	// write that saves the call's result (D16). A ledger that cannot be
 	// fenced by it refuses it with ErrInvalid: the Memory ledger (it
 	// shares no transaction with a saver), and a SQL ledger whose
-	// database is not the Fence's.
+	// database is not the Fence's (an error that matches
+	// checkpoint.ErrNotJoinable as well, as does the work of a SQL
+	// ledger run in a transaction on another database).
 	Fence Fencer
 }
 

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/lockstepgo/lockstep/checkpoint"
 )
 
 // SchemaVersion is the version of the ledger's tables that this code writes.
@@ -135,7 +137,8 @@ var _ Ledger = (*SQL)(nil)
 // upgrades them), in one transaction, and returns the ledger. It returns
 // an error matching ErrSchemaVersion, and changes nothing, when db holds a
 // newer schema or a stored version no code writes (see storedVersion),
-// ErrInvalid for bad options, or the database's error.
+// ErrInvalid for bad options (and checkpoint.ErrNotJoinable as well for
+// an Options.Fence that is not a saver on db), or the database's error.
 func NewSQL(ctx context.Context, db *sql.DB, opts Options) (*SQL, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", ErrInvalid)
@@ -146,7 +149,7 @@ func NewSQL(ctx context.Context, db *sql.DB, opts Options) (*SQL, error) {
 	}
 	if o.Fence != nil {
 		if d, ok := o.Fence.(interface{ DB() *sql.DB }); !ok || d.DB() != db {
-			return nil, fmt.Errorf("%w: Options.Fence is not a saver on this database (open the ledger on the saver's DB(), and fence it with that saver)", ErrInvalid)
+			return nil, fmt.Errorf("%w: %w: Options.Fence is not a saver on this database (open the ledger on the saver's DB(), and fence it with that saver)", ErrInvalid, checkpoint.ErrNotJoinable)
 		}
 	}
 	l := &SQL{db: db, opts: o}
@@ -241,9 +244,11 @@ type saverTx interface {
 }
 
 // errNotJoinable is the error of work run in a transaction that is not
-// on the ledger's database.
+// on the ledger's database: checkpoint.ErrNotJoinable, as checkpoint.Join
+// asks of a store that cannot use the saver's transaction, and
+// ErrInvalid, since the ledger was used with a saver it is not opened on.
 func errNotJoinable(key string) error {
-	return fmt.Errorf("%w: key %s: the saver's transaction is not on the ledger's database (fence the ledger with the saver it is opened on)", ErrInvalid, short(key))
+	return fmt.Errorf("%w: key %s: the saver's transaction is not on the ledger's database (fence the ledger with the saver it is opened on): %w", checkpoint.ErrNotJoinable, short(key), ErrInvalid)
 }
 
 // write runs fn in one write transaction: fenced by the lease of run on
@@ -477,7 +482,8 @@ func (l *SQL) Fenced() bool { return l.opts.Fence != nil }
 // Options.Fence (it shares no saver's transaction). The work fails as
 // Complete does, except that an intent already completed (by a late
 // result of an abandoned attempt) is left as it is, and with an error
-// matching ErrInvalid when run in a transaction on another database.
+// matching checkpoint.ErrNotJoinable (and ErrInvalid) when run in a
+// transaction on another database.
 func (l *SQL) CompleteJoin(key, owner string, o Outcome) func(ctx context.Context, tx any) error {
 	if l.opts.Fence == nil {
 		return nil
