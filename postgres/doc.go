@@ -86,6 +86,25 @@
 // Get is one statement (a recursive query walks append chains); List one
 // repeatable-read transaction.
 //
+// # Group commit
+//
+// When many runs write at once, a Put, PutChain or PutWrites that needs
+// no transaction of its own (the root namespace, no interrupt writes, no
+// joins) and arrives while half the pool's connections (at least one)
+// are already sending write batches waits, and the next caller to get a
+// connection sends every waiting write's statements in one batch: one
+// round trip and one transaction (one WAL flush) for all of them,
+// bounded by Config.GroupCommitMax writes and Config.GroupCommitBytes.
+// A lone write is never delayed; nothing waits for company. Each write
+// keeps its own result: one the rules refuse matches no row, writes
+// nothing and fails alone while the others commit; when PostgreSQL
+// refuses a statement (a value it cannot hold), the batch rolls back and
+// each write runs again alone, so that only its own write fails. The
+// statements go in the order of their thread IDs, so that concurrent
+// batches take the threads' rows in one order. A crash before the commit
+// loses the whole batch, after it none of it. Saver.GroupStats counts the
+// batches. GroupCommitMax 1 turns it off.
+//
 // # Fencing
 //
 // A write carrying checkpoint.Lease.Held commits only while the thread's

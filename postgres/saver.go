@@ -21,7 +21,8 @@ import (
 // checkpointtest). Get it from DB.Saver. It is safe for concurrent use by
 // any number of goroutines and processes.
 type Saver struct {
-	db *DB
+	db    *DB
+	group groupQueue
 }
 
 var (
@@ -227,7 +228,7 @@ func (s *Saver) PutChain(ctx context.Context, reqs []checkpoint.PutRequest) erro
 			counts, err = s.putLocked(ctx, reqs, b, now, joins, &joinErr)
 		} else {
 			s.hook(pointPutBeforeCommit)
-			if counts, err = s.sendCounts(ctx, b); err == nil && counts[0] == 1 {
+			if counts, err = s.sendGrouped(ctx, thread, b); err == nil && counts[0] == 1 {
 				s.hook(pointPutAfterCommit)
 			}
 		}
@@ -596,8 +597,13 @@ func (s *Saver) PutWrites(ctx context.Context, req checkpoint.WritesRequest) err
 			})
 		} else {
 			s.hook(pointWritesBeforeCommit)
-			if err = s.db.pool.QueryRow(ctx, s.db.q.putWrites, args...).Scan(&n); err == nil && n == 1 {
-				s.hook(pointWritesAfterCommit)
+			b := &pgx.Batch{}
+			b.Queue(s.db.q.putWrites, args...)
+			var counts []int64
+			if counts, err = s.sendGrouped(ctx, ref.Thread, b); err == nil {
+				if n = counts[0]; n == 1 {
+					s.hook(pointWritesAfterCommit)
+				}
 			}
 		}
 		if joinErr != nil {
