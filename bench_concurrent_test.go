@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/graph"
 )
@@ -23,6 +24,8 @@ import (
 // over 1e6, how many steps one floor transaction's time carries. A saver
 // that commits every checkpoint alone can never pass 1 (LangGraph JS);
 // puts/group is how many Puts a group transaction carried on average.
+// saver=postgres runs the same on the Postgres saver (skipped without
+// LOCKSTEP_POSTGRES_URL), its floor BenchmarkPostgresFloor's transaction.
 func BenchmarkW7Concurrent(b *testing.B) {
 	size := avgW1CheckpointBytes(b)
 	floors := map[sqlite.Synchronous]float64{}
@@ -42,23 +45,39 @@ func BenchmarkW7Concurrent(b *testing.B) {
 						floor = sqliteFloorUs(b, sv.sync, size, n)
 						floors[sv.sync] = floor
 					}
-					w7Concurrent(b, sv.sync, threads, floor)
+					s, _ := openBenchDB(b, sv.sync)
+					w7Concurrent(b, s, strings.ToLower(string(sv.sync)), threads, floor)
 				})
 			}
 		})
 	}
+	pgFloor := 0.0
+	b.Run("saver=postgres", func(b *testing.B) {
+		for _, threads := range []int{1, 8, 64} {
+			b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+				db := openBenchPostgres(b, nil)
+				if pgFloor == 0 {
+					pgFloor = postgresFloorUs(b, db, size, 200)
+				}
+				w7Concurrent(b, db.Saver(), "pg", threads, pgFloor)
+			})
+		}
+	})
 }
 
-// w7Concurrent runs b.N W1 runs, threads at a time, on one saver.
-func w7Concurrent(b *testing.B, mode sqlite.Synchronous, threads int, floorUs float64) {
-	s, _ := openBenchDB(b, mode)
-	r, err := w1Graph().Compile(graph.WithSaver(s))
+// groupStatser is a saver that counts its group commits.
+type groupStatser interface {
+	GroupStats() (groups, members int64)
+}
+
+// w7Concurrent runs b.N W1 runs, threads at a time, on s.
+func w7Concurrent(b *testing.B, s groupStatser, prefix string, threads int, floorUs float64) {
+	r, err := w1Graph().Compile(graph.WithSaver(s.(checkpoint.Saver)))
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
 	input := graph.Set(w1State{Count: 0}, "Count")
-	prefix := strings.ToLower(string(mode))
 	var next atomic.Int64
 	var failed atomic.Pointer[error]
 	b.ReportAllocs()

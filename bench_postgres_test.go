@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
@@ -102,38 +103,73 @@ func BenchmarkPostgresW1RoundTrips(b *testing.B) {
 func BenchmarkPostgresFloor(b *testing.B) {
 	size := avgW1CheckpointBytes(b)
 	db := openBenchPostgres(b, nil)
+	f := openPostgresFloor(b, db, size)
+	defer f.conn.Release()
+	for b.Loop() {
+		f.txn(b)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(f.n), "us/txn")
+	b.ReportMetric(float64(size), "row-bytes")
+}
+
+// postgresFloor is BenchmarkPostgresFloor's table and connection.
+type postgresFloor struct {
+	conn    *pgxpool.Conn
+	insert  string
+	payload []byte
+	n       int
+}
+
+// openPostgresFloor creates the floor's table in db's schema, on a
+// connection it holds (release f.conn when done).
+func openPostgresFloor(b testing.TB, db *postgres.DB, size int) *postgresFloor {
 	ctx := context.Background()
 	conn, err := db.Pool().Acquire(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer conn.Release()
 	var sc string
 	if err := conn.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&sc); err != nil || sc != "on" {
+		conn.Release()
 		b.Fatalf("synchronous_commit = %q (%v), want on", sc, err)
 	}
 	table := pgx.Identifier{db.Schema(), "floor"}.Sanitize()
-	if _, err := conn.Exec(ctx, `CREATE TABLE `+table+` (thread_id text, checkpoint_id text, parent text, payload bytea, PRIMARY KEY (thread_id, checkpoint_id))`); err != nil {
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (thread_id text, checkpoint_id text, parent text, payload bytea, PRIMARY KEY (thread_id, checkpoint_id))`); err != nil {
+		conn.Release()
 		b.Fatal(err)
 	}
-	payload := []byte(strings.Repeat("x", size))
-	insert := `INSERT INTO ` + table + ` VALUES ($1, $2, $3, $4)`
-	n := 0
-	for b.Loop() {
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := tx.Exec(ctx, insert, "t", fmt.Sprintf("%012d", n), fmt.Sprintf("%012d", n-1), payload); err != nil {
-			b.Fatal(err)
-		}
-		if err := tx.Commit(ctx); err != nil {
-			b.Fatal(err)
-		}
-		n++
+	return &postgresFloor{conn: conn, insert: `INSERT INTO ` + table + ` VALUES ($1, $2, $3, $4)`, payload: []byte(strings.Repeat("x", size))}
+}
+
+// txn commits one floor transaction.
+func (f *postgresFloor) txn(b testing.TB) {
+	ctx := context.Background()
+	tx, err := f.conn.Begin(ctx)
+	if err != nil {
+		b.Fatal(err)
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(n), "us/txn")
-	b.ReportMetric(float64(size), "row-bytes")
+	if _, err := tx.Exec(ctx, f.insert, "t", fmt.Sprintf("%012d", f.n), fmt.Sprintf("%012d", f.n-1), f.payload); err != nil {
+		b.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		b.Fatal(err)
+	}
+	f.n++
+}
+
+// postgresFloorUs measures the floor's us/txn over n transactions after a
+// warm-up, for the benchmarks that report a ratio to it.
+func postgresFloorUs(b testing.TB, db *postgres.DB, size, n int) float64 {
+	f := openPostgresFloor(b, db, size)
+	defer f.conn.Release()
+	for range 10 {
+		f.txn(b)
+	}
+	start := time.Now()
+	for range n {
+		f.txn(b)
+	}
+	return float64(time.Since(start).Nanoseconds()) / 1e3 / float64(n)
 }
 
 // w3Postgres is BenchmarkW3InterruptResume's saver=postgres: us/cycle,
