@@ -711,3 +711,41 @@ func TestAckWrappers(t *testing.T) {
 		t.Errorf("acknowledged:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestAckJoiner: the wrapper of a saver that runs joins acknowledges as
+// AckSaver's does, runs a Put's joins in the saver's transaction, and
+// fences as the saver does.
+func TestAckJoiner(t *testing.T) {
+	ctx := t.Context()
+	var buf bytes.Buffer
+	sv, err := sqlite.Open(filepath.Join(t.TempDir(), "j.db"), sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sv.Close()
+	s := crashtest.AckJoiner(sv, crashtest.NewReporter(&buf))
+	var joined, fenced int
+	join := func(context.Context, any) error { joined++; return nil }
+	val := json.RawMessage(`1`)
+	cp := checkpoint.Checkpoint{ID: "01J00000000000000000000001", Metadata: checkpoint.Metadata{Source: checkpoint.SourceInput, Step: -1},
+		Versions: map[string]string{"x": "01J00000000000000000000001"}, Channels: map[string][]checkpoint.Blob{"x": {{Version: "01J00000000000000000000001", Data: val}}}}
+	lease := checkpoint.Lease{Owner: "me", TTL: time.Minute}
+	if err := s.Put(ctx, checkpoint.PutRequest{Thread: "t", Checkpoint: cp, Lease: lease, Joins: []checkpoint.Join{join}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Fenced(ctx, "t", "me", func(context.Context, any) error { fenced++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Fenced(ctx, "t", "another", join); !errors.Is(err, checkpoint.ErrThreadBusy) {
+		t.Errorf("Fenced by another owner: %v, want ErrThreadBusy", err)
+	}
+	if joined != 1 || fenced != 1 {
+		t.Errorf("joins run %d times, fenced work %d times; want 1 and 1", joined, fenced)
+	}
+	if want := "ACK t 01J00000000000000000000001\n"; buf.String() != want {
+		t.Errorf("acknowledged %q, want %q", buf.String(), want)
+	}
+	if !crashtest.Known(crashtest.PGJoinBeforeCommit) || !crashtest.Known(crashtest.PutBegin) || crashtest.Known("postgres.nowhere") {
+		t.Error("Known does not know the Postgres points (or knows one that is not)")
+	}
+}

@@ -13,7 +13,9 @@
 //     of internal/testhook: [AfterNode], [BeforeSave], [AfterSave];
 //     sqlite.Config.Hook: [PutBegin],
 //     [PutBeforeCommit], [PutAfterCommit], [WritesBegin],
-//     [WritesBeforeCommit], [WritesAfterCommit]); the scenario's points are
+//     [WritesBeforeCommit], [WritesAfterCommit]; postgres.Config.Hook: the
+//     same points named "postgres." and the joint commits of joins, fenced
+//     writes and leases, [PostgresPoints]); the scenario's points are
 //     hit by the test's own code ([AfterToolEffect] in a tool body right
 //     after its effect, [AfterDecision] after Inbox.Decide returned,
 //     [AfterClaim] after ledger.ClaimMessageTx and before the message's
@@ -30,7 +32,10 @@
 //     <key>" only after an effect's outcome was recorded, "DECIDED <approval>
 //     <outcome>" after a decision was recorded, "HITS ..." and "DONE" at a
 //     clean exit. [AckSaver] and [AckLedger] wrap a saver and a ledger so
-//     that the engine's own saves and outcomes are acknowledged.
+//     that the engine's own saves and outcomes are acknowledged;
+//     [AckJoiner] is AckSaver for a saver that is a checkpoint.Joiner,
+//     whose wrapper still runs the graph's joins in the saver's
+//     transactions.
 //   - [Run] (parent side): re-executes the test binary with a [Spawn]'s
 //     environment and plan ([EnvPlan], [EnvGen]; the child reads them with
 //     [ChildFromEnv]), applies the plan's delay, and returns a [Result]: what

@@ -1,5 +1,7 @@
 package crashtest
 
+import "slices"
+
 // Point names a place in the engine (or in a scenario) where a crash can be
 // injected. The engine's points are the strings its hooks pass (the graph
 // runner's, see internal/testhook, and sqlite.Config.Hook); the scenario's
@@ -85,9 +87,56 @@ func Points() []PointInfo {
 	}
 }
 
-// Known reports whether p is one of the points of Points.
+// The Postgres saver's commit points (postgres.Config.Hook), named as the
+// SQLite saver's are where they mean the same.
+const (
+	PGPutBegin           Point = "postgres.put.begin"
+	PGPutBeforeCommit    Point = "postgres.put.beforeCommit"
+	PGPutAfterCommit     Point = "postgres.put.afterCommit"
+	PGWritesBegin        Point = "postgres.writes.begin"
+	PGWritesBeforeCommit Point = "postgres.writes.beforeCommit"
+	PGWritesAfterCommit  Point = "postgres.writes.afterCommit"
+	// PGJoinBeforeCommit and PGJoinAfterCommit follow a save's own points
+	// when it carries joins: an approval consumed with the answer it
+	// delivers, a ledger outcome with the durable step's result (D16).
+	PGJoinBeforeCommit Point = "postgres.join.beforeCommit"
+	PGJoinAfterCommit  Point = "postgres.join.afterCommit"
+	// The fenced transactions: a fenced ledger's intents (D17).
+	PGFencedBegin        Point = "postgres.fenced.begin"
+	PGFencedBeforeCommit Point = "postgres.fenced.beforeCommit"
+	PGFencedAfterCommit  Point = "postgres.fenced.afterCommit"
+	// A lease taken or renewed (Claim).
+	PGLeaseBegin        Point = "postgres.lease.begin"
+	PGLeaseBeforeCommit Point = "postgres.lease.beforeCommit"
+	PGLeaseAfterCommit  Point = "postgres.lease.afterCommit"
+)
+
+// PostgresPoints returns the Postgres saver's commit points with their
+// meanings. A run on Postgres meets them instead of the SQLite saver's
+// (the graph's and the scenario's points are the same on both).
+func PostgresPoints() []PointInfo {
+	return []PointInfo{
+		{PGPutBegin, true, "inside a checkpoint's explicit transaction, after BEGIN"},
+		{PGPutBeforeCommit, true, "checkpoint written (or, in one round trip, about to be sent), before COMMIT"},
+		{PGPutAfterCommit, true, "checkpoint committed, not acknowledged"},
+		{PGWritesBegin, true, "inside a pending-writes explicit transaction, after BEGIN"},
+		{PGWritesBeforeCommit, true, "pending writes written (or about to be sent), before COMMIT"},
+		{PGWritesAfterCommit, true, "pending writes committed, not acknowledged"},
+		{PGJoinBeforeCommit, true, "a save's joins (a consumption, a ledger outcome) ran in its transaction, before COMMIT"},
+		{PGJoinAfterCommit, true, "a save and its joins committed together, not acknowledged"},
+		{PGFencedBegin, true, "inside a fenced transaction, the lease checked, before its work"},
+		{PGFencedBeforeCommit, true, "a fenced write (a ledger intent) written, before COMMIT"},
+		{PGFencedAfterCommit, true, "a fenced write committed, not acknowledged"},
+		{PGLeaseBegin, true, "inside a subgraph's lease transaction, after BEGIN"},
+		{PGLeaseBeforeCommit, true, "a lease claim or renewal about to be sent"},
+		{PGLeaseAfterCommit, true, "a lease taken or renewed, not acknowledged"},
+	}
+}
+
+// Known reports whether p is one of the points of Points or
+// PostgresPoints.
 func Known(p Point) bool {
-	for _, pi := range Points() {
+	for _, pi := range slices.Concat(Points(), PostgresPoints()) {
 		if pi.Point == p {
 			return true
 		}

@@ -16,6 +16,32 @@ import (
 // needs its checkpoint.InterruptLister).
 func AckSaver(s checkpoint.Saver, r *Reporter) checkpoint.Saver { return &ackSaver{Saver: s, r: r} }
 
+// JoinSaver is a saver that runs joins in its transactions (the SQLite and
+// Postgres savers).
+type JoinSaver interface {
+	checkpoint.Saver
+	checkpoint.Joiner
+}
+
+// AckJoiner is AckSaver for a saver that is a checkpoint.Joiner: the
+// wrapper is one too, so that the work the graph joins to its saves (an
+// approval consumed with the answer it carries, a ledger outcome with the
+// step's result, D16) still commits in the saver's transactions, and a
+// fenced ledger's intents in its fenced ones. (AckSaver hides Fenced: on
+// its wrapper the graph joins nothing.)
+func AckJoiner(s JoinSaver, r *Reporter) JoinSaver {
+	return &ackJoiner{ackSaver: ackSaver{Saver: s, r: r}, j: s}
+}
+
+type ackJoiner struct {
+	ackSaver
+	j checkpoint.Joiner
+}
+
+func (a *ackJoiner) Fenced(ctx context.Context, thread, owner string, j checkpoint.Join) error {
+	return a.j.Fenced(ctx, thread, owner, j)
+}
+
 type ackSaver struct {
 	checkpoint.Saver
 	r *Reporter

@@ -9,8 +9,9 @@
 //
 //   - crash: SIGKILL at chosen points of one run (an interrupt saved, a
 //     resumed node before its checkpoint, a commit before its
-//     acknowledgement, a subgraph's boundary) and the parallel-branch
-//     ordering of R05.
+//     acknowledgement, a subgraph's boundary), the parallel-branch
+//     ordering of R05, and each commit point of the Postgres saver
+//     (approvals consumed and ledger outcomes committed with their saves).
 //   - crashloop: the seeded crash loop over an order desk (R01-R06, R15,
 //     R16, R19, R34, R37, R44) and its negative controls.
 //   - killloop: the examples' programs killed and restarted as a user

@@ -18,6 +18,7 @@ func TestMain(m *testing.M) {
 		"resume-then-die":    func() int { return runChild("resume-then-die") },
 		subgraphCrashRole:    runSubgraphCrashChild,
 		branchRole:           runBranchChild,
+		pgCommitRole:         runPGCommitChild,
 	})
 	goleak.VerifyTestMain(m)
 }
