@@ -2,40 +2,24 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lockstepgo/lockstep/internal/pgtest"
 )
 
 // helperEnv selects a child-process role when the test binary re-runs
 // itself (the fencing and migration tests).
 const helperEnv = "LOCKSTEP_POSTGRES_HELPER"
 
-// testURL returns the URL of the test database (LOCKSTEP_POSTGRES_URL).
-// Without one the test is skipped, with one line saying how to run it,
-// except under CI=true, where a missing database fails the test.
-func testURL(t testing.TB) string {
-	t.Helper()
-	url := os.Getenv("LOCKSTEP_POSTGRES_URL")
-	if url == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("LOCKSTEP_POSTGRES_URL is not set and CI=true: .ci/run starts a cluster and sets it")
-		}
-		t.Skip("LOCKSTEP_POSTGRES_URL not set: the Postgres tests skip (eval \"$(.ci/postgres.sh start /tmp/lockstep-pg)\" starts a cluster)")
-	}
-	return url
-}
+// testURL is the test database's URL, with the skip rule of every
+// Postgres test (pgtest.URL); newSchemaName a schema name no other test
+// uses.
+var testURL = pgtest.URL
 
-// newSchemaName returns a schema name no other test uses.
-func newSchemaName() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return "t_" + hex.EncodeToString(b[:])
-}
+func newSchemaName() string { return pgtest.SchemaName("t_") }
 
 // dropSchema removes a test's schema with everything in it.
 func dropSchema(t testing.TB, url, schema string) {

@@ -3,70 +3,12 @@ package postgres
 import (
 	"context"
 	"errors"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/pgtest"
 )
-
-// ownCluster starts a throwaway cluster of the test's own with
-// .ci/postgres.sh (so that stopping it disturbs no other test) and
-// returns its URL and a function that runs a postgres.sh command on it
-// ("down", "up"). It skips the test when PostgreSQL's binaries are not
-// installed (outside CI).
-func ownCluster(t *testing.T) (url string, ctl func(cmd string)) {
-	t.Helper()
-	testURL(t) // the same skip rule as every Postgres test
-	script, err := filepath.Abs(filepath.Join("..", ".ci", "postgres.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := exec.LookPath("initdb"); err != nil {
-		if m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb"); len(m) == 0 {
-			if os.Getenv("CI") == "true" {
-				t.Fatal("no initdb: .ci/run installs PostgreSQL")
-			}
-			t.Skip("PostgreSQL's binaries (initdb, pg_ctl) are not installed: this test starts a cluster of its own")
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	dir, err := os.MkdirTemp("", "lockstep-pg-restart-") // under /tmp: the postgres user must reach it
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := func(cmd string) string {
-		t.Helper()
-		c := exec.Command(script, cmd, dir)
-		c.Env = append(os.Environ(), "PGPORT="+strconv.Itoa(port), "PGBOUNCER=0")
-		out, err := c.CombinedOutput()
-		if err != nil {
-			t.Fatalf("postgres.sh %s: %v\n%s", cmd, err, out)
-		}
-		return string(out)
-	}
-	out := run("start")
-	t.Cleanup(func() { run("stop") })
-	for _, line := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(line, "export LOCKSTEP_POSTGRES_URL='"); ok {
-			url = strings.TrimSuffix(v, "'")
-		}
-	}
-	if url == "" {
-		t.Fatalf("postgres.sh start printed no URL:\n%s", out)
-	}
-	return url, func(cmd string) { run(cmd) }
-}
 
 type restartState struct {
 	Log []string `lockstep:"append"`
@@ -78,7 +20,7 @@ type restartState struct {
 // same DB, never reopened) continues the thread to its end, each node's
 // write landing once, and runs new threads.
 func TestDatabaseDownMidRun(t *testing.T) {
-	url, ctl := ownCluster(t)
+	url, ctl := pgtest.OwnCluster(t)
 	ctx := context.Background()
 	db, err := Open(ctx, url, Config{MaxConns: 4})
 	if err != nil {

@@ -2,10 +2,7 @@ package workers_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -16,6 +13,8 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/graph"
+	"github.com/lockstepgo/lockstep/internal/pgtest"
+	"github.com/lockstepgo/lockstep/internal/pgtest/pgschema"
 	"github.com/lockstepgo/lockstep/interrupt"
 	"github.com/lockstepgo/lockstep/postgres"
 	"github.com/lockstepgo/lockstep/workers"
@@ -98,44 +97,15 @@ var saverKinds = []saverKind{
 	}},
 }
 
-// pgURL returns the URL of the test database (LOCKSTEP_POSTGRES_URL).
-// Without one the test is skipped, with one line saying how to run it,
-// except under CI=true, where a missing database fails the test.
-func pgURL(t testing.TB) string {
-	t.Helper()
-	url := os.Getenv("LOCKSTEP_POSTGRES_URL")
-	if url == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("LOCKSTEP_POSTGRES_URL is not set and CI=true: .ci/run starts a cluster and sets it")
-		}
-		t.Skip("LOCKSTEP_POSTGRES_URL not set: the Postgres tests skip (eval \"$(.ci/postgres.sh start /tmp/lockstep-pg)\" starts a cluster)")
-	}
-	return url
-}
+// pgURL is the test database's URL, with the skip rule of every Postgres
+// test (pgtest.URL).
+var pgURL = pgtest.URL
 
-// pgSchema returns the test database's URL and a schema no other test
-// uses, created (at the current version) now and dropped, with everything
-// in it, once the test's other cleanups have run (the pools of its
-// workers closed).
+// pgSchema returns the test database's URL and a schema of the test's
+// own, dropped once the test's other cleanups have run (pgschema.New).
 func pgSchema(t testing.TB) (url, schema string) {
 	t.Helper()
-	url = pgURL(t)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema = "w_" + hex.EncodeToString(b[:])
-	db, err := postgres.Open(context.Background(), url, postgres.Config{Schema: schema, MaxConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, err := db.Pool().Exec(ctx, `DROP SCHEMA IF EXISTS "`+schema+`" CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-		db.Close()
-	})
-	return url, schema
+	return pgschema.New(t, "w_")
 }
 
 // fixture is one test's database, clock and witnesses; each worker is a

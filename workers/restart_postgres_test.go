@@ -4,12 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,63 +13,11 @@ import (
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/internal/crashtest"
+	"github.com/lockstepgo/lockstep/internal/pgtest"
 	"github.com/lockstepgo/lockstep/postgres"
 	"github.com/lockstepgo/lockstep/retry"
 	"github.com/lockstepgo/lockstep/workers"
 )
-
-// ownCluster starts a throwaway cluster of the test's own with
-// .ci/postgres.sh (so that restarting it disturbs no other test) and
-// returns its URL and a function that runs a postgres.sh command on it
-// ("restart", "down", "up"). It skips the test when PostgreSQL's binaries
-// are not installed (outside CI), as package postgres's restart tests do.
-func ownCluster(t *testing.T) (url string, ctl func(cmd string)) {
-	t.Helper()
-	pgURL(t) // the same skip rule as every Postgres test
-	script, err := filepath.Abs(filepath.Join("..", ".ci", "postgres.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := exec.LookPath("initdb"); err != nil {
-		if m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb"); len(m) == 0 {
-			if os.Getenv("CI") == "true" {
-				t.Fatal("no initdb: .ci/run installs PostgreSQL")
-			}
-			t.Skip("PostgreSQL's binaries (initdb, pg_ctl) are not installed: this test starts a cluster of its own")
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	dir, err := os.MkdirTemp("", "lockstep-pg-workers-") // under /tmp: the postgres user must reach it
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := func(cmd string) string {
-		t.Helper()
-		c := exec.Command(script, cmd, dir)
-		c.Env = append(os.Environ(), "PGPORT="+strconv.Itoa(port), "PGBOUNCER=0")
-		out, err := c.CombinedOutput()
-		if err != nil {
-			t.Fatalf("postgres.sh %s: %v\n%s", cmd, err, out)
-		}
-		return string(out)
-	}
-	out := run("start")
-	t.Cleanup(func() { run("stop") })
-	for _, line := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(line, "export LOCKSTEP_POSTGRES_URL='"); ok {
-			url = strings.TrimSuffix(v, "'")
-		}
-	}
-	if url == "" {
-		t.Fatalf("postgres.sh start printed no URL:\n%s", out)
-	}
-	return url, func(cmd string) { run(cmd) }
-}
 
 // TestPoolSurvivesPostgresRestart (issue 18: a Postgres restart mid-load):
 // a pool works 96 queued bookings, each charged once through the ledger;
@@ -88,7 +31,7 @@ func TestPoolSurvivesPostgresRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Postgres cluster of its own")
 	}
-	url, ctl := ownCluster(t)
+	url, ctl := pgtest.OwnCluster(t)
 	ctx := t.Context()
 	const bookings = 96
 	db, err := postgres.Open(ctx, url, postgres.Config{MaxConns: 8})
