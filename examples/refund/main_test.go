@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/lockstepgo/lockstep/examples/internal/demotest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -15,19 +13,6 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // TestRun runs the command twice on one file: the second run pays
 // nothing, and says so.
 func TestRun(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "lockstep.db")
-	for i, want := range []string{"This run paid 1.", "This run paid 0."} {
-		var out, errb bytes.Buffer
-		if code := run(context.Background(), []string{"--db", db}, &out, &errb); code != 0 {
-			t.Fatalf("run %d: exit %d: %s", i+1, code, errb.String())
-		}
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("run %d output lacks %q:\n%s", i+1, want, out.String())
-		}
-	}
-	for _, args := range [][]string{{"--bad"}, {"extra"}} {
-		if code := run(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{}); code != 2 {
-			t.Errorf("run(%q): exit %d, want 2", args, code)
-		}
-	}
+	demotest.RunTwice(t, run, "This run paid 1.", "This run paid 0.")
+	demotest.RefusesArgs(t, run, []string{"--bad"}, []string{"extra"})
 }
