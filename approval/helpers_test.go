@@ -145,6 +145,30 @@ var storeKinds = []storeKind{
 	}},
 }
 
+// desk is a test's refund desk on one store kind: the store's clock, the
+// store, the fixture's graph (on a memory saver of its own) and the inbox
+// over both.
+type desk struct {
+	clock *fakeClock
+	store approval.Store
+	f     *fixture
+	in    *approval.Inbox
+}
+
+// onEveryStore runs test in a subtest per store kind (storeKinds), each
+// on a new desk.
+func onEveryStore(t *testing.T, test func(t *testing.T, d desk)) {
+	t.Helper()
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) {
+			clock := newClock()
+			store, _ := k.open(t, clock.Now)
+			f := newFixture(t, clock, store)
+			test(t, desk{clock: clock, store: store, f: f, in: approval.NewInbox(f.saver, store)})
+		})
+	}
+}
+
 // The store suite's fixtures (package approvaltest), under the names
 // these tests use.
 var (

@@ -302,56 +302,50 @@ func TestInboxInvalid(t *testing.T) {
 // what they were shown, when the thread resumed, and what ran with its
 // result.
 func TestAuditTrail(t *testing.T) {
-	for _, k := range storeKinds {
-		t.Run(k.name, func(t *testing.T) {
-			ctx := context.Background()
-			clock := newClock()
-			store, _ := k.open(t, clock.Now)
-			f := newFixture(t, clock, store)
-			in := approval.NewInbox(f.saver, store)
-			id := f.start(t, "audit", "order-77", 120)
-			shown, err := in.Get(ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			clock.Add(10 * time.Minute)
-			d, err := in.Edit(ctx, id, "alice@example.com", json.RawMessage(`{"order":"order-77","amount":100}`), "cap at 100")
-			if err != nil {
-				t.Fatal(err)
-			}
-			clock.Add(time.Minute)
-			w := newWorker(t, store, approval.ResumeGraph(f.run), approval.WorkerOptions{})
-			if rep, err := w.RunOnce(ctx); err != nil || rep.Resumed != 1 {
-				t.Fatalf("worker: %+v, %v", rep, err)
-			}
-			got, err := store.Audit(ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := approval.Trail{
-				Record: approval.Record{
-					ID: id, Thread: "audit", Checkpoint: shown.Checkpoint, Request: shown.Request,
-					Decision: approval.Decision{ID: id, Outcome: approval.Edited, Reviewer: "alice@example.com", Note: "cap at 100",
-						Args: json.RawMessage(`{"amount":100,"order":"order-77"}`), ArgsHash: d.ArgsHash, DecidedAt: epoch.Add(10 * time.Minute)},
-					Resume: approval.Resume{At: epoch.Add(11 * time.Minute), Note: "resumed"},
-				},
-				Execution: &approval.Execution{IdempotencyKey: "refund:order-77", ArgsHash: d.ArgsHash,
-					Result: json.RawMessage(`{"refunded":100}`), At: epoch.Add(11 * time.Minute)},
-			}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("Audit (-want +got):\n%s", diff)
-			}
-			// What was shown is what the model asked: tool, exact arguments
-			// and hash, rationale, context, risk, rule, owner, times.
-			var args refundArgs
-			if err := json.Unmarshal(got.Request.Args, &args); err != nil || args != (refundArgs{Order: "order-77", Amount: 120}) {
-				t.Errorf("shown arguments %s", got.Request.Args)
-			}
-			if got.Request.Rationale == "" || len(got.Request.Context) == 0 || got.Request.Owner != "payments" || got.Request.ExpiresAt.IsZero() {
-				t.Errorf("the snapshot lost what was shown: %+v", got.Request)
-			}
-		})
-	}
+	onEveryStore(t, func(t *testing.T, dk desk) {
+		ctx, clock, store, f, in := context.Background(), dk.clock, dk.store, dk.f, dk.in
+		id := f.start(t, "audit", "order-77", 120)
+		shown, err := in.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock.Add(10 * time.Minute)
+		d, err := in.Edit(ctx, id, "alice@example.com", json.RawMessage(`{"order":"order-77","amount":100}`), "cap at 100")
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock.Add(time.Minute)
+		w := newWorker(t, store, approval.ResumeGraph(f.run), approval.WorkerOptions{})
+		if rep, err := w.RunOnce(ctx); err != nil || rep.Resumed != 1 {
+			t.Fatalf("worker: %+v, %v", rep, err)
+		}
+		got, err := store.Audit(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := approval.Trail{
+			Record: approval.Record{
+				ID: id, Thread: "audit", Checkpoint: shown.Checkpoint, Request: shown.Request,
+				Decision: approval.Decision{ID: id, Outcome: approval.Edited, Reviewer: "alice@example.com", Note: "cap at 100",
+					Args: json.RawMessage(`{"amount":100,"order":"order-77"}`), ArgsHash: d.ArgsHash, DecidedAt: epoch.Add(10 * time.Minute)},
+				Resume: approval.Resume{At: epoch.Add(11 * time.Minute), Note: "resumed"},
+			},
+			Execution: &approval.Execution{IdempotencyKey: "refund:order-77", ArgsHash: d.ArgsHash,
+				Result: json.RawMessage(`{"refunded":100}`), At: epoch.Add(11 * time.Minute)},
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("Audit (-want +got):\n%s", diff)
+		}
+		// What was shown is what the model asked: tool, exact arguments
+		// and hash, rationale, context, risk, rule, owner, times.
+		var args refundArgs
+		if err := json.Unmarshal(got.Request.Args, &args); err != nil || args != (refundArgs{Order: "order-77", Amount: 120}) {
+			t.Errorf("shown arguments %s", got.Request.Args)
+		}
+		if got.Request.Rationale == "" || len(got.Request.Context) == 0 || got.Request.Owner != "payments" || got.Request.ExpiresAt.IsZero() {
+			t.Errorf("the snapshot lost what was shown: %+v", got.Request)
+		}
+	})
 }
 
 // TestInboxContainsForThreads: the ForThreads filter is the application's

@@ -31,79 +31,73 @@ const helperEnv = "LOCKSTEP_APPROVAL_HELPER"
 // threads through the worker: an approval pays once, a rejection never, an
 // edit pays the edited amount; every thread is resumed once.
 func TestWorkerResumes(t *testing.T) {
-	for _, k := range storeKinds {
-		t.Run(k.name, func(t *testing.T) {
-			ctx := context.Background()
-			clock := newClock()
-			store, _ := k.open(t, clock.Now)
-			f := newFixture(t, clock, store)
-			in := approval.NewInbox(f.saver, store)
-			ids := map[string]string{}
-			for _, th := range []string{"approve", "reject", "edit"} {
-				ids[th] = f.start(t, th, "order-"+th, 40)
+	onEveryStore(t, func(t *testing.T, dk desk) {
+		ctx, clock, store, f, in := context.Background(), dk.clock, dk.store, dk.f, dk.in
+		ids := map[string]string{}
+		for _, th := range []string{"approve", "reject", "edit"} {
+			ids[th] = f.start(t, th, "order-"+th, 40)
+		}
+		clock.Add(time.Minute)
+		if _, err := in.Approve(ctx, ids["approve"], "alice", "ok"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := in.Reject(ctx, ids["reject"], "bob", "refund already issued by phone"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := in.Edit(ctx, ids["edit"], "carol", json.RawMessage(`{"order":"order-edit","amount":25}`), "half"); err != nil {
+			t.Fatal(err)
+		}
+		for th := range ids {
+			if s := f.state(t, th); s.Status != graph.StatusWaiting {
+				t.Fatalf("thread %s is %s before the worker ran; deciding must not resume", th, s.Status)
 			}
-			clock.Add(time.Minute)
-			if _, err := in.Approve(ctx, ids["approve"], "alice", "ok"); err != nil {
-				t.Fatal(err)
+		}
+		w := newWorker(t, store, approval.ResumeGraph(f.run), approval.WorkerOptions{})
+		rep, err := w.RunOnce(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(approval.WorkerReport{Resumed: 3}, rep); diff != "" {
+			t.Errorf("first pass (-want +got):\n%s", diff)
+		}
+		want := map[string]refundState{
+			"approve": {Order: "order-approve", Amount: 40, Outcome: approval.Approved, Reviewer: "alice", Note: "ok", Paid: 40},
+			"reject":  {Order: "order-reject", Amount: 40, Outcome: approval.Rejected, Reviewer: "bob", Note: "refund already issued by phone"},
+			"edit":    {Order: "order-edit", Amount: 40, Outcome: approval.Edited, Reviewer: "carol", Note: "half", Paid: 25},
+		}
+		for th, w := range want {
+			s := f.state(t, th)
+			if s.Status != graph.StatusDone {
+				t.Errorf("thread %s: %s, want done", th, s.Status)
 			}
-			if _, err := in.Reject(ctx, ids["reject"], "bob", "refund already issued by phone"); err != nil {
-				t.Fatal(err)
+			if diff := cmp.Diff(w, s.Values); diff != "" {
+				t.Errorf("thread %s (-want +got):\n%s", th, diff)
 			}
-			if _, err := in.Edit(ctx, ids["edit"], "carol", json.RawMessage(`{"order":"order-edit","amount":25}`), "half"); err != nil {
-				t.Fatal(err)
+		}
+		for th, n := range map[string]int{"approve": 1, "reject": 0, "edit": 1} {
+			if got := f.witness.count(th); got != n {
+				t.Errorf("thread %s paid %d times, want %d", th, got, n)
 			}
-			for th := range ids {
-				if s := f.state(t, th); s.Status != graph.StatusWaiting {
-					t.Fatalf("thread %s is %s before the worker ran; deciding must not resume", th, s.Status)
-				}
-			}
-			w := newWorker(t, store, approval.ResumeGraph(f.run), approval.WorkerOptions{})
-			rep, err := w.RunOnce(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(approval.WorkerReport{Resumed: 3}, rep); diff != "" {
-				t.Errorf("first pass (-want +got):\n%s", diff)
-			}
-			want := map[string]refundState{
-				"approve": {Order: "order-approve", Amount: 40, Outcome: approval.Approved, Reviewer: "alice", Note: "ok", Paid: 40},
-				"reject":  {Order: "order-reject", Amount: 40, Outcome: approval.Rejected, Reviewer: "bob", Note: "refund already issued by phone"},
-				"edit":    {Order: "order-edit", Amount: 40, Outcome: approval.Edited, Reviewer: "carol", Note: "half", Paid: 25},
-			}
-			for th, w := range want {
-				s := f.state(t, th)
-				if s.Status != graph.StatusDone {
-					t.Errorf("thread %s: %s, want done", th, s.Status)
-				}
-				if diff := cmp.Diff(w, s.Values); diff != "" {
-					t.Errorf("thread %s (-want +got):\n%s", th, diff)
-				}
-			}
-			for th, n := range map[string]int{"approve": 1, "reject": 0, "edit": 1} {
-				if got := f.witness.count(th); got != n {
-					t.Errorf("thread %s paid %d times, want %d", th, got, n)
-				}
-			}
-			rep, err = w.RunOnce(ctx)
-			if err != nil || rep != (approval.WorkerReport{}) {
-				t.Errorf("second pass: %+v, %v; want nothing to do", rep, err)
-			}
-			// A stray second resume is refused by the runtime before any node runs.
-			rec, err := store.Get(ctx, ids["approve"])
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rec.Resume.At.IsZero() || rec.Resume.Note != "resumed" {
-				t.Errorf("record not marked resumed: %+v", rec.Resume)
-			}
-			if err := approval.ResumeGraph(f.run)(ctx, rec); !errors.Is(err, graph.ErrUnknownInterrupt) {
-				t.Errorf("resuming again: %v, want ErrUnknownInterrupt", err)
-			}
-			if got := f.witness.total(); got != 2 {
-				t.Errorf("%d payments in all, want 2", got)
-			}
-		})
-	}
+		}
+		rep, err = w.RunOnce(ctx)
+		if err != nil || rep != (approval.WorkerReport{}) {
+			t.Errorf("second pass: %+v, %v; want nothing to do", rep, err)
+		}
+		// A stray second resume is refused by the runtime before any node runs.
+		rec, err := store.Get(ctx, ids["approve"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Resume.At.IsZero() || rec.Resume.Note != "resumed" {
+			t.Errorf("record not marked resumed: %+v", rec.Resume)
+		}
+		if err := approval.ResumeGraph(f.run)(ctx, rec); !errors.Is(err, graph.ErrUnknownInterrupt) {
+			t.Errorf("resuming again: %v, want ErrUnknownInterrupt", err)
+		}
+		if got := f.witness.total(); got != 2 {
+			t.Errorf("%d payments in all, want 2", got)
+		}
+	})
 }
 
 // TestSweepExpiresAndResumes (R36 a, f): nobody decided; after the
@@ -111,51 +105,45 @@ func TestWorkerResumes(t *testing.T) {
 // pending into expired, the worker resumes the thread, and the node gets
 // an Expired decision, the rejection the model sees. Nothing is paid.
 func TestSweepExpiresAndResumes(t *testing.T) {
-	for _, k := range storeKinds {
-		t.Run(k.name, func(t *testing.T) {
-			ctx := context.Background()
-			clock := newClock()
-			store, _ := k.open(t, clock.Now)
-			f := newFixture(t, clock, store)
-			in := approval.NewInbox(f.saver, store)
-			id := f.start(t, "late", "order-late", 90)
-			clock.Set(epoch.Add(ttl - time.Nanosecond))
-			if rep, err := in.Sweep(ctx); err != nil || rep != (approval.SweepReport{}) {
-				t.Fatalf("sweep before the deadline: %+v, %v; want nothing", rep, err)
-			}
-			clock.Set(epoch.Add(ttl))
-			clock.Add(3 * time.Hour) // down across the deadline
-			rep, err := in.Sweep(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(approval.SweepReport{Expired: 1}, rep); diff != "" {
-				t.Errorf("sweep (-want +got):\n%s", diff)
-			}
-			if rep, err := in.Sweep(ctx); err != nil || rep != (approval.SweepReport{}) {
-				t.Errorf("second sweep: %+v, %v; want nothing", rep, err)
-			}
-			w := newWorker(t, store, approval.ResumeGraph(f.run), approval.WorkerOptions{})
-			if rep, err := w.RunOnce(ctx); err != nil || rep.Resumed != 1 {
-				t.Fatalf("worker: %+v, %v", rep, err)
-			}
-			s := f.state(t, "late")
-			if s.Status != graph.StatusDone || s.Values.Outcome != approval.Expired || s.Values.Reviewer != approval.ExpiryReviewer || s.Values.Paid != 0 {
-				t.Errorf("thread after expiry: %s %+v", s.Status, s.Values)
-			}
-			if !strings.Contains(s.Values.Note, "escalate to payments") {
-				t.Errorf("the model's note %q should tell it to escalate to the owner", s.Values.Note)
-			}
-			if f.witness.total() != 0 {
-				t.Error("an expired refund was paid")
-			}
-			_, err = in.Approve(ctx, id, "alice", "")
-			var lost *approval.AlreadyDecidedError
-			if !errors.As(err, &lost) || lost.Winner.Outcome != approval.Expired {
-				t.Errorf("approve after the sweep: %v, want *AlreadyDecidedError naming the expiry", err)
-			}
-		})
-	}
+	onEveryStore(t, func(t *testing.T, dk desk) {
+		ctx, clock, store, f, in := context.Background(), dk.clock, dk.store, dk.f, dk.in
+		id := f.start(t, "late", "order-late", 90)
+		clock.Set(epoch.Add(ttl - time.Nanosecond))
+		if rep, err := in.Sweep(ctx); err != nil || rep != (approval.SweepReport{}) {
+			t.Fatalf("sweep before the deadline: %+v, %v; want nothing", rep, err)
+		}
+		clock.Set(epoch.Add(ttl))
+		clock.Add(3 * time.Hour) // down across the deadline
+		rep, err := in.Sweep(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(approval.SweepReport{Expired: 1}, rep); diff != "" {
+			t.Errorf("sweep (-want +got):\n%s", diff)
+		}
+		if rep, err := in.Sweep(ctx); err != nil || rep != (approval.SweepReport{}) {
+			t.Errorf("second sweep: %+v, %v; want nothing", rep, err)
+		}
+		w := newWorker(t, store, approval.ResumeGraph(f.run), approval.WorkerOptions{})
+		if rep, err := w.RunOnce(ctx); err != nil || rep.Resumed != 1 {
+			t.Fatalf("worker: %+v, %v", rep, err)
+		}
+		s := f.state(t, "late")
+		if s.Status != graph.StatusDone || s.Values.Outcome != approval.Expired || s.Values.Reviewer != approval.ExpiryReviewer || s.Values.Paid != 0 {
+			t.Errorf("thread after expiry: %s %+v", s.Status, s.Values)
+		}
+		if !strings.Contains(s.Values.Note, "escalate to payments") {
+			t.Errorf("the model's note %q should tell it to escalate to the owner", s.Values.Note)
+		}
+		if f.witness.total() != 0 {
+			t.Error("an expired refund was paid")
+		}
+		_, err = in.Approve(ctx, id, "alice", "")
+		var lost *approval.AlreadyDecidedError
+		if !errors.As(err, &lost) || lost.Winner.Outcome != approval.Expired {
+			t.Errorf("approve after the sweep: %v, want *AlreadyDecidedError naming the expiry", err)
+		}
+	})
 }
 
 // TestExpirySeenStaysExpired: whoever first sees a request expired (a
@@ -508,41 +496,35 @@ func TestWorkerDiesAfterClaim(t *testing.T) {
 // a resume (Ctrl-C) hands its claim back, so that the program run again
 // resumes the thread at once instead of after the lease, once.
 func TestStoppedWorkerHandsBackItsClaim(t *testing.T) {
-	for _, k := range storeKinds {
-		t.Run(k.name, func(t *testing.T) {
-			ctx := context.Background()
-			clock := newClock()
-			store, _ := k.open(t, clock.Now)
-			f := newFixture(t, clock, store)
-			in := approval.NewInbox(f.saver, store)
-			id := f.start(t, "stopped", "order-stopped", 10)
-			if _, err := in.Approve(ctx, id, "alice", ""); err != nil {
-				t.Fatal(err)
-			}
-			stopped, stop := context.WithCancel(ctx)
-			w := newWorker(t, store, func(context.Context, approval.Record) error {
-				stop() // Ctrl-C while the thread is being resumed
-				return context.Canceled
-			}, approval.WorkerOptions{Lease: time.Hour})
-			if _, err := w.RunOnce(stopped); !errors.Is(err, context.Canceled) {
-				t.Fatalf("stopped worker: %v", err)
-			}
-			rec, err := store.Get(ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !rec.Resume.NotBefore.Equal(clock.Now()) || !strings.Contains(rec.Resume.LastError, "the worker stopped") {
-				t.Errorf("after the stop: %+v; want the claim handed back now, saying why", rec.Resume)
-			}
-			again := newWorker(t, store, approval.ResumeGraph(f.run), approval.WorkerOptions{})
-			if rep, err := again.RunOnce(ctx); err != nil || rep.Resumed != 1 {
-				t.Fatalf("run again at once: %+v, %v; want it resumed", rep, err)
-			}
-			if n := f.witness.count("stopped"); n != 1 {
-				t.Errorf("paid %d times, want 1", n)
-			}
-		})
-	}
+	onEveryStore(t, func(t *testing.T, dk desk) {
+		ctx, clock, store, f, in := context.Background(), dk.clock, dk.store, dk.f, dk.in
+		id := f.start(t, "stopped", "order-stopped", 10)
+		if _, err := in.Approve(ctx, id, "alice", ""); err != nil {
+			t.Fatal(err)
+		}
+		stopped, stop := context.WithCancel(ctx)
+		w := newWorker(t, store, func(context.Context, approval.Record) error {
+			stop() // Ctrl-C while the thread is being resumed
+			return context.Canceled
+		}, approval.WorkerOptions{Lease: time.Hour})
+		if _, err := w.RunOnce(stopped); !errors.Is(err, context.Canceled) {
+			t.Fatalf("stopped worker: %v", err)
+		}
+		rec, err := store.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rec.Resume.NotBefore.Equal(clock.Now()) || !strings.Contains(rec.Resume.LastError, "the worker stopped") {
+			t.Errorf("after the stop: %+v; want the claim handed back now, saying why", rec.Resume)
+		}
+		again := newWorker(t, store, approval.ResumeGraph(f.run), approval.WorkerOptions{})
+		if rep, err := again.RunOnce(ctx); err != nil || rep.Resumed != 1 {
+			t.Fatalf("run again at once: %+v, %v; want it resumed", rep, err)
+		}
+		if n := f.witness.count("stopped"); n != 1 {
+			t.Errorf("paid %d times, want 1", n)
+		}
+	})
 }
 
 // TestResumeDiesMidNode (R37, the inner window): the run dies after the
@@ -1107,93 +1089,87 @@ func TestHelperClaimThenDie(t *testing.T) {
 // passes at once; and a backoff after a failed attempt is never taken for
 // a claim.
 func TestWorkerNeverTakesALiveClaim(t *testing.T) {
-	for _, k := range storeKinds {
-		t.Run(k.name, func(t *testing.T) {
-			ctx := context.Background()
-			clock := newClock()
-			store, _ := k.open(t, clock.Now)
-			f := newFixture(t, clock, store)
-			in := approval.NewInbox(f.saver, store)
-			id := f.start(t, "live", "order-live", 10)
-			if _, err := in.Approve(ctx, id, "alice", ""); err != nil {
-				t.Fatal(err)
+	onEveryStore(t, func(t *testing.T, dk desk) {
+		ctx, store, f, in := context.Background(), dk.store, dk.f, dk.in
+		id := f.start(t, "live", "order-live", 10)
+		if _, err := in.Approve(ctx, id, "alice", ""); err != nil {
+			t.Fatal(err)
+		}
+		entered, release := make(chan struct{}), make(chan struct{})
+		resume := approval.ResumeGraph(f.run)
+		w := newWorker(t, store, func(ctx context.Context, rec approval.Record) error {
+			close(entered)
+			<-release
+			return resume(ctx, rec)
+		}, approval.WorkerOptions{Name: "billing-1"})
+		first := make(chan approval.WorkerReport, 1)
+		go func() {
+			rep, err := w.RunOnce(ctx)
+			if err != nil {
+				t.Error(err)
 			}
-			entered, release := make(chan struct{}), make(chan struct{})
-			resume := approval.ResumeGraph(f.run)
-			w := newWorker(t, store, func(ctx context.Context, rec approval.Record) error {
-				close(entered)
-				<-release
-				return resume(ctx, rec)
-			}, approval.WorkerOptions{Name: "billing-1"})
-			first := make(chan approval.WorkerReport, 1)
-			go func() {
-				rep, err := w.RunOnce(ctx)
+			first <- rep
+		}()
+		<-entered
+		if rep, err := w.RunOnce(ctx); err != nil || rep != (approval.WorkerReport{}) {
+			t.Errorf("a second pass of the worker while its attempt runs: %+v, %v; want nothing", rep, err)
+		}
+		other := newWorker(t, store, resume, approval.WorkerOptions{Name: "billing-2"})
+		if rep, err := other.RunOnce(ctx); err != nil || rep != (approval.WorkerReport{}) {
+			t.Errorf("another worker while the attempt runs: %+v, %v; want nothing", rep, err)
+		}
+		close(release)
+		if rep := <-first; rep != (approval.WorkerReport{Resumed: 1}) {
+			t.Errorf("the attempt: %+v, want it resumed", rep)
+		}
+		if n := f.witness.count("live"); n != 1 {
+			t.Errorf("paid %d times, want 1", n)
+		}
+
+		// A claim a killed process of the name left: two passes at
+		// once take it back once between them.
+		claimer := store.(approval.ResumeClaimer)
+		id2 := f.start(t, "left", "order-left", 20)
+		if _, err := in.Approve(ctx, id2, "alice", ""); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := claimer.ClaimResumeAs(ctx, id2, approval.Claim{Worker: "billing-1", ID: "killed-1", Lease: time.Hour}); err != nil || !ok {
+			t.Fatalf("the killed process's claim: %v, %v", ok, err)
+		}
+		again := newWorker(t, store, resume, approval.WorkerOptions{Name: "billing-1"})
+		var wg sync.WaitGroup
+		reps := make([]approval.WorkerReport, 2)
+		for i := range reps {
+			wg.Go(func() {
+				r, err := again.RunOnce(ctx)
 				if err != nil {
 					t.Error(err)
 				}
-				first <- rep
-			}()
-			<-entered
-			if rep, err := w.RunOnce(ctx); err != nil || rep != (approval.WorkerReport{}) {
-				t.Errorf("a second pass of the worker while its attempt runs: %+v, %v; want nothing", rep, err)
-			}
-			other := newWorker(t, store, resume, approval.WorkerOptions{Name: "billing-2"})
-			if rep, err := other.RunOnce(ctx); err != nil || rep != (approval.WorkerReport{}) {
-				t.Errorf("another worker while the attempt runs: %+v, %v; want nothing", rep, err)
-			}
-			close(release)
-			if rep := <-first; rep != (approval.WorkerReport{Resumed: 1}) {
-				t.Errorf("the attempt: %+v, want it resumed", rep)
-			}
-			if n := f.witness.count("live"); n != 1 {
-				t.Errorf("paid %d times, want 1", n)
-			}
+				reps[i] = r
+			})
+		}
+		wg.Wait()
+		if got := reps[0].TakenBack + reps[1].TakenBack; got != 1 || reps[0].Resumed+reps[1].Resumed != 1 {
+			t.Errorf("two passes over the killed process's claim: %+v; want it taken back and resumed once", reps)
+		}
+		if n := f.witness.count("left"); n != 1 {
+			t.Errorf("paid %d times, want 1", n)
+		}
 
-			// A claim a killed process of the name left: two passes at
-			// once take it back once between them.
-			claimer := store.(approval.ResumeClaimer)
-			id2 := f.start(t, "left", "order-left", 20)
-			if _, err := in.Approve(ctx, id2, "alice", ""); err != nil {
-				t.Fatal(err)
-			}
-			if ok, err := claimer.ClaimResumeAs(ctx, id2, approval.Claim{Worker: "billing-1", ID: "killed-1", Lease: time.Hour}); err != nil || !ok {
-				t.Fatalf("the killed process's claim: %v, %v", ok, err)
-			}
-			again := newWorker(t, store, resume, approval.WorkerOptions{Name: "billing-1"})
-			var wg sync.WaitGroup
-			reps := make([]approval.WorkerReport, 2)
-			for i := range reps {
-				wg.Go(func() {
-					r, err := again.RunOnce(ctx)
-					if err != nil {
-						t.Error(err)
-					}
-					reps[i] = r
-				})
-			}
-			wg.Wait()
-			if got := reps[0].TakenBack + reps[1].TakenBack; got != 1 || reps[0].Resumed+reps[1].Resumed != 1 {
-				t.Errorf("two passes over the killed process's claim: %+v; want it taken back and resumed once", reps)
-			}
-			if n := f.witness.count("left"); n != 1 {
-				t.Errorf("paid %d times, want 1", n)
-			}
-
-			// A failed attempt's backoff names no claimant: it is waited out.
-			id3 := f.start(t, "backoff", "order-backoff", 5)
-			if _, err := in.Approve(ctx, id3, "alice", ""); err != nil {
-				t.Fatal(err)
-			}
-			failing := newWorker(t, store, func(context.Context, approval.Record) error { return errors.New("the payment API is down") },
-				approval.WorkerOptions{Name: "billing-1"})
-			if rep, err := failing.RunOnce(ctx); err != nil || rep.Deferred != 1 {
-				t.Fatalf("failing attempt: %+v, %v", rep, err)
-			}
-			if rep, err := newWorker(t, store, resume, approval.WorkerOptions{Name: "billing-1"}).RunOnce(ctx); err != nil || rep != (approval.WorkerReport{}) {
-				t.Errorf("during the backoff: %+v, %v; want nothing taken", rep, err)
-			}
-		})
-	}
+		// A failed attempt's backoff names no claimant: it is waited out.
+		id3 := f.start(t, "backoff", "order-backoff", 5)
+		if _, err := in.Approve(ctx, id3, "alice", ""); err != nil {
+			t.Fatal(err)
+		}
+		failing := newWorker(t, store, func(context.Context, approval.Record) error { return errors.New("the payment API is down") },
+			approval.WorkerOptions{Name: "billing-1"})
+		if rep, err := failing.RunOnce(ctx); err != nil || rep.Deferred != 1 {
+			t.Fatalf("failing attempt: %+v, %v", rep, err)
+		}
+		if rep, err := newWorker(t, store, resume, approval.WorkerOptions{Name: "billing-1"}).RunOnce(ctx); err != nil || rep != (approval.WorkerReport{}) {
+			t.Errorf("during the backoff: %+v, %v; want nothing taken", rep, err)
+		}
+	})
 }
 
 // TestClaimResumeAsRefusesBadClaims: a claim without a worker name or ID,
