@@ -305,13 +305,14 @@ func pgCommitKills() int {
 // the step's result, and confirmed) and are SIGKILLed at the saver's
 // commit points in turn (pgCommitPoints), each at a seeded early hit,
 // until every point has killed a child three times (LOCKSTEP_LONG=1:
-// twelve); a scenario (a fresh schema) ends with a child that finishes. After every death: every
-// acknowledged checkpoint on its thread's chain, no fork; no charge twice;
-// nothing half-saved (an approval consumed exactly when its thread holds
-// the answer). After every scenario: every booking done with its log, its
-// approval decided, consumed and resumed once, its charge made exactly
-// once and its ledger entry done; nothing unresumed. A failure prints the seed and the plan;
-// LOCKSTEP_SEED=<seed> replays the plans.
+// twelve); a scenario (a fresh schema) ends with a child that finishes.
+// After every death: every acknowledged checkpoint on its thread's chain,
+// no fork; no charge twice; nothing half-saved (an approval consumed
+// exactly when its thread holds the answer). After every scenario: every
+// booking done with its log, its approval decided, consumed and resumed
+// once, its charge made exactly once and its ledger entry done; nothing
+// unresumed. A failure prints the seed and the plan; LOCKSTEP_SEED=<seed>
+// replays the plans.
 func TestCrashPostgresCommitPoints(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs child processes")
