@@ -370,7 +370,14 @@ func decodeValue(ctx context.Context, ab *safe.Counter, fl *field, data []byte) 
 		return reflect.Value{}, err
 	}
 	if !fl.foreign {
+		// The strict check proved data is what json.Marshal writes for
+		// the type: its own decoder reads it in one pass, and leaves
+		// what it does not decode itself to encoding/json.
 		p := reflect.New(fl.typ)
+		if fl.strict.Decode(data, p.Elem()) {
+			return p.Elem(), nil
+		}
+		p = reflect.New(fl.typ)
 		if err := json.Unmarshal(data, p.Interface()); err != nil {
 			return reflect.Value{}, err
 		}

@@ -54,8 +54,9 @@ func (e *Error) Is(target error) bool { return target == ErrInvalid }
 // goroutines: Check keeps all its working state in variables of its own
 // call. The zero Schema and a nil *Schema check like For(nil).
 type Schema struct {
-	root   *node
-	opaque bool // see Opaque
+	root      *node
+	opaque    bool // see Opaque
+	decodable bool // see Decode
 }
 
 // For compiles the checker for t, following encoding/json's rules for t's
@@ -77,6 +78,7 @@ func For(t reflect.Type) *Schema {
 			s.opaque = true
 		}
 	}
+	s.decodable = !s.opaque && c.decodable()
 	return s
 }
 
@@ -154,8 +156,9 @@ const smallFields = 8
 
 type node struct {
 	kind   kind
-	nullOK bool   // null is acceptable here
-	typ    string // Go type, for reasons
+	nullOK bool         // null is acceptable here
+	typ    string       // Go type, for reasons
+	rt     reflect.Type // the Go type itself (Decode)
 	elem   *node  // slice, array, map value, pointer target
 	length int    // kindArray
 	keys   keyKind
@@ -166,6 +169,7 @@ type node struct {
 }
 
 type field struct {
+	index  []int // the field's index path in its struct (reflect.Value.FieldByIndex)
 	name   string
 	seg    string // path segment: ".Name" or "[\"odd name\"]"
 	node   *node
@@ -222,7 +226,7 @@ func (c *compiler) node(t reflect.Type) *node {
 	if n, ok := c.nodes[t]; ok {
 		return n
 	}
-	n := &node{typ: t.String()}
+	n := &node{typ: t.String(), rt: t}
 	c.nodes[t] = n
 	if c.custom(t) || (t.Kind() != reflect.Pointer && c.custom(reflect.PointerTo(t))) {
 		// Marshal and Unmarshal hand the bytes to the type's own methods:
@@ -326,7 +330,7 @@ func (c *compiler) structFields(n *node, t reflect.Type) {
 	slices.SortFunc(fs, func(a, b jsonField) int { return slices.Compare(a.index, b.index) })
 	n.fields = make([]field, len(fs))
 	for i, jf := range fs {
-		f := field{name: jf.name, seg: segment(jf.name), node: c.node(jf.vtyp)}
+		f := field{index: jf.index, name: jf.name, seg: segment(jf.name), node: c.node(jf.vtyp)}
 		if jf.quoted {
 			base := f.node
 			if base.kind == kindPtr {
