@@ -159,8 +159,8 @@ type node struct {
 	nullOK bool         // null is acceptable here
 	typ    string       // Go type, for reasons
 	rt     reflect.Type // the Go type itself (Decode)
-	elem   *node  // slice, array, map value, pointer target
-	length int    // kindArray
+	elem   *node        // slice, array, map value, pointer target
+	length int          // kindArray
 	keys   keyKind
 	bits   int            // kindNumber for float32 (32) and float64 (64); 0 otherwise
 	fields []field        // kindStruct, in json.Marshal's order
