@@ -46,11 +46,37 @@ type Consumer interface {
 // that is no checkpoint.Joiner, and the thread waits as it did. When an
 // earlier attempt delivered the decision, the thread is continued as
 // ResumeGraph continues it, and the consumption recorded then stays.
+//
+// A Worker consumes by default (see ResumeGraph): ResumeGraphConsuming is
+// for a ResumeFunc that must consume, whatever the worker's options, or
+// that consumes in another store than the worker's.
 func ResumeGraphConsuming[S any](r *graph.Runnable[S], c Consumer, opts ...graph.RunOption) ResumeFunc {
 	return func(ctx context.Context, rec Record) error {
 		withJoin := append(append([]graph.RunOption(nil), opts...), graph.WithAnswerJoin(c.Consumption(rec.ID)))
 		return resumeGraph(ctx, r, rec, withJoin, opts)
 	}
+}
+
+// consumptionKey is the context key of the consumption a Worker hands
+// its ResumeFunc.
+type consumptionKey struct{}
+
+// withConsumption returns ctx carrying j, the work that consumes the
+// approval being resumed in the saver's transaction.
+func withConsumption(ctx context.Context, j checkpoint.Join) context.Context {
+	return context.WithValue(ctx, consumptionKey{}, j)
+}
+
+// ConsumptionFrom returns the work that consumes the approval a Worker is
+// resuming with ctx, in the transaction of the save that carries its
+// decision (graph.WithAnswerJoin), and true: a Worker whose store is a
+// Consumer hands it to its ResumeFunc's context, unless
+// WorkerOptions.NoConsume is set. It returns nil and false for any other
+// context. ResumeGraph uses it; a ResumeFunc of its own that resumes the
+// thread with graph.Runnable.Resume passes it as ResumeGraph does.
+func ConsumptionFrom(ctx context.Context) (checkpoint.Join, bool) {
+	j, ok := ctx.Value(consumptionKey{}).(checkpoint.Join)
+	return j, ok && j != nil
 }
 
 // consumptionDomain is the checksum domain of approval_consumptions rows.

@@ -149,16 +149,20 @@
 // before any node runs) makes it happen once. Resume threads only through
 // the worker, so that the answer a thread receives is the recorded one.
 //
-// With [ResumeGraphConsuming] over a [Consumer] (an SQLStore on the SQLite
-// saver's database, or the Postgres store beside its saver) the approval
-// is also consumed in the transaction of the save that carries its
-// decision into the thread ([Trail].Consumed): after a crash at any point
-// it is consumed exactly when the thread holds the answer, and a run that
-// lost its thread (paused past its lease while another runner took over)
-// consumes nothing: its save is refused with checkpoint.ErrThreadBusy
-// (DESIGN D16, D17). A store on another database makes every such resume
-// fail with checkpoint.ErrNotJoinable rather than consume unfenced; over a
-// MemoryStore (no Consumer) the thread's first-wins resume is what keeps a
+// A Worker whose store is a [Consumer] (an SQLStore on the SQLite
+// saver's database, or the Postgres store beside its saver) consumes by
+// default: [ResumeGraph], on a graph whose saver is a checkpoint.Joiner,
+// consumes the approval in the transaction of the save that carries its
+// decision into the thread ([Trail].Consumed), as [ResumeGraphConsuming]
+// does whatever the worker. After a crash at any point it is consumed
+// exactly when the thread holds the answer, and a run that lost its
+// thread (paused past its lease while another runner took over) consumes
+// nothing: its save is refused with checkpoint.ErrThreadBusy (DESIGN D16,
+// D17). A store on another database makes every such resume fail with
+// checkpoint.ErrNotJoinable rather than consume unfenced, and Worker.Run
+// stops with it: open the store on the saver's database, or opt out with
+// [WorkerOptions].NoConsume. Over a MemoryStore (no Consumer) or a
+// MemorySaver (no Joiner) the thread's first-wins resume is what keeps a
 // decision from being delivered twice.
 //
 // # Audit

@@ -86,7 +86,7 @@ var fenceBackends = []struct {
 
 // openPostgresFence opens the fixture on a schema of its own of the test
 // database, dropped at cleanup: the stores of one postgres.DB, the ledger
-// fenced by its saver.
+// with its default fence (the DB's saver).
 func openPostgresFence(t *testing.T, clock *fakeClock) *fenceFixture {
 	t.Helper()
 	url := os.Getenv("LOCKSTEP_POSTGRES_URL")
@@ -110,7 +110,8 @@ func openPostgresFence(t *testing.T, clock *fakeClock) *fenceFixture {
 		}
 		db.Close()
 	})
-	led, err := db.Ledger().WithOptions(ledger.Options{Now: clock.Now, Fence: db.Saver()})
+	// No Fence: the DB's ledger is fenced by its saver by default.
+	led, err := db.Ledger().WithOptions(ledger.Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -602,4 +603,146 @@ func TestHelperFenceCrash(t *testing.T) {
 	}
 	err = approval.ResumeGraphConsuming(r, f.store)(ctx, rec)
 	t.Fatalf("the resume ended (%v) before %s", err, os.Getenv(envFencePoint))
+}
+
+// TestWorkerFencesByDefault is the #8796 scenario through two approval
+// Workers with their default options (D16, D17): a Worker whose store is
+// a Consumer on the saver's database consumes the approval in the save
+// that carries the decision, so that worker A, paused past its lease
+// while worker B took the thread and the approval's claim over, commits
+// neither its checkpoint nor the consumption (its resume is refused with
+// ErrThreadBusy and retried later), and B's resume consumes it. With
+// WorkerOptions.NoConsume nothing is consumed.
+func TestWorkerFencesByDefault(t *testing.T) {
+	for _, be := range fenceBackends {
+		t.Run(be.name, func(t *testing.T) {
+			ctx := context.Background()
+			f := be.open(t, newClock())
+			a, b := f.runnable(t, "A"), f.runnable(t, "B")
+			rec := f.start(t, b, "worker")
+			worker := func(name string, r *graph.Runnable[fenceState], noConsume bool) *approval.Worker {
+				w, err := approval.NewWorker(f.store, approval.ResumeGraph(r), approval.WorkerOptions{Name: name, Lease: fenceTTL, NoConsume: noConsume})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return w
+			}
+			type pass struct {
+				rep approval.WorkerReport
+				err error
+			}
+			runOnce := func(w *approval.Worker) <-chan pass {
+				done := make(chan pass, 1)
+				go func() {
+					rep, err := w.RunOnce(ctx)
+					done <- pass{rep, err}
+				}()
+				return done
+			}
+			ga, gb := newGate(), newGate()
+			f.hooks["A"] = &fenceHooks{afterAsk: ga.wait}
+			f.hooks["B"] = &fenceHooks{afterAsk: gb.wait}
+			doneA := runOnce(worker("A", a, false))
+			<-ga.reached // A holds the thread; its answer and consumption are held
+			f.clock.Add(2 * fenceTTL)
+			doneB := runOnce(worker("B", b, false))
+			<-gb.reached // B holds the thread and the approval's claim now
+			close(ga.release)
+			pa := <-doneA
+			if pa.err != nil || pa.rep.Deferred != 1 || pa.rep.Resumed != 0 {
+				t.Fatalf("worker A: %+v, %v; want one deferred resume", pa.rep, pa.err)
+			}
+			if tr, err := f.store.Audit(ctx, rec.ID); err != nil || !tr.Consumed.IsZero() {
+				t.Fatalf("after A's refused resume: consumed at %v (%v), want not consumed", tr.Consumed, err)
+			}
+			if w := runWrites(t, f.saver, rec.Thread, "A-1"); len(w) > 0 {
+				t.Errorf("A's run saved %v", w)
+			}
+			f.clock.Add(time.Minute)
+			consumedAt := f.clock.Now()
+			close(gb.release)
+			if pb := <-doneB; pb.err != nil || pb.rep.Resumed != 1 {
+				t.Fatalf("worker B: %+v, %v; want one resume", pb.rep, pb.err)
+			}
+			tr, err := f.store.Audit(ctx, rec.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tr.Consumed.Equal(consumedAt) {
+				t.Errorf("consumed at %v, want B's save at %v", tr.Consumed, consumedAt)
+			}
+			if n := f.charges.Load(); n != 1 {
+				t.Errorf("charged %d times, want 1", n)
+			}
+
+			// NoConsume resumes without consuming.
+			rec2 := f.start(t, b, "no-consume")
+			if p := <-runOnce(worker("C", b, true)); p.err != nil || p.rep.Resumed != 1 {
+				t.Fatalf("NoConsume worker: %+v, %v", p.rep, p.err)
+			}
+			if tr, err := f.store.Audit(ctx, rec2.ID); err != nil || !tr.Consumed.IsZero() {
+				t.Errorf("NoConsume: consumed at %v (%v), want never", tr.Consumed, err)
+			}
+		})
+	}
+}
+
+// TestWorkerRefusesForeignStore: a Worker whose Consumer store is on
+// another database than the graph's saver does not resume without
+// consuming: the resume fails with an error matching
+// checkpoint.ErrNotJoinable, nothing of it is saved, the approval stays
+// due (its failure recorded), and Run stops with that error.
+func TestWorkerRefusesForeignStore(t *testing.T) {
+	ctx := context.Background()
+	f := newFenceFixture(t, newClock())
+	other, err := sqlite.Open(filepath.Join(t.TempDir(), "other.db"), sqlite.Config{Now: f.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	// The graph saves to other: f.store is not on its database.
+	r, err := graph.New[fenceState]().AddNode("refund", func(ctx context.Context, st fenceState) (graph.Update[fenceState], error) {
+		_, err := interrupt.Ask[approval.Decision](ctx, approvaltest.NewRequest(t, approvaltest.RefundSchema(t), epoch, st.Order, st.Amount))
+		return graph.Update[fenceState]{}, err
+	}).AddEdge(graph.START, "refund").AddEdge("refund", graph.END).Compile(graph.WithSaver(other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Invoke(ctx, "foreign", graph.Set(fenceState{Order: "order-foreign", Amount: 70}, "Order", "Amount"))
+	if err != nil || len(res.Interrupts) != 1 {
+		t.Fatalf("start: %v %+v", err, res)
+	}
+	item, err := approval.NewInbox(other, f.store).Get(ctx, res.Interrupts[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Decide(ctx, item, approval.Verdict{Outcome: approval.Approved, Reviewer: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	rec := approval.Record{ID: item.ID}
+	w, err := approval.NewWorker(f.store, approval.ResumeGraph(r), approval.WorkerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := w.RunOnce(ctx)
+	if !errors.Is(err, checkpoint.ErrNotJoinable) || rep.Deferred != 1 {
+		t.Fatalf("RunOnce: %+v, %v; want one deferred resume and ErrNotJoinable", rep, err)
+	}
+	f.clock.Add(time.Hour) // the retry is due
+	if err := w.Run(ctx, time.Millisecond); !errors.Is(err, checkpoint.ErrNotJoinable) {
+		t.Fatalf("Run: %v, want ErrNotJoinable", err)
+	}
+	got, err := f.store.Get(ctx, rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Resume.At.IsZero() || got.Resume.Attempts == 0 || !strings.Contains(got.Resume.LastError, "not opened on the saver's database") {
+		t.Errorf("resume bookkeeping %+v, want a recorded failed attempt, not resumed", got.Resume)
+	}
+	if snap, err := r.GetState(ctx, "foreign"); err != nil || snap.Status != graph.StatusWaiting {
+		t.Errorf("thread: %v %v, want it still waiting", snap.Status, err)
+	}
+	if tr, err := f.store.Audit(ctx, rec.ID); err != nil || !tr.Consumed.IsZero() {
+		t.Errorf("consumed at %v (%v), want not consumed", tr.Consumed, err)
+	}
 }

@@ -43,8 +43,31 @@ type ResumeFunc func(ctx context.Context, rec Record) error
 // the run completes (a failure is retried with the worker's backoff).
 // Nodes that must not repeat work on that path wrap it in graph.Durable,
 // as the tool node does.
+//
+// Called by a Worker whose store is a Consumer (SQLStore, package
+// postgres's store), on a graph whose saver is a checkpoint.Joiner (the
+// SQLite and Postgres savers), the resume consumes the approval in the
+// transaction of the save that carries its decision into the thread, as
+// ResumeGraphConsuming does (D16), so that the consumption is fenced by
+// the run's lease (D17): a worker that lost the thread (paused past its
+// lease while another took it over) commits neither its checkpoint nor
+// the consumption, and gets an error matching checkpoint.ErrThreadBusy.
+// A store opened on another database than the saver fails every resume
+// with an error matching checkpoint.ErrNotJoinable, and the worker stops
+// (see Worker.Run): open the store on the saver's database, or set
+// WorkerOptions.NoConsume. On a saver that is no checkpoint.Joiner
+// (MemorySaver), or with a store that is no Consumer (MemoryStore),
+// nothing could share the save's transaction: the resume is the plain
+// one, whose first-wins answer keeps the decision from being delivered
+// twice.
 func ResumeGraph[S any](r *graph.Runnable[S], opts ...graph.RunOption) ResumeFunc {
 	return func(ctx context.Context, rec Record) error {
+		if j, ok := ConsumptionFrom(ctx); ok {
+			if _, joins := r.Saver().(checkpoint.Joiner); joins {
+				withJoin := append(append([]graph.RunOption(nil), opts...), graph.WithAnswerJoin(j))
+				return resumeGraph(ctx, r, rec, withJoin, opts)
+			}
+		}
 		return resumeGraph(ctx, r, rec, opts, opts)
 	}
 }
@@ -154,6 +177,18 @@ type WorkerOptions struct {
 	// takes back whatever claim of the name none of its own attempts
 	// holds.
 	Name string
+	// NoConsume stops the worker from consuming approvals in the saver's
+	// transaction. By default a worker whose store is a Consumer hands
+	// its ResumeFunc the store's Consumption (ConsumptionFrom), which
+	// ResumeGraph joins to the save that carries the decision into the
+	// thread: the approval is consumed exactly when the thread holds its
+	// answer, and never by a run that lost the thread. That needs the
+	// store on the saver's database; set NoConsume only when it is not
+	// (approvals in a database of their own), where every resume would
+	// otherwise fail with an error matching checkpoint.ErrNotJoinable.
+	// The thread's first-wins resume still delivers a decision once;
+	// Trail.Consumed is then never set.
+	NoConsume bool
 }
 
 // Worker resumes the threads of decided approvals, so that the process
@@ -180,6 +215,9 @@ type Worker struct {
 	obs    *hookcall.Caller // o.Observer's; nil without one
 	// claimer is store as a ResumeClaimer, nil when it is not one.
 	claimer ResumeClaimer
+	// consumer is store as a Consumer, nil when it is not one or
+	// WorkerOptions.NoConsume is set.
+	consumer Consumer
 	// prefix and seq make the IDs of the worker's claims, unique to it.
 	prefix string
 	seq    atomic.Uint64
@@ -241,6 +279,9 @@ func NewWorker(store Store, resume ResumeFunc, opts WorkerOptions) (*Worker, err
 	}
 	w := &Worker{store: store, resume: resume, o: o, obs: hookcall.New(o.Observer, nil, o.Logger), prefix: prefix, live: map[string]bool{}}
 	w.claimer, _ = store.(ResumeClaimer)
+	if !o.NoConsume {
+		w.consumer, _ = store.(Consumer)
+	}
 	return w, nil
 }
 
@@ -304,7 +345,10 @@ type WorkerReport struct {
 }
 
 // RunOnce resumes every decision that is due now, each at most once per
-// call, and returns what it did. Over a ResumeClaimer it first takes back
+// call, and returns what it did. A resume that fails with an error
+// matching checkpoint.ErrNotJoinable (the store is not on the saver's
+// database, see WorkerOptions.NoConsume) is recorded as a failed attempt
+// and stops the pass with that error. Over a ResumeClaimer it first takes back
 // the claims of its name that none of its attempts holds (a killed
 // process of the name left them). It stops at the first error of the
 // store or of ctx (resumes in flight finish first); a resume's own
@@ -513,7 +557,15 @@ func (w *Worker) resumeOne(ctx context.Context, rec Record, takeBack string) (Wo
 	delay := w.backoff(ctx, attempts)
 	log.LogAttrs(ctx, slog.LevelWarn, "resume failed; will retry", slog.String("error", rerr.Error()), slog.Duration("after", delay))
 	rep.Deferred++
-	return rep, w.store.RetryResume(ctx, rec.ID, rerr.Error(), delay)
+	if err := w.store.RetryResume(ctx, rec.ID, rerr.Error(), delay); err != nil {
+		return rep, err
+	}
+	if errors.Is(rerr, checkpoint.ErrNotJoinable) {
+		// No resume of this worker can succeed: the store and the saver
+		// share no transaction. The approval waits, recorded as failed.
+		return rep, fmt.Errorf("approval: resume approval %s: %w (open the store on the graph's saver's database, or set WorkerOptions.NoConsume)", quoteShort(rec.ID), rerr)
+	}
+	return rep, nil
 }
 
 // handBackTimeout bounds the write that hands a stopped worker's claim
@@ -546,6 +598,9 @@ func (e *ResumePanicError) Error() string {
 // store its text, match it) calls none of its methods unprotected.
 func (w *Worker) callResume(ctx context.Context, rec Record) error {
 	var err error
+	if w.consumer != nil {
+		ctx = withConsumption(ctx, w.consumer.Consumption(rec.ID))
+	}
 	if p := safe.Call(func() { err = w.resume(ctx, rec) }); p != nil {
 		return &ResumePanicError{ID: rec.ID, Value: p.Value, Stack: p.Stack}
 	}
@@ -598,8 +653,10 @@ func notWaiting(err error) bool {
 // Run sweeps (when WorkerOptions.Sweeper is set) and resumes due decisions
 // every interval (0 means 1s) until ctx is done, and returns ctx's error.
 // Failures of a pass are logged and retried at the next one, except that
-// of a closed store: Run then returns that error (matching ErrClosed),
-// since no later pass can succeed. A negative interval is an *Error
+// of a closed store (matching ErrClosed) and that of a consumption that
+// cannot join the saver's transaction (matching checkpoint.ErrNotJoinable:
+// the store is on another database, see WorkerOptions.NoConsume): Run
+// then returns that error, since no later pass can succeed. A negative interval is an *Error
 // matching ErrInvalidConfig, and nothing runs.
 func (w *Worker) Run(ctx context.Context, every time.Duration) error {
 	if every < 0 {
@@ -617,7 +674,7 @@ func (w *Worker) Run(ctx context.Context, every time.Duration) error {
 			}
 		}
 		if _, err := w.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			if errors.Is(err, ErrClosed) {
+			if errors.Is(err, ErrClosed) || errors.Is(err, checkpoint.ErrNotJoinable) {
 				return err
 			}
 			w.o.Logger.LogAttrs(ctx, slog.LevelWarn, "approval worker pass failed", slog.String("error", err.Error()))

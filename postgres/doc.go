@@ -121,11 +121,12 @@
 // commit; Saver.Fenced runs work after checking the thread's lease with
 // its row locked FOR UPDATE. ApprovalStore.Consumption (table
 // approval_consumptions, schema 5) consumes an approval in the save that
-// carries its decision (approval.ResumeGraphConsuming); a Ledger given the
-// DB's Saver as its Fence (Ledger.WithOptions with ledger.Options.Fence)
-// begins, completes and releases a leased run's intents only while the run
-// holds the thread's lease, and its CompleteJoin records an outcome with
-// the write that saves the call's result. The transaction handed to a
+// carries its decision (an approval.Worker on the DB's Approvals does it
+// by default, see approval.ResumeGraph); the Ledger is fenced by the DB's
+// Saver by default (ledger.Options.Unfenced turns that off): it begins,
+// completes and releases a leased run's intents only while the run holds
+// the thread's lease, and its CompleteJoin records an outcome with the
+// write that saves the call's result. The transaction handed to a
 // Join is this package's own: only this DB's stores run in it, and theirs
 // refuse another DB's with checkpoint.ErrNotJoinable.
 //

@@ -17,7 +17,8 @@ import (
 
 // Ledger is a ledger.Ledger on PostgreSQL, in the tables ledger and
 // messages of the DB's schema, with the rules of ledger.Memory and
-// ledger.SQL (it passes ledgertest). Get it from DB.Ledger. Every write
+// ledger.SQL (it passes ledgertest). Get it from DB.Ledger: it is fenced
+// by the DB's Saver (see WithOptions). Every write
 // is one transaction; Begin reads the record it may replace with FOR
 // UPDATE, so that concurrent Begins of one key decide one at a time. It is
 // safe for concurrent use by any number of goroutines and processes.
@@ -114,27 +115,36 @@ func textOnly(what ...string) error {
 }
 
 func newLedger(db *DB) (*Ledger, error) {
-	o, err := ledger.ResolveOptions(ledger.Options{Retention: db.cfg.LedgerRetention, Now: db.cfg.Now})
-	if err != nil {
-		return nil, err
-	}
-	return &Ledger{db: db, opts: o}, nil
+	return fencedBy(db, ledger.Options{Retention: db.cfg.LedgerRetention, Now: db.cfg.Now})
 }
 
-// WithOptions returns a ledger on the same tables with other options
-// (retention, clock, and the fence: ledger.Options.Fence set to the DB's
-// Saver fences the intents of leased runs by their thread's lease, D17).
-// It returns an error matching ledger.ErrInvalid for bad options and for
-// a Fence that is not this DB's Saver.
-func (l *Ledger) WithOptions(o ledger.Options) (*Ledger, error) {
+// fencedBy returns the ledger of db with options o, fenced by db's saver
+// unless o.Unfenced.
+func fencedBy(db *DB, o ledger.Options) (*Ledger, error) {
 	o, err := ledger.ResolveOptions(o)
 	if err != nil {
 		return nil, err
 	}
-	if o.Fence != nil && o.Fence != ledger.Fencer(l.db.saver) {
-		return nil, fmt.Errorf("%w: Options.Fence is not the saver of this ledger's DB (pass db.Saver())", ledger.ErrInvalid)
+	if o.Fence != nil && o.Fence != ledger.Fencer(db.saver) {
+		return nil, fmt.Errorf("%w: Options.Fence is not the saver of this ledger's DB (pass db.Saver(), or leave it nil: the ledger is fenced by it by default)", ledger.ErrInvalid)
 	}
-	return &Ledger{db: l.db, opts: o}, nil
+	if !o.Unfenced {
+		o.Fence = db.saver
+	}
+	return &Ledger{db: db, opts: o}, nil
+}
+
+// WithOptions returns a ledger on the same tables with other options:
+// retention, clock, and the fence. The ledger is fenced by the DB's Saver
+// unless o.Unfenced is set: the intents of leased runs are begun,
+// completed and released only while the run holds the thread's lease
+// (D17), and their outcomes commit with the write that saves the call's
+// result (CompleteJoin, D16). Set Unfenced only for graphs that save
+// their checkpoints elsewhere (see ledger.Options.Unfenced). It returns
+// an error matching ledger.ErrInvalid for bad options, for a Fence that
+// is not this DB's Saver, and for Unfenced with a Fence.
+func (l *Ledger) WithOptions(o ledger.Options) (*Ledger, error) {
+	return fencedBy(l.db, o)
 }
 
 // wrap adds the operation and key to a storage error and leaves the

@@ -324,7 +324,8 @@ func (db *DB) Saver() *Saver { return db.saver }
 // Approvals returns the approval store.
 func (db *DB) Approvals() *ApprovalStore { return db.approvals }
 
-// Ledger returns the idempotency ledger.
+// Ledger returns the idempotency ledger, fenced by the DB's Saver (see
+// Ledger.WithOptions).
 func (db *DB) Ledger() *Ledger { return db.ledger }
 
 // Pool returns the connection pool, for an application that keeps its own

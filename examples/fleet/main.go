@@ -125,7 +125,13 @@ func request(thread string, s State) approval.Request {
 // before the hotel's write, the outcome after; an intent a killed worker
 // left is reconciled against the hotel's own table.
 func reserveOnce(ctx context.Context, db *postgres.DB, info graph.TaskInfo, worker string) (string, error) {
-	led := db.Ledger()
+	led := db.Ledger() // fenced by the thread's lease (D17)
+	// The intent commits only while this run holds the thread's lease,
+	// which it must then hold in the saver (a new thread's first step has
+	// not written yet).
+	if err := graph.OwnThread(ctx); err != nil {
+		return "", err
+	}
 	key := "book:" + info.Thread
 	in := ledger.Intent{Key: key, Tool: "book", ArgsHash: "h-" + info.Thread, Owner: worker + "/" + info.Run, Lease: time.Minute, Thread: info.Thread, Run: info.Run}
 	e, started, err := led.Begin(ctx, in)

@@ -98,6 +98,21 @@ type ackLedger struct {
 	r *Reporter
 }
 
+// Fenced forwards the wrapped ledger's fence (ledger.Joiner), so that the
+// executor checks the run's lease before a fenced intent as it does on
+// the ledger itself.
+func (a *ackLedger) Fenced() bool {
+	j, ok := a.Ledger.(ledger.Joiner)
+	return ok && j.Fenced()
+}
+
+// CompleteJoin records no outcome in the saver's transaction: the
+// executor then calls Complete (fenced by the wrapped ledger when it is),
+// after whose commit the outcome is acknowledged.
+func (a *ackLedger) CompleteJoin(string, string, ledger.Outcome) func(ctx context.Context, tx any) error {
+	return nil
+}
+
 func (a *ackLedger) Complete(ctx context.Context, key, owner string, o ledger.Outcome) error {
 	if err := a.Ledger.Complete(ctx, key, owner, o); err != nil {
 		return err

@@ -416,7 +416,23 @@ type Options struct {
 	// database is not the Fence's (an error that matches
 	// checkpoint.ErrNotJoinable as well, as does the work of a SQL
 	// ledger run in a transaction on another database).
+	//
+	// Package postgres's ledger is fenced by its DB's saver by default
+	// (Fence nil means that saver there; Unfenced turns it off). NewSQL
+	// cannot find the saver on its own: pass the saver whose DB it is
+	// opened on.
 	Fence Fencer
+	// Unfenced turns off the default fence of a ledger that has one
+	// (package postgres's, fenced by its DB's saver). Set it only when
+	// the graphs that use the ledger save their checkpoints to another
+	// database, whose leases the ledger's database does not hold: their
+	// leased intents would otherwise be refused with an error matching
+	// checkpoint.ErrThreadBusy. A ledger then judges an earlier run's
+	// intent as unfenced ledgers do (see the package doc), and a run that
+	// lost its thread can record what its successor must reconcile.
+	// Unfenced with a Fence is ErrInvalid; for NewSQL and NewMemory,
+	// which have no default fence, it changes nothing.
+	Unfenced bool
 }
 
 // Joiner is a Ledger that can be fenced by a saver (Options.Fence) and
@@ -448,6 +464,9 @@ type Fencer interface {
 func (o Options) resolved() (Options, error) {
 	if o.Retention < 0 {
 		return o, fmt.Errorf("%w: negative retention %v", ErrInvalid, o.Retention)
+	}
+	if o.Unfenced && o.Fence != nil {
+		return o, fmt.Errorf("%w: Options.Unfenced with a Fence: set one or the other", ErrInvalid)
 	}
 	if o.Retention == 0 {
 		o.Retention = DefaultRetention

@@ -267,3 +267,38 @@ func TestSQLTwoProcesses(t *testing.T) {
 		t.Errorf("record = %+v, %v", e, err)
 	}
 }
+
+// dbFence is a Fencer on a database that runs nothing: NewSQL only
+// checks whose database it is.
+type dbFence struct{ db *sql.DB }
+
+func (f dbFence) DB() *sql.DB { return f.db }
+
+func (f dbFence) Fenced(context.Context, string, string, func(ctx context.Context, tx any) error) error {
+	return errors.New("not run")
+}
+
+// TestUnfencedOption: Unfenced with a Fence is refused with ErrInvalid by
+// both ledgers; alone it changes nothing for a ledger with no default
+// fence.
+func TestUnfencedOption(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, filepath.Join(t.TempDir(), "l.db"))
+	if _, err := ledger.NewSQL(ctx, db, ledger.Options{Unfenced: true, Fence: dbFence{db}}); !errors.Is(err, ledger.ErrInvalid) {
+		t.Errorf("NewSQL with Unfenced and a Fence: %v, want ErrInvalid", err)
+	}
+	if _, err := ledger.NewMemory(ledger.Options{Unfenced: true, Fence: dbFence{db}}); !errors.Is(err, ledger.ErrInvalid) {
+		t.Errorf("NewMemory with Unfenced and a Fence: %v, want ErrInvalid", err)
+	}
+	l, err := ledger.NewSQL(ctx, db, ledger.Options{Unfenced: true})
+	if err != nil || l.Fenced() {
+		t.Errorf("NewSQL with Unfenced: fenced %v, %v", l != nil && l.Fenced(), err)
+	}
+	fl, err := ledger.NewSQL(ctx, db, ledger.Options{Fence: dbFence{db}})
+	if err != nil || !fl.Fenced() {
+		t.Errorf("NewSQL with a Fence: %v", err)
+	}
+	if _, err := ledger.NewMemory(ledger.Options{Unfenced: true}); err != nil {
+		t.Errorf("NewMemory with Unfenced: %v", err)
+	}
+}

@@ -160,7 +160,7 @@ func open(ctx context.Context, cfg Config) (_ *app, err error) {
 	if err != nil {
 		return nil, err
 	}
-	led, err := ledger.NewSQL(ctx, db, ledger.Options{})
+	led, err := ledger.NewSQL(ctx, db, ledger.Options{Fence: saver}) // fenced by the thread's lease (D17)
 	if err != nil {
 		return nil, err
 	}

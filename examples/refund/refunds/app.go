@@ -110,7 +110,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, err
 	}
-	led, err := ledger.NewSQL(ctx, db, ledger.Options{})
+	led, err := ledger.NewSQL(ctx, db, ledger.Options{Fence: saver}) // fenced by the thread's lease (D17)
 	if err != nil {
 		return nil, err
 	}

@@ -232,7 +232,7 @@ func Run(ctx context.Context, cfg Config) (_ Counts, err error) {
 	if err != nil {
 		return Counts{}, err
 	}
-	led, err := ledger.NewSQL(ctx, db, ledger.Options{})
+	led, err := ledger.NewSQL(ctx, db, ledger.Options{Fence: saver}) // fenced by the thread's lease (D17)
 	if err != nil {
 		return Counts{}, err
 	}
