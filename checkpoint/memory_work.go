@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -261,4 +262,36 @@ func (s *MemorySaver) Queued(ctx context.Context, thread string, limit int) ([]Q
 func cloneInput(in QueuedInput) QueuedInput {
 	in.Input = bytes.Clone(in.Input)
 	return in
+}
+
+var _ RunnerLeases = (*MemorySaver)(nil)
+
+// LeasedBy implements RunnerLeases. It returns an error wrapping
+// ErrInvalid for an empty runner or a negative limit, and ctx's error
+// when ctx is done.
+func (s *MemorySaver) LeasedBy(ctx context.Context, runner string, limit int) ([]LeaseInfo, error) {
+	if err := ValidateLeasedBy(runner, limit); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	now := s.now()
+	var out []LeaseInfo
+	for k, t := range s.threads {
+		if k.ns != "" || t.leaseRunner != runner {
+			continue
+		}
+		l := LeaseInfo{Thread: k.thread, Owner: t.leaseOwner, Runner: t.leaseRunner, Epoch: t.leaseEpoch, Until: t.leaseUntil}
+		if l.Live(now) {
+			out = append(out, l)
+		}
+	}
+	slices.SortFunc(out, func(a, b LeaseInfo) int { return strings.Compare(a.Thread, b.Thread) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
 }

@@ -274,3 +274,31 @@ func ValidateSettlement(s Settlement) error {
 	}
 	return nil
 }
+
+// RunnerLeases is implemented by savers that find the threads leased
+// under a runner name (the memory, SQLite and Postgres savers). A pool of
+// workers (package workers) uses it when it starts, to take back at once
+// the threads that an earlier process of its runner name (one that was
+// killed, or is paused or cut off from the database) left leased, rather
+// than wait out their leases.
+type RunnerLeases interface {
+	// LeasedBy returns the root threads whose lease names runner
+	// (Lease.Runner) and is live at the saver's now, with their owner,
+	// epoch and end, in thread order, at most limit of them (0: all). It
+	// returns an error wrapping ErrInvalid for an empty runner or a
+	// negative limit, ctx's error, and the store's error when it fails.
+	LeasedBy(ctx context.Context, runner string, limit int) ([]LeaseInfo, error)
+}
+
+// ValidateLeasedBy checks the arguments of RunnerLeases.LeasedBy: a
+// runner and a limit that is not negative. It returns an error wrapping
+// ErrInvalid. Savers share this rule through it.
+func ValidateLeasedBy(runner string, limit int) error {
+	switch {
+	case runner == "":
+		return fmt.Errorf("%w: leases of a runner: empty runner name", ErrInvalid)
+	case limit < 0:
+		return fmt.Errorf("%w: leases of runner %q: negative limit %d", ErrInvalid, runner, limit)
+	}
+	return nil
+}

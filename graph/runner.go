@@ -44,6 +44,14 @@ func WithRunner(name string) Option {
 // the one its runs' leases name, and a *checkpoint.BusyError reports.
 func (r *Runnable[S]) Runner() string { return r.cfg.runner }
 
+// Running reports whether owner (a lease's owner, a run ID) is a run of
+// this Runnable that has not ended. A lease of this Runnable's runner
+// whose owner is not running was left by a run that ended without
+// releasing it, or by another process under the same runner name, and may
+// be taken back (checkpoint.Lease.TakeBack), as package workers' pools do
+// when they start.
+func (r *Runnable[S]) Running(owner string) bool { return r.live.has(owner) }
+
 // LeaseTTL returns how long a run's claim on its thread lasts without
 // renewal (see WithLeaseTTL).
 func (r *Runnable[S]) LeaseTTL() time.Duration { return r.cfg.leaseTTL }

@@ -269,11 +269,17 @@ FROM $S.writes w JOIN unnest($1::text[], $2::text[]) AS k(thread, id) ON w.threa
 
 const leaseSQL = `SELECT lease_owner, lease_runner, lease_epoch, lease_until FROM $S.threads WHERE thread_id = $1::text AND checkpoint_ns = ''`
 
+// leasedBySQL lists the root threads whose lease names runner $1 and is
+// live at $2, at most $3 (NULL: all), by thread ID.
+const leasedBySQL = `SELECT thread_id, lease_owner, lease_epoch, lease_until FROM $S.threads
+	WHERE lease_owner IS NOT NULL AND lease_runner = $1::text AND lease_until > $2::bigint AND checkpoint_ns = ''
+	ORDER BY thread_id LIMIT $3::bigint`
+
 // queries are the statements with the schema name in place.
 type queries struct {
 	put, putWrites, claim, release, deleteThread, thread, checkpointStep, interruptIDs, lockThread, rootLease, takeRoot string
 	putTopology, topologyName, getTopology, latestTopology                                                              string
-	get, list, listWrites, listBlobs, threads, interruptWrites, headWrites, lease                                       string
+	get, list, listWrites, listBlobs, threads, interruptWrites, headWrites, lease, leasedBy                             string
 	approval                                                                                                            approvalQueries
 	work                                                                                                                workQueries
 	ledger                                                                                                              ledgerQueries
@@ -285,7 +291,7 @@ func newQueries(schema string) *queries {
 		put: s(putSQL), putWrites: s(putWritesSQL), claim: s(claimSQL), release: s(releaseSQL), deleteThread: s(deleteThreadSQL),
 		thread: s(threadSQL), checkpointStep: s(checkpointStepSQL), interruptIDs: s(interruptIDsSQL), lockThread: s(lockThreadSQL), rootLease: s(rootLeaseSQL), takeRoot: s(takeRootSQL),
 		get: s(getSQL), list: s(listSQL), listWrites: s(listWritesSQL), listBlobs: s(listBlobsSQL), threads: s(threadsSQL),
-		interruptWrites: s(interruptWritesSQL), headWrites: s(headWritesSQL), lease: s(leaseSQL),
+		interruptWrites: s(interruptWritesSQL), headWrites: s(headWritesSQL), lease: s(leaseSQL), leasedBy: s(leasedBySQL),
 		putTopology: s(putTopologySQL), topologyName: s(topologyNameSQL), getTopology: s(getTopologySQL), latestTopology: s(latestTopologySQL),
 		approval: newApprovalQueries(s), ledger: newLedgerQueries(s), work: newWorkQueries(s),
 	}

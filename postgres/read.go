@@ -612,6 +612,48 @@ func (s *Saver) Lease(ctx context.Context, thread, ns string) (checkpoint.LeaseI
 	return info, nil
 }
 
+var _ checkpoint.RunnerLeases = (*Saver)(nil)
+
+// LeasedBy implements checkpoint.RunnerLeases: one query over the threads
+// table (a pool runs it once when it starts). It returns an error
+// wrapping checkpoint.ErrInvalid for an empty runner or a negative limit,
+// ctx's error, checkpoint.ErrClosed, or a *StoreError.
+func (s *Saver) LeasedBy(ctx context.Context, runner string, limit int) ([]checkpoint.LeaseInfo, error) {
+	if err := checkpoint.ValidateLeasedBy(runner, limit); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := s.live(); err != nil {
+		return nil, err
+	}
+	var lim *int64
+	if limit > 0 {
+		n := int64(limit)
+		lim = &n
+	}
+	rows, err := s.db.pool.Query(ctx, s.db.q.leasedBy, runner, s.db.now().UnixNano(), lim)
+	if err != nil {
+		return nil, s.readErr("leases of runner", "", err)
+	}
+	defer rows.Close()
+	var out []checkpoint.LeaseInfo
+	for rows.Next() {
+		l := checkpoint.LeaseInfo{Runner: runner}
+		var epoch, until int64
+		if err := rows.Scan(&l.Thread, &l.Owner, &epoch, &until); err != nil {
+			return nil, s.readErr("leases of runner", "", err)
+		}
+		l.Epoch, l.Until = uint64(epoch), time.Unix(0, until).UTC()
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.readErr("leases of runner", "", err)
+	}
+	return out, nil
+}
+
 // PendingInterrupts implements checkpoint.InterruptLister: it walks the
 // interrupt writes on the root heads in the order they were first saved
 // (the writes table's seq, which a write saved again keeps), and reads

@@ -40,8 +40,35 @@
 // marked due until the pool settles it, so work is never lost: a worker
 // that dies leaves its threads due once their leases lapse (within one
 // lease period of its death: the last renewal was at most a lease period
-// before), and another worker claims them then; the pool also wakes at the
+// before), and another worker claims them then, unless a worker of the
+// same name takes them back first (see Names and take-back); the pool also wakes at the
 // end of every lease it knows of, not only every Options.Poll.
+//
+// # Names and take-back
+//
+// A pool's name is its Runnable's runner name (graph.WithRunner): its
+// claims' leases name it, and so do its approval worker's claims (the
+// approval worker is named after it unless Options.Approval.Name is set).
+// The default runner name is random per Runnable, so a process that dies
+// leaves its threads leased until their leases lapse. Give each worker
+// process a name that stays the same across its restarts
+// ("billing-worker-1"): when a pool starts (its first Run or RunOnce) it
+// takes back at once every thread whose live lease names its runner but
+// no run of its own process, as a killed predecessor of the same name left
+// them, and works on each as on a claimed thread (Report.TakenBack counts
+// them). Each take-back grows the thread's lease epoch, so that the
+// predecessor, if it is in fact alive (paused, or cut off from the
+// database, rather than dead), is refused by the fence: none of its writes
+// lands, and nothing runs twice. It needs a saver that lists leases by
+// runner (checkpoint.RunnerLeases: the memory, SQLite and Postgres
+// savers).
+//
+// Names must be unique among the processes that run at the same time.
+// When two live pools share one, the one that starts later takes the
+// other's threads back: the older is fenced (its runs fail with an error
+// matching checkpoint.ErrThreadBusy and are settled as lost claims), so
+// no effect happens twice and nothing is lost, but the older pool's work
+// in flight is thrown away, and each restart of either repeats it.
 //
 // # Shutdown
 //

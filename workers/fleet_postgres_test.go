@@ -32,7 +32,7 @@ import (
 // envWitness, envThreads and envPool.
 const (
 	envSchema = "WORKERS_TEST_SCHEMA"
-	envSlot   = "WORKERS_TEST_SLOT" // the worker's slot: its approval worker's name
+	envSlot   = "WORKERS_TEST_SLOT" // the worker's slot: its runner's and approval worker's name, the same when a killed worker is replaced
 )
 
 // pgFleetPoints are where the Postgres crash loop kills: the engine's
@@ -123,7 +123,7 @@ func pgCrashChild() error {
 	defer w.Close()
 	led := crashtest.AckLedger(db.Ledger(), rep)
 	r, err := bookingGraph(led, w, os.Getenv(envWitness), hit).Compile(
-		graph.WithSaver(crashtest.AckSaver(db.Saver(), rep)), graph.WithRunner("fleet"), graph.WithLeaseTTL(fleetLease))
+		graph.WithSaver(crashtest.AckSaver(db.Saver(), rep)), graph.WithRunner("fleet-slot-"+os.Getenv(envSlot)), graph.WithLeaseTTL(fleetLease))
 	if err != nil {
 		return err
 	}

@@ -168,6 +168,8 @@ func runFleetChild(role string) int {
 		err = loadChild()
 	case "crash-pg":
 		err = pgCrashChild()
+	case "takeback":
+		err = takeBackChild()
 	default:
 		err = fmt.Errorf("unknown role %q", role)
 	}
@@ -250,7 +252,7 @@ func crashChild() error {
 	defer w.Close()
 	led := crashtest.AckLedger(sl, rep)
 	r, err := bookingGraph(led, w, os.Getenv(envWitness), hit).Compile(
-		graph.WithSaver(crashtest.AckSaver(s, rep)), graph.WithRunner("fleet"), graph.WithLeaseTTL(fleetLease))
+		graph.WithSaver(crashtest.AckSaver(s, rep)), graph.WithRunner("fleet-slot-"+os.Getenv(envSlot)), graph.WithLeaseTTL(fleetLease))
 	if err != nil {
 		return err
 	}
@@ -393,8 +395,8 @@ func TestCrashLoopThreeWorkers(t *testing.T) {
 		db, witness := filepath.Join(dir, "fleet.db"), filepath.Join(dir, "witness")
 		enqueueBookings(t, db, bookings)
 		hist, kills, failure := loop.scenario(ctx, func(n int) (crashtest.Plan, string) { return fleetPlan(seed, n) },
-			func(int) []string {
-				return []string{envChild + "=crash", envDB + "=" + db, envWitness + "=" + witness, envThreads + "=" + strconv.Itoa(bookings)}
+			func(slot int) []string {
+				return []string{envChild + "=crash", envDB + "=" + db, envWitness + "=" + witness, envThreads + "=" + strconv.Itoa(bookings), envSlot + "=" + strconv.Itoa(slot)}
 			})
 		if failure != nil {
 			t.Fatalf("seed %d, scenario %d: %v", seed, scenario, failure)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -84,6 +85,9 @@ type Pool[S any] struct {
 	slots  chan struct{}
 	wake   chan struct{}
 	active atomic.Bool
+	// tookBack is set once the pool took back the leases an earlier
+	// process of its runner name left (takeBack).
+	tookBack atomic.Bool
 
 	mu      sync.Mutex
 	threads map[string]int            // threads this pool works on now
@@ -148,6 +152,11 @@ func New[S any](r *graph.Runnable[S], opts Options) (*Pool[S], error) {
 		}
 		if wo.Logger == nil {
 			wo.Logger = o.Logger
+		}
+		if wo.Name == "" && len(p.runner) <= approval.MaxClaimBytes {
+			// The pool's name: a process run again under it takes back
+			// the approval claims its killed predecessor left.
+			wo.Name = p.runner
 		}
 		aw, err := approval.NewWorker(o.Approvals, p.resumeApproval, wo)
 		if err != nil {
@@ -280,6 +289,11 @@ type Report struct {
 	HandedBack int
 	// Resumed counts approvals resumed (see approval.WorkerReport).
 	Resumed int
+	// TakenBack counts the threads the pool took back when it started:
+	// their live leases named its runner but no run of this process (an
+	// earlier process of the same name left them; see Pool.Run). Each is
+	// also counted as a claim, by what its run did.
+	TakenBack int
 }
 
 func (r *Report) add(o outcome) {
@@ -299,7 +313,8 @@ func (r *Report) add(o outcome) {
 }
 
 // RunOnce claims the threads due now (as many at a time as the pool has
-// free slots), runs them, and returns once every one is settled; a thread
+// free slots; on the pool's first call, first the threads an earlier
+// process of its name left leased, see Run), runs them, and returns once every one is settled; a thread
 // that is due again at once (more input queued) is claimed again in the
 // same call. With Options.Approvals it then resumes the decided approvals
 // (approval.Worker.RunOnce). It returns the first error of the store or
@@ -309,13 +324,23 @@ func (p *Pool[S]) RunOnce(ctx context.Context) (Report, error) {
 		rep Report
 		mu  sync.Mutex
 	)
+	add := func(o outcome) {
+		mu.Lock()
+		rep.add(o)
+		mu.Unlock()
+	}
+	if !p.tookBack.Load() {
+		var wg sync.WaitGroup
+		n, err := p.takeBack(ctx, ctx, &wg, add)
+		wg.Wait()
+		rep.TakenBack += n
+		if err != nil {
+			return rep, err
+		}
+	}
 	for {
 		var wg sync.WaitGroup
-		n, err := p.claim(ctx, &wg, func(o outcome) {
-			mu.Lock()
-			rep.add(o)
-			mu.Unlock()
-		})
+		n, err := p.claim(ctx, &wg, add)
 		wg.Wait()
 		if err != nil {
 			return rep, err
@@ -370,10 +395,63 @@ func (p *Pool[S]) claimNext(ctx, runCtx context.Context, wg *sync.WaitGroup, don
 	return len(b.Threads), b.Next, nil
 }
 
+// takeBack claims at once, with TakeBack, every thread whose live lease
+// names the pool's runner and whose owner is no run of the Runnable in
+// this process, and works on each as on a claimed thread (wg counts them;
+// done is told each outcome), taking a slot for each as one frees. It
+// runs once per pool (its first Run or RunOnce that gets that far): the
+// leases it finds were left by an earlier process of the runner name,
+// killed, or alive but paused or cut off, which the new claim's epoch
+// fences. A lease that passed to another owner since it was read is left
+// to it. It returns how many threads it took back.
+func (p *Pool[S]) takeBack(ctx, runCtx context.Context, wg *sync.WaitGroup, done func(outcome)) (int, error) {
+	rl, ok := p.store.(checkpoint.RunnerLeases)
+	if !ok {
+		p.tookBack.Store(true)
+		return 0, nil
+	}
+	leases, err := rl.LeasedBy(ctx, p.runner, 0)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, l := range leases {
+		if p.r.Running(l.Owner) {
+			continue // a run of this process, not an earlier one's
+		}
+		if err := p.acquire(ctx); err != nil {
+			return n, err
+		}
+		d, err := p.store.Hold(ctx, l.Thread, checkpoint.Lease{Owner: p.newID(), Runner: p.runner, TTL: p.ttl, TakeBack: l.Owner})
+		if err != nil {
+			p.release()
+			if errors.Is(err, checkpoint.ErrThreadBusy) {
+				continue // the lease passed to another owner since: theirs
+			}
+			return n, err
+		}
+		n++
+		p.o.Logger.LogAttrs(ctx, slog.LevelInfo, "took back a thread an earlier process of the pool's name left leased",
+			slog.String("thread", l.Thread), slog.String("runner", p.runner), slog.String("owner", l.Owner), slog.Uint64("epoch", d.Epoch))
+		wg.Go(func() {
+			defer p.release()
+			o := p.process(runCtx, d)
+			if done != nil {
+				done(o)
+			}
+		})
+	}
+	p.tookBack.Store(true)
+	return n, nil
+}
+
 // Run works on due threads until ctx ends, then stops claiming, lets the
 // runs in flight finish for up to Options.Drain, cancels the rest (their
 // threads are handed back, due at once for another worker) and returns
-// ctx's error once every run has returned. With Options.Approvals it also
+// ctx's error once every run has returned. It first takes back the
+// threads an earlier process of the pool's name left leased (see the
+// package doc, Names and take-back; a failure is logged and retried at the
+// next poll). With Options.Approvals it also
 // resumes decided approvals (approval.Worker.Run; those in flight are
 // handed back at once). A failing store is logged and retried at the next
 // poll. It returns ErrRunning, doing nothing, while another Run of the
@@ -401,6 +479,11 @@ func (p *Pool[S]) Run(ctx context.Context) error {
 	defer timer.Stop()
 	for ctx.Err() == nil {
 		wait := p.o.Poll
+		if !p.tookBack.Load() {
+			if _, err := p.takeBack(ctx, runCtx, &wg, nil); err != nil && ctx.Err() == nil {
+				p.o.Logger.Warn("taking back the leases of the pool's name failed; trying again at the next poll", slog.String("error", err.Error()), slog.Duration("poll", p.o.Poll))
+			}
+		}
 		n, next, err := p.claimNext(ctx, runCtx, &wg, nil)
 		switch {
 		case err != nil:

@@ -471,3 +471,48 @@ func (s *Saver) Queued(ctx context.Context, thread string, limit int) ([]checkpo
 	}
 	return out, nil
 }
+
+// selectLeasedBy lists the root threads whose lease names runner ?1 and
+// is live at ?2, at most ?3 (-1: all), by thread ID.
+const selectLeasedBy = `SELECT thread_id, lease_owner, lease_epoch, lease_until FROM threads
+	WHERE lease_owner IS NOT NULL AND lease_runner = ?1 AND lease_until > ?2 AND checkpoint_ns = ''
+	ORDER BY thread_id LIMIT ?3`
+
+var _ checkpoint.RunnerLeases = (*Saver)(nil)
+
+// LeasedBy implements checkpoint.RunnerLeases: one query over the threads
+// table (it walks the leased threads' partial index; a pool runs it once
+// when it starts). It returns an error wrapping checkpoint.ErrInvalid for
+// an empty runner or a negative limit, and a *StoreError when SQLite
+// fails.
+func (s *Saver) LeasedBy(ctx context.Context, runner string, limit int) ([]checkpoint.LeaseInfo, error) {
+	if err := checkpoint.ValidateLeasedBy(runner, limit); err != nil {
+		return nil, err
+	}
+	if limit == 0 {
+		limit = -1
+	}
+	var out []checkpoint.LeaseInfo
+	err := s.read(ctx, opInfo{op: "leases of runner"}, func(c *sql.Conn) error {
+		out = nil
+		rows, err := c.QueryContext(ctx, selectLeasedBy, runner, s.cfg.now().UnixNano(), limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			l := checkpoint.LeaseInfo{Runner: runner}
+			var epoch, until int64
+			if err := rows.Scan(&l.Thread, &l.Owner, &epoch, &until); err != nil {
+				return err
+			}
+			l.Epoch, l.Until = uint64(epoch), time.Unix(0, until).UTC()
+			out = append(out, l)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -172,7 +172,9 @@ func confirmation(id int64) string { return fmt.Sprintf("HB-%04d", id) }
 
 // compile compiles the booking graph as every process does.
 func compile(db *postgres.DB, worker string) (*graph.Runnable[State], error) {
-	return bookGraph(db, worker).Compile(graph.WithSaver(db.Saver()), graph.WithRunner("fleet"), graph.WithLeaseTTL(lease))
+	// The worker's name is its runner's: a worker run again under it takes
+	// back at once the threads its killed predecessor left leased.
+	return bookGraph(db, worker).Compile(graph.WithSaver(db.Saver()), graph.WithRunner(worker), graph.WithLeaseTTL(lease))
 }
 
 // workerMain is a worker process: a pool on the database, resuming
