@@ -229,3 +229,46 @@ func BenchmarkW3SQLFloor(b *testing.B) {
 }
 
 const thread0 = "rec-thread-0001"
+
+// w1TxnPerStep counts the write transactions (BEGIN statements on the
+// saver's connections) of w1TxnRuns W1 runs on a fresh SQLite saver at
+// sync, compiled with extra, per node step. The runs are apart from the
+// timed ones, which run on the plain driver.
+func w1TxnPerStep(b *testing.B, sync sqlite.Synchronous, extra ...graph.Option) float64 {
+	const w1TxnRuns = 20
+	rd := &recDriver{}
+	name := fmt.Sprintf("lockstep-txn-%p", rd)
+	sql.Register(name, rd)
+	s, err := sqlite.Open(filepath.Join(b.TempDir(), "txn.db"), sqlite.Config{Synchronous: sync, DriverName: name})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	r, err := w1Graph().Compile(append([]graph.Option{graph.WithSaver(s)}, extra...)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	input := graph.Set(w1State{Count: 0}, "Count")
+	if _, err := r.Invoke(ctx, "txn-warm-up", input); err != nil {
+		b.Fatal(err)
+	}
+	rd.mu.Lock()
+	rd.on = true
+	rd.mu.Unlock()
+	for i := range w1TxnRuns {
+		if _, err := r.Invoke(ctx, fmt.Sprintf("txn-%d", i), input); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	rd.on = false
+	txs := 0
+	for _, st := range rd.log {
+		if strings.HasPrefix(st.sql, "BEGIN") {
+			txs++
+		}
+	}
+	return float64(txs) / float64(w1TxnRuns*w1Nodes)
+}

@@ -66,7 +66,7 @@ func openBenchPostgres(b testing.TB, tracer pgx.QueryTracer) *postgres.DB {
 
 // postgresSavers lists the Postgres saver the shared benchmarks run on.
 func postgresSavers() []benchSaver {
-	return []benchSaver{{"postgres", func(b *testing.B) checkpoint.Saver { return openBenchPostgres(b, nil).Saver() }}}
+	return []benchSaver{{"postgres", func(b *testing.B) checkpoint.Saver { return openBenchPostgres(b, nil).Saver() }, ""}}
 }
 
 // BenchmarkPostgresW1RoundTrips: W1 on Postgres, counting round trips to

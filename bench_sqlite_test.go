@@ -35,8 +35,8 @@ func sqliteSavers() []benchSaver {
 		return func(b *testing.B) checkpoint.Saver { s, _ := openBenchDB(b, sync); return s }
 	}
 	return []benchSaver{
-		{"sqlite-normal", open(sqlite.SyncNormal)},
-		{"sqlite-full", open(sqlite.SyncFull)},
+		{"sqlite-normal", open(sqlite.SyncNormal), sqlite.SyncNormal},
+		{"sqlite-full", open(sqlite.SyncFull), sqlite.SyncFull},
 	}
 }
 
@@ -89,16 +89,22 @@ func avgW1CheckpointBytes(b testing.TB) int {
 // BenchmarkSQLiteFloor: the physical floor, one transaction inserting one
 // row whose blob is the size of an average W1 checkpoint, on a dedicated
 // connection with prepared statements, as the peer's floor program does
-// (docs/benchmarks.md).
+// (docs/benchmarks.md). cpu-us/txn is the process's CPU time per
+// transaction (W1's cpu-us/step is its counterpart).
 func BenchmarkSQLiteFloor(b *testing.B) {
 	size := avgW1CheckpointBytes(b)
 	for _, sync := range []sqlite.Synchronous{sqlite.SyncNormal, sqlite.SyncFull} {
 		b.Run("sync="+strings.ToLower(string(sync)), func(b *testing.B) {
 			f := openSQLiteFloor(b, sync, size)
+			cpu0, cpuOK := processCPU()
 			for b.Loop() {
 				f.txn(b)
 			}
+			cpu1, _ := processCPU()
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(f.n), "us/txn")
+			if cpuOK {
+				b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/1e3/float64(f.n), "cpu-us/txn")
+			}
 			b.ReportMetric(float64(size), "row-bytes")
 		})
 	}

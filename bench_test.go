@@ -15,6 +15,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
+	"github.com/lockstepgo/lockstep/checkpoint/sqlite"
 	"github.com/lockstepgo/lockstep/graph"
 	"github.com/lockstepgo/lockstep/observe"
 	"github.com/lockstepgo/lockstep/observe/otelobserve"
@@ -47,18 +48,22 @@ func w1Graph() *graph.Graph[w1State] {
 type benchSaver struct {
 	name string
 	open func(b *testing.B) checkpoint.Saver // nil means no saver
+	sync sqlite.Synchronous                  // a SQLite saver's setting, "" for the others
 }
 
 func baseSavers() []benchSaver {
 	return []benchSaver{
-		{"none", nil},
-		{"memory", func(b *testing.B) checkpoint.Saver { return checkpoint.NewMemorySaver(nil) }},
+		{"none", nil, ""},
+		{"memory", func(b *testing.B) checkpoint.Saver { return checkpoint.NewMemorySaver(nil) }, ""},
 	}
 }
 
 // BenchmarkW1Linear: a 10-node chain, one fresh thread per run; us/step is
 // per node step (the run's input and __start__ steps included in the time,
-// as the peer's figure does). On saver=sqlite-normal it runs without and
+// as the peer's figure does), cpu-us/step the process's CPU time (user and
+// system, every goroutine) per node step, which a busy machine disturbs
+// less, and on the SQLite savers txn/step the write transactions a run
+// commits per node step (counted on separate runs: see w1TxnPerStep). On saver=sqlite-normal it runs without and
 // with tracing (trace=off, trace=on: observe/otelobserve over the SDK's
 // tracer provider, every span sampled and batched to an exporter that
 // discards them): the hook's overhead, which should stay within 10%.
@@ -99,6 +104,7 @@ func w1Linear(b *testing.B, sv benchSaver, h observe.Hook, extra ...graph.Option
 	input := graph.Set(w1State{Count: 0}, "Count")
 	n := 0
 	b.ReportAllocs()
+	cpu0, cpuOK := processCPU()
 	for b.Loop() {
 		res, err := r.Invoke(ctx, fmt.Sprintf("w1-%d", n), input)
 		if err != nil || res.Values.Count != w1Nodes {
@@ -106,7 +112,14 @@ func w1Linear(b *testing.B, sv benchSaver, h observe.Hook, extra ...graph.Option
 		}
 		n++
 	}
+	cpu1, _ := processCPU()
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(n*w1Nodes), "us/step")
+	if cpuOK {
+		b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/1e3/float64(n*w1Nodes), "cpu-us/step")
+	}
+	if sv.sync != "" {
+		b.ReportMetric(w1TxnPerStep(b, sv.sync, extra...), "txn/step")
+	}
 }
 
 // discardSpans is a span exporter that drops what it is given.
