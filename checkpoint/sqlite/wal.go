@@ -16,8 +16,8 @@ import (
 // can keep that from ever happening, and the WAL then grows with every
 // commit, long after the reader that caused it is gone. walKeeper watches
 // the file's size and, once it passes walRestartBytes, asks for a
-// checkpoint that waits (walRestartWait at most) for the readers to move
-// to the newest snapshot, copies everything, and truncates the file.
+// checkpoint that waits (restartPlan says how long) for the readers to
+// move to the newest snapshot, copies everything, and truncates the file.
 const (
 	// walRestartBytes is the WAL file size past which the writer forces
 	// a restart: twice the automatic checkpoint's 16 MiB, half of
@@ -32,7 +32,34 @@ const (
 	// forced checkpoint that could not finish (a reader still holds an
 	// old snapshot): 1,024 commits, about half a second of a busy writer.
 	walRetryLooks = 16
+	// walUrgentBytes is the WAL file size past which the keeper presses
+	// harder (see restartPlan): three quarters of the 64 MiB bound.
+	walUrgentBytes = 48 << 20
 )
+
+// restartPlan returns how long a forced checkpoint of a WAL file of size
+// bytes waits for readers to reach the newest snapshot, and how many
+// looks to skip when a reader still held an old one. Past
+// walRestartBytes it is walRestartWait and walRetryLooks: a short stall
+// of the writers, then 1,024 commits of grace. The nearer the file comes
+// to the bound, the less room those 1,024 commits leave (at a few hundred
+// KiB a commit they are tens of MiB) and the likelier a slow reader on a
+// loaded machine, so the keeper then waits longer and tries again sooner:
+// past 40 MiB it waits twice as long and skips a quarter of the looks,
+// past walUrgentBytes it waits five times as long and tries at every
+// look. A reader that outlasts even that is one that stopped (a process
+// paused while it reads): no wait can help, and the writers only pay the
+// wait once every walCheckEvery commits.
+func restartPlan(size int64) (wait time.Duration, skip int) {
+	switch {
+	case size >= walUrgentBytes:
+		return 5 * walRestartWait, 0
+	case size >= (walRestartBytes+walUrgentBytes)/2:
+		return 2 * walRestartWait, walRetryLooks / 4
+	default:
+		return walRestartWait, walRetryLooks
+	}
+}
 
 // walKeeper is the writer's state for keeping the WAL bounded, and for
 // watching that the -wal file is still the one SQLite writes (see
@@ -64,7 +91,7 @@ type walKeeper struct {
 	lost      *WALError
 	saveTried bool
 
-	// For tests: wait replaces walRestartWait when positive, and
+	// For tests: wait replaces restartPlan's wait when positive, and
 	// collided runs each time a forced checkpoint could not start
 	// because another connection was running one.
 	wait     time.Duration
@@ -90,11 +117,12 @@ func (s *Saver) keepWAL(ctx context.Context) {
 	if err != nil || fi.Size() < walRestartBytes {
 		return
 	}
-	switch s.restartWAL(ctx) {
+	wait, skip := restartPlan(fi.Size())
+	switch s.restartWAL(ctx, wait) {
 	case walRestarted:
 		k.restarts++
 	case walReaderHeld:
-		k.skip = walRetryLooks
+		k.skip = skip
 	case walNotStarted:
 		// Nothing waited: try again at the next look.
 	}
@@ -114,9 +142,9 @@ const (
 	walNotStarted
 )
 
-// restartWAL runs a TRUNCATE checkpoint on the writer, waiting
-// walRestartWait at most for the readers to reach the newest snapshot
-// (SQLite's busy timeout while it runs), and says what came of it.
+// restartWAL runs a TRUNCATE checkpoint on the writer, waiting wait at
+// most for the readers to reach the newest snapshot (SQLite's busy
+// timeout while it runs), and says what came of it.
 //
 // SQLite refuses a checkpoint at once, without calling the busy handler,
 // while another connection runs one: the automatic checkpoint that
@@ -128,12 +156,11 @@ const (
 // within the same wait, and when the other checkpoint outlasts the wait,
 // keepWAL tries again at its next look. Only an attempt that waited for a
 // reader and still could not finish is one keepWAL backs off from.
-func (s *Saver) restartWAL(ctx context.Context) walRestart {
+func (s *Saver) restartWAL(ctx context.Context, wait time.Duration) walRestart {
 	c := s.wconn
 	if c == nil {
 		return walReaderHeld
 	}
-	wait := walRestartWait
 	if s.wal.wait > 0 {
 		wait = s.wal.wait
 	}

@@ -195,7 +195,7 @@ func TestWALRestartWaitsOutAnotherCheckpoint(t *testing.T) {
 			}
 		}
 	}
-	got := s.restartWAL(ctx)
+	got := s.restartWAL(ctx, walRestartWait)
 	if collisions == 0 {
 		_ = tx.Rollback() // let the other checkpoint finish
 		t.Error("the forced checkpoint did not report the refusal and try again")
@@ -210,4 +210,30 @@ func TestWALRestartWaitsOutAnotherCheckpoint(t *testing.T) {
 		t.Errorf("after the forced checkpoint the -wal is %v (%v), want empty", fi.Size(), err)
 	}
 	put() // the writer goes on
+}
+
+// TestRestartPlan: the nearer the WAL file is to the 64 MiB bound, the
+// longer a forced checkpoint waits for readers and the sooner the keeper
+// tries again after one a reader held. With the plain plan near the
+// bound, a reader slower than 100 ms on a loaded machine let the file
+// grow by 1,024 commits before the next try, past the bound.
+func TestRestartPlan(t *testing.T) {
+	for _, c := range []struct {
+		size     int64
+		wait     time.Duration
+		skip     int
+		whatItIs string
+	}{
+		{walRestartBytes, walRestartWait, walRetryLooks, "at the restart size"},
+		{40<<20 - 1, walRestartWait, walRetryLooks, "just under 40 MiB"},
+		{40 << 20, 2 * walRestartWait, walRetryLooks / 4, "at 40 MiB"},
+		{walUrgentBytes - 1, 2 * walRestartWait, walRetryLooks / 4, "just under the urgent size"},
+		{walUrgentBytes, 5 * walRestartWait, 0, "at the urgent size"},
+		{1 << 30, 5 * walRestartWait, 0, "far past the bound"},
+	} {
+		wait, skip := restartPlan(c.size)
+		if wait != c.wait || skip != c.skip {
+			t.Errorf("restartPlan(%d) (%s) = %v, %d looks; want %v, %d", c.size, c.whatItIs, wait, skip, c.wait, c.skip)
+		}
+	}
 }
