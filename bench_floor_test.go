@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -103,10 +104,20 @@ func (s *recStmtW) QueryContext(ctx context.Context, args []driver.NamedValue) (
 // resume to the end) sends through the SQLite saver, then replays them,
 // with their recorded arguments and on as many connections, under a new
 // thread ID each time, through database/sql prepared statements as the
-// saver runs them. No graph runtime, no encoding, no decoding: us/cycle
-// is a floor under BenchmarkW3InterruptResume's us/cycle on this machine
-// for this schema, D3's commit per superstep and D5's claim. stmts/cycle
-// and tx/cycle say what the cycle is made of.
+// saver runs them, on connections set up as the saver's writer is (the
+// same synchronous mode and WAL auto-checkpoint). No graph runtime, no
+// encoding, no decoding: each statement's handle and arguments are ready
+// before the clock starts, so us/cycle is the database/sql, driver and
+// SQLite work alone, a floor under BenchmarkW3InterruptResume's us/cycle on
+// this machine for this schema, D3's commit per superstep and D5's claim.
+// stmts/cycle and tx/cycle say what the cycle is made of.
+//
+// Each iteration also runs one real W3 cycle on a saver of its own, right
+// after the replay, so that the two meet the same moment of a shared
+// machine: w3-us/cycle is that cycle, w3/floor its ratio to the replay's
+// time, and w3/floor-cpu the same ratio in process CPU time (user and
+// system, every thread; where the platform tells it), which the load of
+// other processes disturbs least.
 func BenchmarkW3SQLFloor(b *testing.B) {
 	rd := &recDriver{}
 	name := fmt.Sprintf("lockstep-rec-%p", rd)
@@ -140,14 +151,30 @@ func BenchmarkW3SQLFloor(b *testing.B) {
 	ctx := context.Background()
 	conns := map[int]*sql.Conn{}
 	stmts := map[string]*sql.Stmt{}
+	// One prepared step per statement of the log: its handle, its
+	// arguments, and which of them are the thread ID.
+	type step struct {
+		p      *sql.Stmt
+		query  bool
+		sql    string
+		args   []any
+		thread []int
+	}
+	steps := make([]step, len(log))
 	txs := 0
-	for _, st := range log {
+	for i, st := range log {
 		if conns[st.conn] == nil {
 			c, err := rs.DB().Conn(ctx)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer c.Close()
+			// As the saver's writer connection is set up (its
+			// walAutocheckpoint): the connection that commits decides when
+			// the WAL is copied back.
+			if _, err := c.ExecContext(ctx, "PRAGMA wal_autocheckpoint = 4000"); err != nil {
+				b.Fatal(err)
+			}
 			conns[st.conn] = c
 		}
 		key := fmt.Sprint(st.conn, "\x00", st.sql)
@@ -162,28 +189,37 @@ func BenchmarkW3SQLFloor(b *testing.B) {
 		if strings.HasPrefix(st.sql, "BEGIN") {
 			txs++
 		}
+		sp := step{p: stmts[key], query: st.query, sql: st.sql, args: make([]any, len(st.args))}
+		for j, a := range st.args {
+			v := a.Value
+			if v == any(thread0) {
+				sp.thread = append(sp.thread, j)
+			}
+			if a.Name != "" {
+				v = sql.Named(a.Name, v)
+			}
+			sp.args[j] = v
+		}
+		steps[i] = sp
 	}
 	replay := func(thread string) {
-		for _, st := range log {
-			args := make([]any, len(st.args))
-			for i, a := range st.args {
-				v := a.Value
-				if v == any(thread0) {
-					v = thread
+		for i := range steps {
+			st := &steps[i]
+			for _, j := range st.thread {
+				if na, ok := st.args[j].(sql.NamedArg); ok {
+					na.Value = thread
+					st.args[j] = na
+				} else {
+					st.args[j] = thread
 				}
-				if a.Name != "" {
-					v = sql.Named(a.Name, v)
-				}
-				args[i] = v
 			}
-			p := stmts[fmt.Sprint(st.conn, "\x00", st.sql)]
 			if !st.query {
-				if _, err := p.ExecContext(ctx, args...); err != nil {
+				if _, err := st.p.ExecContext(ctx, st.args...); err != nil {
 					b.Fatalf("replay %q: %v", st.sql, err)
 				}
 				continue
 			}
-			rows, err := p.QueryContext(ctx, args...)
+			rows, err := st.p.QueryContext(ctx, st.args...)
 			if err != nil {
 				b.Fatalf("replay %q: %v", st.sql, err)
 			}
@@ -195,12 +231,31 @@ func BenchmarkW3SQLFloor(b *testing.B) {
 			rows.Close()
 		}
 	}
+	// The real cycle, on a saver of its own.
+	ws, _ := openBenchDB(b, sqlite.SyncNormal)
+	wr, err := w3Graph().Compile(graph.WithSaver(ws))
+	if err != nil {
+		b.Fatal(err)
+	}
+	w3Cycle(b, wr, "warm-up")
 	n := 0
-	var total time.Duration
+	var total, cycles, totalCPU, cyclesCPU time.Duration
+	cpuOK := true
 	for b.Loop() {
+		thread := "replay-" + strconv.Itoa(n)
+		c0, ok0 := processCPU()
 		t0 := time.Now()
-		replay(fmt.Sprintf("replay-%d", n))
-		total += time.Since(t0)
+		replay(thread)
+		t1 := time.Now()
+		c1, ok1 := processCPU()
+		w3Cycle(b, wr, thread)
+		t2 := time.Now()
+		c2, ok2 := processCPU()
+		total += t1.Sub(t0)
+		cycles += t2.Sub(t1)
+		totalCPU += c1 - c0
+		cyclesCPU += c2 - c1
+		cpuOK = cpuOK && ok0 && ok1 && ok2
 		n++
 	}
 	// The replay did what the cycle did: the same rows under the new
@@ -226,6 +281,11 @@ func BenchmarkW3SQLFloor(b *testing.B) {
 	b.ReportMetric(float64(total.Nanoseconds())/1e3/float64(n), "us/cycle")
 	b.ReportMetric(float64(len(log)), "stmts/cycle")
 	b.ReportMetric(float64(txs), "tx/cycle")
+	b.ReportMetric(float64(cycles.Nanoseconds())/1e3/float64(n), "w3-us/cycle")
+	b.ReportMetric(float64(cycles)/float64(total), "w3/floor")
+	if cpuOK && totalCPU > 0 {
+		b.ReportMetric(float64(cyclesCPU)/float64(totalCPU), "w3/floor-cpu")
+	}
 }
 
 const thread0 = "rec-thread-0001"
