@@ -81,12 +81,15 @@
 // metrics to the MeterProvider's aggregation. Events carry names, IDs and
 // counts, never state values, tool arguments or results.
 //
-// A task's span is ended when it ends (its end time is its own) but
-// handed to the span processors when its step's span ends, with it: a
-// batching processor (sdktrace.WithBatcher) wakes its goroutine for every
-// span it is handed while that goroutine waits, which costs a traced run
-// more CPU than making the span, and a step's spans handed on together
-// wake it once. A step ends right after its tasks and its checkpoint, so
-// its task spans reach the exporter that much later; a process that
-// dies in between loses them with the step's.
+// A run's spans (its steps', tasks', tool and model calls') are ended
+// when their operations end (their end times are their own) but handed
+// to the span processors together, when the run's span ends: a batching
+// processor (sdktrace.WithBatcher) wakes its goroutine for every span it
+// is handed while that goroutine waits, which costs a traced run more CPU
+// than making its spans, and a run's spans handed on back to back wake it
+// about once. A run that goes on hands on what it holds once
+// Options.SpanDelay (DefaultSpanDelay, a second) has passed since the
+// first of it ended, so that a stuck run's finished steps still reach the
+// exporter, and once it holds 256 spans. A process that dies loses what
+// its runs hold, as it loses what a batching processor queued.
 package otelobserve

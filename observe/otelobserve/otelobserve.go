@@ -69,16 +69,32 @@ type Options struct {
 	// shows the call's duration on a timeline; it costs a span's start,
 	// end and export per call (a run of ten steps makes twelve).
 	SaverSpans bool
+	// SpanDelay bounds how long an ended span of a run's steps, tasks,
+	// tool and model calls waits before it is handed to the span
+	// processors (0: DefaultSpanDelay; negative: none waits). A run
+	// holds those spans, each stamped with its own end time, and hands
+	// them on together when it ends, when SpanDelay has passed since the
+	// first of them ended, or when 256 are held: a batching processor
+	// (sdktrace.WithBatcher) then wakes its goroutine about once a run
+	// rather than once a span, which costs a traced run more CPU than
+	// making its spans (see the package doc, Cost). A process that dies
+	// loses what its runs hold, as it loses what its batching processor
+	// queued; a provider's ForceFlush does not reach them.
+	SpanDelay time.Duration
 }
+
+// DefaultSpanDelay is Options.SpanDelay's default.
+const DefaultSpanDelay = time.Second
 
 // Hook is an observe.Hook that turns lockstep's events into
 // OpenTelemetry spans and metrics (see the package doc). It is safe for
 // concurrent use.
 type Hook struct {
 	tracer  trace.Tracer
-	inline  bool // Options.Inline
-	saverSp bool // Options.SaverSpans
-	traced  bool // a TracerProvider was given
+	inline  bool          // Options.Inline
+	saverSp bool          // Options.SaverSpans
+	delay   time.Duration // Options.SpanDelay, its default applied
+	traced  bool          // a TracerProvider was given
 	// internal and client are the span kinds' start options, boxed once.
 	internal, client trace.SpanStartOption
 	// taskNames holds "lockstep.task NODE" by node, made once a node.
@@ -106,7 +122,10 @@ func New(opts Options) (*Hook, error) {
 	if opts.PendingLimit < 0 {
 		return nil, errorf("PendingLimit %d is negative", opts.PendingLimit)
 	}
-	h := &Hook{now: opts.Now, inline: opts.Inline, saverSp: opts.SaverSpans}
+	h := &Hook{now: opts.Now, inline: opts.Inline, saverSp: opts.SaverSpans, delay: opts.SpanDelay}
+	if h.delay == 0 {
+		h.delay = DefaultSpanDelay
+	}
 	if h.now == nil {
 		h.now = time.Now
 	}
@@ -345,8 +364,8 @@ func (h *Hook) Start(ctx context.Context, e observe.Event) context.Context {
 		opts = append(opts, trace.WithLinks(links...))
 	}
 	ctx, sp := h.tracer.Start(ctx, name, opts...)
-	if e.Kind == observe.KindStep && sp.IsRecording() {
-		return &stepCtx{Context: ctx}
+	if e.Kind == observe.KindRun && h.delay >= 0 && sp.IsRecording() {
+		return &runCtx{Context: ctx, delay: h.delay}
 	}
 	return ctx
 }
@@ -360,75 +379,123 @@ func (h *Hook) taskName(node string) string {
 	return n.(string)
 }
 
-// stepCtx is the context of a step's span. It holds the ends of its
-// tasks' spans until the step's own (see End): the span processors are
-// then handed a step's spans at once, where a batch processor wakes its
-// goroutine for the first and queues the others.
-type stepCtx struct {
+// runCtx is the context of a run's span. It holds the ends of the spans
+// under it (its steps', tasks', tool and model calls'), each stamped with
+// its own end time, and hands them to the span processors together: when
+// the run ends, when Options.SpanDelay has passed since the first of them
+// ended, or when maxHeld are held. A batching processor
+// (sdktrace.WithBatcher) wakes its goroutine for every span it is handed
+// while that goroutine waits, which costs a traced run more CPU than
+// making its spans; a run's spans handed on back to back wake it about
+// once.
+type runCtx struct {
 	context.Context
-	mu     sync.Mutex
-	held   []heldEnd
-	one    [1]heldEnd // held's first array: most steps run one task
-	closed bool       // the step ended: its tasks' spans end at once
+	delay     time.Duration
+	mu        sync.Mutex
+	held      []heldEnd
+	first     [w1Held]heldEnd // held's first array
+	usedFirst bool            // held has had first
+	timer     *time.Timer     // hands held spans on after delay; nil until needed
+	closed    bool            // the run ended: spans under it end at once
 }
 
-// heldEnd is a task's span that ended, not yet handed on, with the
-// option that stamps its end time.
+// maxHeld is the most spans a run holds before it hands them on; w1Held
+// is what a run holds without growing its array (W1's ten steps hold 22).
+const (
+	maxHeld = 256
+	w1Held  = 24
+)
+
+// heldEnd is a span that ended, not yet handed on, and its end time.
 type heldEnd struct {
-	sp  trace.Span
-	end [1]trace.SpanEndOption
+	sp trace.Span
+	at time.Time
 }
 
-// stepKey finds a task's stepCtx.
-type stepKey struct{}
+// runKey finds the runCtx of a span's run.
+type runKey struct{}
 
-// Value returns c for stepKey, else what its parent holds.
-func (c *stepCtx) Value(key any) any {
-	if key == (stepKey{}) {
+// Value returns c for runKey, else what its parent holds.
+func (c *runCtx) Value(key any) any {
+	if key == (runKey{}) {
 		return c
 	}
 	return c.Context.Value(key)
 }
 
-// hold keeps sp, ended at, for the step's end; false when the step has
-// ended already.
-func (c *stepCtx) hold(sp trace.Span, at time.Time) bool {
+// hold keeps sp, ended at, to be handed on later; false when the run has
+// ended already (sp is the caller's to end).
+func (c *runCtx) hold(sp trace.Span, at time.Time) bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		return false
 	}
-	if c.held == nil {
-		c.held = c.one[:0]
+	if c.held == nil && !c.usedFirst {
+		// first once: a flush may still be reading it after that.
+		c.held, c.usedFirst = c.first[:0], true
 	}
-	c.held = append(c.held, heldEnd{sp: sp, end: [1]trace.SpanEndOption{trace.WithTimestamp(at)}})
+	c.held = append(c.held, heldEnd{sp: sp, at: at})
+	var full []heldEnd
+	switch {
+	case len(c.held) >= maxHeld:
+		full, c.held = c.held, nil
+	case len(c.held) == 1 && c.delay > 0:
+		// The first held: hand it on within delay, if the run is
+		// still going by then (a step that waits on a slow tool).
+		if c.timer == nil {
+			c.timer = time.AfterFunc(c.delay, c.flush)
+		} else {
+			c.timer.Reset(c.delay)
+		}
+	}
+	c.mu.Unlock()
+	endAll(full)
 	return true
 }
 
-// endHeld ends the spans the step holds, each at its own end time, and
-// closes it.
-func (c *stepCtx) endHeld() {
+// flush hands on the spans held so far (the timer's).
+func (c *runCtx) flush() {
+	c.mu.Lock()
+	held := c.held
+	c.held = nil
+	c.mu.Unlock()
+	endAll(held)
+}
+
+// close hands on the spans held and ends the holding: the run's span
+// ends.
+func (c *runCtx) close() {
 	c.mu.Lock()
 	held := c.held
 	c.held, c.closed = nil, true
+	if c.timer != nil {
+		c.timer.Stop()
+	}
 	c.mu.Unlock()
+	endAll(held)
+}
+
+// endAll ends the spans of held, each at its own end time.
+func endAll(held []heldEnd) {
 	for i := range held {
-		held[i].sp.End(held[i].end[:]...)
+		held[i].sp.End(trace.WithTimestamp(held[i].at))
 	}
 }
 
-// endSpan ends sp, the span of the operation e ended under ctx: a task's
-// is held until its step ends.
+// endSpan ends sp, the span of the operation e ended under ctx: a span
+// under a run is held by the run (runCtx); a run's span hands on what it
+// holds, and is itself held by the run it runs under, if any (a
+// subgraph's).
 func endSpan(ctx context.Context, sp trace.Span, e observe.Event) {
-	switch e.Kind {
-	case observe.KindTask:
-		if st, ok := ctx.Value(stepKey{}).(*stepCtx); ok && st.hold(sp, time.Now()) {
-			return
+	if e.Kind == observe.KindRun {
+		if rc, ok := ctx.(*runCtx); ok {
+			rc.close()
+			ctx = rc.Context
 		}
-	case observe.KindStep:
-		if st, ok := ctx.(*stepCtx); ok {
-			st.endHeld()
-		}
+	}
+	if rc, ok := ctx.Value(runKey{}).(*runCtx); ok && rc.hold(sp, time.Now()) {
+		return
 	}
 	sp.End()
 }

@@ -290,31 +290,77 @@ func TestInlineOption(t *testing.T) {
 	}
 }
 
-// TestTaskSpansEndWithStep: a task's span is handed to the span
-// processors when its step's span ends, stamped with the task's own end;
-// a task that ends after its step (nothing the runtime does) is handed
-// on at once.
-func TestTaskSpansEndWithStep(t *testing.T) {
-	p := newProcessWith(t, otelobserve.Options{})
-	ctx := p.hook.Start(context.Background(), observe.Event{Kind: observe.KindStep, Thread: "t", Step: 1, Tasks: 2})
-	a := p.hook.Start(ctx, observe.Event{Kind: observe.KindTask, Node: "a", TaskID: "ta", Step: 1})
-	late := p.hook.Start(ctx, observe.Event{Kind: observe.KindTask, Node: "late", TaskID: "tl", Step: 1})
+// TestSpansEndWithRun: the spans under a run are handed to the span
+// processors when the run's span ends, each stamped with its own end
+// time; a span that ends after its run (nothing the runtime does) is
+// handed on at once, and a subgraph's run is held by the run it runs
+// under.
+func TestSpansEndWithRun(t *testing.T) {
+	p := newProcessWith(t, otelobserve.Options{SpanDelay: time.Hour})
+	run := p.hook.Start(context.Background(), observe.Event{Kind: observe.KindRun, Thread: "t", Run: "r"})
+	step := p.hook.Start(run, observe.Event{Kind: observe.KindStep, Thread: "t", Step: 1, Tasks: 2})
+	a := p.hook.Start(step, observe.Event{Kind: observe.KindTask, Node: "a", TaskID: "ta", Step: 1})
+	late := p.hook.Start(step, observe.Event{Kind: observe.KindTask, Node: "late", TaskID: "tl", Step: 1})
+	sub := p.hook.Start(a, observe.Event{Kind: observe.KindRun, NS: "a:ta", Thread: "t", Run: "r"})
+	p.hook.End(sub, observe.Event{Kind: observe.KindRun, NS: "a:ta", Outcome: observe.OutcomeDone})
 	p.hook.End(a, observe.Event{Kind: observe.KindTask, Node: "a", TaskID: "ta", Step: 1, Attempt: 1, Outcome: observe.OutcomeDone})
 	aEnded := time.Now()
-	if got := names(p.exp.GetSpans()); len(got) != 0 {
-		t.Fatalf("spans %v handed on before their step ended", got)
-	}
 	time.Sleep(2 * time.Millisecond) // the step ends measurably later than a
-	p.hook.End(ctx, observe.Event{Kind: observe.KindStep, Step: 1, Tasks: 2, Outcome: observe.OutcomeDone})
-	spans := p.exp.GetSpans()
-	if diff := cmp.Diff([]string{"lockstep.task a", otelobserve.SpanStep}, names(spans)); diff != "" {
-		t.Fatalf("spans handed on when the step ended (-want +got):\n%s", diff)
+	p.hook.End(step, observe.Event{Kind: observe.KindStep, Step: 1, Tasks: 2, Outcome: observe.OutcomeDone})
+	if got := names(p.exp.GetSpans()); len(got) != 0 {
+		t.Fatalf("spans %v handed on before their run ended", got)
 	}
-	if task, step := spans[0], spans[1]; task.EndTime.After(aEnded) || !task.EndTime.Before(step.EndTime) || task.Parent.SpanID() != step.SpanContext.SpanID() {
-		t.Errorf("task a ended %v (its End returned by %v), step %v: want a's own end time, under the step", task.EndTime, aEnded, step.EndTime)
+	p.hook.End(run, observe.Event{Kind: observe.KindRun, Outcome: observe.OutcomeDone})
+	spans := p.exp.GetSpans()
+	if diff := cmp.Diff([]string{otelobserve.SpanRun, "lockstep.task a", otelobserve.SpanStep, otelobserve.SpanRun}, names(spans)); diff != "" {
+		t.Fatalf("spans handed on when the run ended (-want +got):\n%s", diff)
+	}
+	if task, st := spans[1], spans[2]; task.EndTime.After(aEnded) || !task.EndTime.Before(st.EndTime) || task.Parent.SpanID() != st.SpanContext.SpanID() {
+		t.Errorf("task a ended %v (its End returned by %v), step %v: want a's own end time, under the step", task.EndTime, aEnded, st.EndTime)
+	}
+	if inner := spans[0]; inner.Parent.SpanID() != spans[1].SpanContext.SpanID() || !inner.EndTime.Before(spans[1].EndTime) {
+		t.Errorf("the subgraph's run: parent %v, ended %v; want under task a, before it ended", inner.Parent.SpanID(), inner.EndTime)
 	}
 	p.hook.End(late, observe.Event{Kind: observe.KindTask, Node: "late", TaskID: "tl", Step: 1, Attempt: 1, Outcome: observe.OutcomeDone})
-	if got := names(p.exp.GetSpans()); len(got) != 3 || got[2] != "lockstep.task late" {
+	if got := names(p.exp.GetSpans()); len(got) != 5 || got[4] != "lockstep.task late" {
 		t.Errorf("spans %v: want the late task handed on when it ended", got)
+	}
+}
+
+// TestSpanDelay: a run that goes on hands on what it holds once
+// Options.SpanDelay has passed since the first of it ended, or once 256
+// spans are held; with a negative SpanDelay every span is handed on as it
+// ends.
+func TestSpanDelay(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		delay time.Duration
+		steps int
+		want  int // spans handed on while the run goes on, at least
+	}{
+		{"delay", time.Millisecond, 1, 1},
+		{"full", time.Hour, 256, 256},
+		{"none", -1, 3, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newProcessWith(t, otelobserve.Options{SpanDelay: c.delay})
+			run := p.hook.Start(context.Background(), observe.Event{Kind: observe.KindRun, Thread: "t", Run: "r"})
+			for i := range c.steps {
+				step := p.hook.Start(run, observe.Event{Kind: observe.KindStep, Thread: "t", Step: i, Tasks: 0})
+				p.hook.End(step, observe.Event{Kind: observe.KindStep, Step: i, Outcome: observe.OutcomeDone})
+			}
+			// The delay's hand-off runs on a timer: wait for it (no
+			// bound but the test's own).
+			for len(p.exp.GetSpans()) < c.want {
+				time.Sleep(time.Millisecond)
+			}
+			if got := len(p.exp.GetSpans()); got != c.want {
+				t.Errorf("%d spans handed on while the run goes on, want %d", got, c.want)
+			}
+			p.hook.End(run, observe.Event{Kind: observe.KindRun, Outcome: observe.OutcomeDone})
+			if got := len(p.exp.GetSpans()); got != c.steps+1 {
+				t.Errorf("%d spans handed on after the run ended, want %d", got, c.steps+1)
+			}
+		})
 	}
 }
