@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -393,6 +394,18 @@ func (s *scanner) escape() error {
 	return s.errorf("bad escape")
 }
 
+// strStop reports whether any byte of w (eight bytes of a string) is a
+// '"', a '\\' or below 0x20, the bytes skip looks at. It may report true
+// when none is (skip then goes byte by byte), never false when one is: the
+// first such byte always sets its high bit, a false positive can only come
+// from a borrow out of a byte below it.
+func strStop(w uint64) bool {
+	const lsb, msb = 0x0101010101010101, 0x8080808080808080
+	q := w ^ (lsb * '"')
+	e := w ^ (lsb * '\\')
+	return (((w-lsb*0x20)&^w)|((q-lsb)&^q)|((e-lsb)&^e))&msb != 0
+}
+
 // maxDepth bounds nesting, as encoding/json does.
 const maxDepth = 10000
 
@@ -402,6 +415,11 @@ func (s *scanner) skip() error {
 	case c == '"':
 		s.i++
 		for {
+			// Eight bytes at a time while none ends the string or needs
+			// a look (the strings of values are mostly plain text).
+			for s.i+8 <= len(s.b) && !strStop(binary.LittleEndian.Uint64(s.b[s.i:])) {
+				s.i += 8
+			}
 			if s.i >= len(s.b) {
 				return s.errorf("unterminated string")
 			}

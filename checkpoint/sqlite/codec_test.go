@@ -2,8 +2,10 @@ package sqlite
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 
 var jsonSeeds = []string{
 	`null`, `true`, `false`, `0`, `-0`, `1.5e-3`, `-12E+2`, `01`, `1.`, `.5`, `-`, `1e`, `"a"`, `"\u00e9\n\"\\"`, `"\x"`, "\"\x01\"",
+	`"abcdefghijklmnop"`, `"abcdefgh\"ijklmnop"`, "\"abcdefghi\x1fjklmnop\"", `"abcdefghij\njklmnop"`, `"abcdefghijklmnopq`, `["abcdefghijklmnop","é€𝄞 abcdefgh"]`,
 	`[]`, `[1,2,[3,{"a":null}]]`, `[1,]`, `{"a":1,"b":[true]}`, `{"a" 1}`, `{,}`, `{"a":1}}`, ` [ 1 , 2 ] `, `[1 2]`, "\"\xff\"", `nul`, `tru`,
 }
 
@@ -33,6 +36,44 @@ func FuzzScannerValid(f *testing.F) {
 			t.Fatalf("scanner %v (%v), json.Valid %v for %q", got, err, want, b)
 		}
 	})
+}
+
+// TestStrStop: strStop reports every word that holds a byte skip must
+// look at, wherever it is and whatever the other bytes are.
+func TestStrStop(t *testing.T) {
+	stops := func(b byte) bool { return b == '"' || b == '\\' || b < 0x20 }
+	check := func(w [8]byte) {
+		want := false
+		for _, b := range w {
+			want = want || stops(b)
+		}
+		if got := strStop(binary.LittleEndian.Uint64(w[:])); want && !got {
+			t.Fatalf("strStop(%q) = false, want true", w[:])
+		}
+	}
+	fills := []byte{'a', 0x00, 0x1f, 0x20, 0x21, 0x5b, 0x5d, 0x7f, 0x80, 0xa2, 0xdc, 0xff}
+	for pos := range 8 {
+		for b := range 256 {
+			for _, fill := range fills {
+				var w [8]byte
+				for i := range w {
+					w[i] = fill
+				}
+				w[pos] = byte(b)
+				check(w)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 1 << 18 {
+		var w [8]byte
+		binary.LittleEndian.PutUint64(w[:], rng.Uint64())
+		check(w)
+	}
+	// A word of plain text is never a stop, or skip would gain nothing.
+	if strStop(binary.LittleEndian.Uint64([]byte("abc xyz~"))) {
+		t.Error("strStop reports a word of plain text")
+	}
 }
 
 // FuzzDecodeMetadata: the metadata decoder agrees with
