@@ -28,6 +28,7 @@ const (
 	w6Role     = "w6-worker"
 	w6DBEnv    = "LOCKSTEP_W6_DB"
 	w6PGEnv    = "LOCKSTEP_W6_SCHEMA" // set: LOCKSTEP_W6_DB is a Postgres URL, this its schema
+	w6NameEnv  = "LOCKSTEP_W6_NAME"   // the worker's runner name, its own
 	w6Threads  = 192
 	w6Nodes    = 5
 	w6Wait     = 50 * time.Millisecond
@@ -61,9 +62,11 @@ func w6Graph() *graph.Graph[w6State] {
 	return g.AddEdge(prev, graph.END)
 }
 
-// w6Compile compiles W6's graph on s, as every worker process does.
-func w6Compile(s checkpoint.Saver) (*graph.Runnable[w6State], error) {
-	return w6Graph().Compile(graph.WithSaver(s), graph.WithRunner("w6"))
+// w6Compile compiles W6's graph on s under the runner name, as every
+// worker process does (each under a name of its own: two live processes
+// under one name would take each other's leases back).
+func w6Compile(s checkpoint.Saver, runner string) (*graph.Runnable[w6State], error) {
+	return w6Graph().Compile(graph.WithSaver(s), graph.WithRunner(runner))
 }
 
 // w6Open opens W6's database: the SQLite file at db, or, with schema set,
@@ -102,7 +105,7 @@ func runW6Child() int {
 		return 3
 	}
 	defer closeDB()
-	r, err := w6Compile(s)
+	r, err := w6Compile(s, os.Getenv(w6NameEnv))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
@@ -156,7 +159,7 @@ func benchW6(b *testing.B, backend string, procs int) {
 		b.Fatal(err)
 	}
 	defer closeDB()
-	r, err := w6Compile(s)
+	r, err := w6Compile(s, "w6-parent")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -166,7 +169,7 @@ func benchW6(b *testing.B, backend string, procs int) {
 	}
 	for i := range procs {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "LOCKSTEP_CHILD="+w6Role, w6DBEnv+"="+path, w6PGEnv+"="+schema)
+		cmd.Env = append(os.Environ(), "LOCKSTEP_CHILD="+w6Role, w6DBEnv+"="+path, w6PGEnv+"="+schema, fmt.Sprintf("%s=w6-%d", w6NameEnv, i))
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
 			b.Fatal(err)

@@ -180,6 +180,9 @@ type run[S any] struct {
 	// held the thread's lease, and takes no lease back any more (see
 	// request).
 	acquired atomic.Bool
+	// claimed: the run works under its caller's claim (ClaimedBy): it
+	// holds the lease from its start and never releases it.
+	claimed bool
 
 	// held is the run's input checkpoint, encoded but not saved yet. It is
 	// saved in one transaction with the checkpoint of the __start__ step,
@@ -251,7 +254,11 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 	if err != nil {
 		return zero, err
 	}
-	lease, leave := r.lease(r.cfg.runIDs())
+	owner := ro.claimedBy
+	if owner == "" {
+		owner = r.cfg.runIDs()
+	}
+	lease, leave := r.lease(owner)
 	defer leave() // after finish: the lease is released (or its release failed)
 	var closeEmit func()
 	if emit != nil {
@@ -263,7 +270,13 @@ func (r *Runnable[S]) drive(ctx context.Context, thread string, in Input[S], opt
 	}
 	ru := &run[S]{
 		r: r, thread: thread, opts: ro, saver: r.cfg.saver, emit: emit,
-		lease: lease, hook: testhook.From(ctx), live: &r.live,
+		lease: lease, hook: testhook.From(ctx), live: &r.live, claimed: ro.claimedBy != "",
+	}
+	if ru.claimed {
+		// The caller holds the lease: every request is fenced by it from
+		// the first, and none takes a lease back (see ClaimedBy).
+		ru.holds.Store(true)
+		ru.acquired.Store(true)
 	}
 	if emit != nil && ro.subgraphs {
 		ru.emitNested = func(ne nestedEvent) bool {
@@ -441,7 +454,7 @@ func (ru *run[S]) finish(ctx context.Context) {
 	if ru.hb != nil {
 		ru.hb.Stop()
 	}
-	leased := ru.leased
+	leased := ru.leased && !ru.claimed // a claim's lease is its caller's to release
 	ru.leased = false
 	ru.holds.Store(false)
 	ru.mu.Unlock()
@@ -1132,7 +1145,7 @@ func (ru *run[S]) writePending(ctx context.Context, head string, tasks []checkpo
 	if err := ru.saveTopology(ctx); err != nil {
 		return fmt.Errorf("graph: thread %q: %w", ru.thread, err)
 	}
-	release = release && ru.nest == nil // a subgraph's run never lets the thread go
+	release = release && ru.nest == nil && !ru.claimed // a subgraph's run never lets the thread go, nor one under a claim
 	restore := func() {}
 	if release {
 		restore = ru.releasing()
@@ -1304,7 +1317,7 @@ func (ru *run[S]) encodeSave(ctx context.Context, f *frame[S], id string, unsave
 	return checkpoint.PutRequest{
 		Thread: ru.thread, NS: ru.ns, Checkpoint: cp,
 		ParentWrites: parentWrites, Writes: writes,
-		Fork: fork, Lease: ru.lease, Release: release && ru.nest == nil,
+		Fork: fork, Lease: ru.lease, Release: release && ru.nest == nil && !ru.claimed,
 	}, nil
 }
 

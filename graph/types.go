@@ -202,6 +202,8 @@ type runOptions struct {
 	durability    DurabilityMode
 	durabilitySet bool
 	answerJoins   []checkpoint.Join
+	claimedBy     string
+	claimedBySet  bool
 }
 
 // RunKey makes Invoke idempotent under key: retried after a crash, a
@@ -289,6 +291,9 @@ type resolvedRun struct {
 	// DurabilitySync.
 	durability  DurabilityMode
 	answerJoins []checkpoint.Join
+	// claimedBy is the owner of the lease the run works under
+	// (ClaimedBy); "" for a run that takes its own.
+	claimedBy string
 }
 
 func (r *Runnable[S]) resolveRun(opts []RunOption) (resolvedRun, error) {
@@ -299,7 +304,7 @@ func (r *Runnable[S]) resolveRun(opts []RunOption) (resolvedRun, error) {
 	// The compiled breakpoints are shared; a run that adds its own gets
 	// copies.
 	rr := resolvedRun{before: r.before, after: r.after, limit: r.cfg.recursionLimit, metadata: o.metadata, discard: o.discard, runKey: o.runKey, subgraphs: o.subgraphs, durability: r.cfg.durability,
-		answerJoins: o.answerJoins}
+		answerJoins: o.answerJoins, claimedBy: o.claimedBy}
 	if o.durabilitySet {
 		if err := checkDurability(o.durability); err != nil {
 			return rr, err
@@ -346,6 +351,14 @@ func (r *Runnable[S]) resolveRun(opts []RunOption) (resolvedRun, error) {
 			return rr, err
 		}
 	}
+	if o.claimedBySet {
+		switch {
+		case o.claimedBy == "":
+			return rr, fmt.Errorf("%w: ClaimedBy: an empty lease owner", ErrInvalidInput)
+		case r.cfg.saver == nil:
+			return rr, fmt.Errorf("%w: ClaimedBy: a run works under a claim on the thread's lease, which the saver keeps", ErrNoSaver)
+		}
+	}
 	if len(o.answerJoins) > 0 {
 		if slices.IndexFunc(o.answerJoins, func(j checkpoint.Join) bool { return j == nil }) >= 0 {
 			return rr, fmt.Errorf("%w: WithAnswerJoin: a nil Join", ErrInvalidInput)
@@ -355,6 +368,31 @@ func (r *Runnable[S]) resolveRun(opts []RunOption) (resolvedRun, error) {
 		}
 	}
 	return rr, nil
+}
+
+// ClaimedBy makes the run work under a lease its caller already holds on
+// the thread (a claim of package workers' pool: checkpoint.DueWork's
+// ClaimDue or Hold with this Runnable's runner), owned by owner, instead
+// of taking one of its own: the run's ID is owner, and every request it
+// sends, the first included, is fenced by that lease (checkpoint.Lease.Held,
+// D17): it commits only while owner still holds the lease under the epoch
+// it was claimed with. So the run never takes the claim over (no second
+// claim, no new epoch), and a claim that was lost before the run began
+// (its lease lapsed and another worker took the thread) lands nothing:
+// the run fails with an error matching checkpoint.ErrThreadBusy before any
+// node runs. The run renews the lease while it runs, as any run does, but
+// does not release it when it ends: the lease stays the caller's, to
+// release when it settles the claim (checkpoint.DueWork.Settle), so that
+// no other worker claims the thread between the run's end and the
+// settlement.
+//
+// An empty owner makes the run fail with ErrInvalidInput, a Runnable
+// without a saver with ErrNoSaver; nothing runs then. The caller must hold
+// the lease under the Runnable's runner (Runnable.Runner) and TTL
+// (Runnable.LeaseTTL), and must not start two runs under one claim at
+// once.
+func ClaimedBy(owner string) RunOption {
+	return func(o *runOptions) { o.claimedBy, o.claimedBySet = owner, true }
 }
 
 // WithAnswerJoin makes joins commit in the transaction of the write that

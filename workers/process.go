@@ -55,7 +55,7 @@ func (p *Pool[S]) work(ctx context.Context, d checkpoint.DueThread, log *slog.Lo
 			head = snap.Config.CheckpointID
 			switch snap.Status {
 			case graph.StatusPending:
-				res, err := p.r.Continue(ctx, d.Thread)
+				res, err := p.r.Continue(ctx, d.Thread, graph.ClaimedBy(d.Owner))
 				st, o := p.after(ctx, st, head, nil, res, err, log)
 				if o == outApplied {
 					o = outContinued
@@ -100,7 +100,7 @@ func (p *Pool[S]) work(ctx context.Context, d checkpoint.DueThread, log *slog.Lo
 			slog.String("key", in.Key), slog.String("error", err.Error()))
 		return park(st, head), outParked
 	}
-	res, err := p.r.Invoke(ctx, d.Thread, u, graph.RunKey(in.Key))
+	res, err := p.r.Invoke(ctx, d.Thread, u, graph.RunKey(in.Key), graph.ClaimedBy(d.Owner))
 	return p.after(ctx, st, head, &in, res, err, log)
 }
 

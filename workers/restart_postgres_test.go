@@ -80,6 +80,16 @@ func TestPoolSurvivesPostgresRestart(t *testing.T) {
 		deadline := time.Now().Add(3 * time.Minute)
 		for !ok() {
 			if time.Now().After(deadline) {
+				for i := range bookings {
+					th := bookingThread(i)
+					snap, err := r.GetState(ctx, th)
+					if err == nil && snap.Status == graph.StatusDone {
+						continue
+					}
+					l, lerr := db.Saver().Lease(ctx, th, "")
+					q, qerr := db.Saver().Queued(ctx, th, 0)
+					t.Logf("%s: %s %+v (%v); lease %+v (%v); %d queued (%v)", th, snap.Status, snap.Values, err, l, lerr, len(q), qerr)
+				}
 				t.Fatalf("%s: not within 3 minutes (%d of %d confirmed)", what, confirmed(), bookings)
 			}
 			time.Sleep(20 * time.Millisecond)

@@ -139,7 +139,7 @@ func (p *Pool[S]) Submit(ctx context.Context, thread string, input graph.Update[
 		p.settle(ctx, st, log)
 		return p.refuse(ctx, thread, input, o, why, nil)
 	}
-	var runOpts []graph.RunOption
+	runOpts := []graph.RunOption{graph.ClaimedBy(owner)}
 	if o.key != "" {
 		runOpts = append(runOpts, graph.RunKey(o.key))
 	}
@@ -274,7 +274,7 @@ func (p *Pool[S]) resumeApproval(ctx context.Context, rec approval.Record) error
 	defer p.leave(rec.Thread)
 	log := p.o.Logger.With(slog.String("thread", rec.Thread), slog.String("claim", owner), slog.String("approval", rec.ID))
 	st := checkpoint.Settlement{Thread: rec.Thread, Owner: owner, Next: checkpoint.DueKeep, Attempts: d.Attempts}
-	rerr := approval.ResumeGraph(p.r)(ctx, rec)
+	rerr := approval.ResumeGraph(p.r, graph.ClaimedBy(owner))(ctx, rec)
 	if rerr != nil && ctx.Err() == nil && !errors.Is(rerr, checkpoint.ErrThreadBusy) && !errors.Is(rerr, checkpoint.ErrConflict) {
 		// The thread no longer waits on the approval, or the resume
 		// failed: settle from what the thread is now.
