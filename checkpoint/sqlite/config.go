@@ -75,7 +75,7 @@ type Config struct {
 	// "sqlite.put.begin" (after BEGIN IMMEDIATE), "sqlite.put.beforeCommit",
 	// "sqlite.put.afterCommit", "sqlite.writes.begin",
 	// "sqlite.writes.beforeCommit" and "sqlite.writes.afterCommit" (in a
-	// group commit, each member's ".begin" after its SAVEPOINT, then
+	// group commit, each member's ".begin" as it starts, then
 	// "sqlite.group.member" after its statements, and every member's
 	// ".beforeCommit" and ".afterCommit" around the one COMMIT); and,
 	// while Open creates and sets up a file, "sqlite.create.identity",

@@ -33,6 +33,9 @@ type member struct {
 	fn     func(t *wtx) error
 	size   int        // bytes it writes, for Config.GroupCommitBytes
 	done   chan error // buffered: the leader never blocks on it
+	// firstOnly: fn cannot be refused once its first write statement,
+	// run with execFirst, wrote (writeGroupedFirst).
+	firstOnly bool
 
 	// What the member's fn recorded for the head cache, applied once the
 	// group committed (see wtx).
@@ -65,14 +68,39 @@ func (s *Saver) GroupStats() (groups, members int64) {
 // writeGrouped runs fn as write does, possibly in one transaction with
 // other grouped writes (see above). size is what it writes, in bytes.
 func (s *Saver) writeGrouped(ctx context.Context, op opInfo, prefix string, size int, fn func(t *wtx) error) error {
+	return s.writeGroupedFirst(ctx, op, prefix, size, false, fn)
+}
+
+// writeGroupedFirst is writeGrouped for a writer that may say (firstOnly)
+// that fn writes only through wtx.exec and wtx.execFirst and cannot be
+// refused once the statement it runs with execFirst wrote: in a group,
+// such a member takes its savepoint only when it is about to write
+// something else first (see runMember).
+func (s *Saver) writeGroupedFirst(ctx context.Context, op opInfo, prefix string, size int, firstOnly bool, fn func(t *wtx) error) error {
 	if s.cfg.groupMax <= 1 {
 		return s.write(ctx, op, prefix, fn)
 	}
 	if err := s.live(); err != nil {
 		return err
 	}
-	m := &member{ctx: ctx, op: op, prefix: prefix, fn: fn, size: size, done: make(chan error, 1)}
 	q := &s.group
+	select {
+	case s.wsem <- struct{}{}:
+		// The writer is idle: with nobody queued, this is a lone write
+		// (no member to queue, nothing to hand over).
+		q.mu.Lock()
+		if q.closed || len(q.queue) > 0 {
+			q.mu.Unlock()
+			<-s.wsem
+			break
+		}
+		q.mu.Unlock()
+		err := s.writeLocked(ctx, op, prefix, fn)
+		<-s.wsem
+		return err
+	default:
+	}
+	m := &member{ctx: ctx, op: op, prefix: prefix, fn: fn, size: size, done: make(chan error, 1), firstOnly: firstOnly}
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
@@ -292,12 +320,30 @@ func (s *Saver) groupTx(g []*member) error {
 	return nil
 }
 
+// errMemberWrote says a member that wrote without a savepoint
+// (execFirst) was refused after all: the group is rolled back and its
+// members run alone.
+var errMemberWrote = errors.New("checkpoint/sqlite: a group member refused after a write it made without a savepoint")
+
 // runMember runs one member in its savepoint. Its own refusal is recorded
 // in m.err and rolled back to the savepoint; a SQLite error is returned
 // (the caller rolls the whole transaction back).
+//
+// The savepoint is taken before the member's first write (wtx.exec), not
+// before its reads, and not at all for a member whose first write is a
+// statement that is all or nothing and after which it cannot be refused
+// (writeGroupedFirst, wtx.execFirst: a Put on its parent, the usual
+// case): such a member's refusal comes before it wrote anything, and
+// there is nothing to roll back. Should it be refused after that write
+// all the same, the whole group is rolled back and its members run
+// alone (errMemberWrote).
 func (s *Saver) runMember(t *wtx, m *member) error {
-	if _, err := t.exec("SAVEPOINT member"); err != nil {
-		return err
+	t.sp, t.firstOnly = spLazy, m.firstOnly
+	defer func() { t.sp, t.firstOnly = spNone, false }()
+	if !m.firstOnly {
+		if err := t.savepoint(); err != nil {
+			return err
+		}
 	}
 	t.savedPut, t.writeRef, t.writeRows, t.prevHead = nil, nil, nil, nil
 	if m.op.changesHeads() {
@@ -311,16 +357,23 @@ func (s *Saver) runMember(t *wtx, m *member) error {
 	var rb errRollback
 	switch {
 	case err == nil:
-		if _, err := t.exec("RELEASE member"); err != nil {
-			return err
+		if t.sp == spTaken {
+			if _, err := t.execNow("RELEASE member"); err != nil {
+				return err
+			}
 		}
 		m.savedPut, m.writeRef, m.writeRows, m.prevHead, m.ran = t.savedPut, t.writeRef, t.writeRows, t.prevHead, true
 	case errors.As(err, &rb):
-		if _, err := t.exec("ROLLBACK TO member"); err != nil {
-			return err
-		}
-		if _, err := t.exec("RELEASE member"); err != nil {
-			return err
+		switch t.sp {
+		case spTaken:
+			if _, err := t.execNow("ROLLBACK TO member"); err != nil {
+				return err
+			}
+			if _, err := t.execNow("RELEASE member"); err != nil {
+				return err
+			}
+		case spAtomic:
+			return errMemberWrote
 		}
 		m.err = rb.err
 	default:

@@ -501,3 +501,65 @@ func TestGroupCommitDueWork(t *testing.T) {
 		t.Errorf("a: %v, want %s on top", ids, ra.Checkpoint.ID)
 	}
 }
+
+// TestGroupCommitSavepoints: a group member takes its savepoint only
+// when it may have to undo a write: not for a Put on its parent (its
+// INSERT checks the parent and the lease and writes all or nothing), nor
+// for one refused before it wrote; a Put that takes a lease first (the
+// slow path) and a Put whose task writes raise an interrupt take one.
+// Each keeps its result.
+func TestGroupCommitSavepoints(t *testing.T) {
+	drv := faults(t)
+	g := newGate("sqlite.put.beforeCommit")
+	s := openTemp(t, Config{Synchronous: SyncNormal, Hook: g.hook, DriverName: faultDriverName})
+	ctx := t.Context()
+
+	onParent := putLine(t, s, "on-parent", 2)
+	released := putLine(t, s, "released", 2)
+	if err := s.Release(ctx, "released", "", released.owner); err != nil {
+		t.Fatal(err)
+	}
+	stale := putLine(t, s, "stale", 3)
+	staleReq := stale.next()
+	staleReq.Checkpoint.ParentID = listIDs(t, s, "stale")[1]
+	asks := putLine(t, s, "asks", 2)
+	asksReq := asks.next()
+	asksReq.ParentWrites = append(asksReq.ParentWrites, checkpoint.TaskWrites{TaskID: "ask", Node: "n", Path: "pull",
+		Writes: []checkpoint.Write{{Channel: checkpoint.ChannelInterrupt, Value: json.RawMessage(`[{"id":"i-asks","value":"v"}]`)}}})
+	first := putLine(t, s, "first", 1)
+
+	reqs := []checkpoint.PutRequest{onParent.next(), released.next(), staleReq, asksReq}
+	want := []error{nil, nil, checkpoint.ErrConflict, nil}
+	var rest []func() error
+	for _, req := range reqs {
+		rest = append(rest, func() error { return s.Put(ctx, req) })
+	}
+	drv.Arm(faultdb.Fault{Op: faultdb.OpExec, Match: "SAVEPOINT member", Mode: faultdb.Persistent})
+	errs := groupRun(t, s, g, func() error { return s.Put(ctx, first.next()) }, rest)
+	savepoints := len(drv.Events())
+	drv.Reset()
+	for i, err := range errs {
+		if want[i] == nil && err != nil || want[i] != nil && !errors.Is(err, want[i]) {
+			t.Errorf("write %d: %v, want %v", i, err, want[i])
+		}
+	}
+	if savepoints != 2 {
+		t.Errorf("%d savepoints taken, want 2 (the Put that takes its lease back, the one that asks)", savepoints)
+	}
+	if groups, members := s.GroupStats(); groups != 1 || members != int64(len(rest)) {
+		t.Errorf("GroupStats: %d groups of %d writes, want 1 of %d", groups, members, len(rest))
+	}
+	for i, th := range []string{"on-parent", "released", "stale", "asks"} {
+		tp, err := s.Get(ctx, checkpoint.Ref{Thread: th}, checkpoint.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantHead := reqs[i].Checkpoint.ID
+		if i == 2 {
+			wantHead = stale.head
+		}
+		if tp.Checkpoint.ID != wantHead {
+			t.Errorf("%s: head %s, want %s", th, tp.Checkpoint.ID, wantHead)
+		}
+	}
+}

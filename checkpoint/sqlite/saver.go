@@ -456,7 +456,24 @@ type wtx struct {
 	// prevHead is the cached head of the thread written, as it was before
 	// the transaction (nil when there was none).
 	prevHead *cachedHead
+	// sp is where a group member stands with its savepoint (runMember);
+	// spNone outside a group.
+	sp savepointState
+	// firstOnly: the member's first write is its only refusable one
+	// (writeGroupedFirst, execFirst).
+	firstOnly bool
 }
+
+// savepointState is where a group member's statements stand with the
+// member's savepoint (see runMember).
+type savepointState uint8
+
+const (
+	spNone   savepointState = iota // not a group member: no savepoint
+	spLazy                         // a member that has written nothing: exec takes the savepoint first
+	spTaken                        // the member's savepoint is open
+	spAtomic                       // the member wrote one self-contained statement without one (execFirst)
+)
 
 // stmt returns the statement for query, prepared once on the writer.
 func (t *wtx) stmt(query string) (*sql.Stmt, error) {
@@ -477,7 +494,45 @@ func (t *wtx) stmt(query string) (*sql.Stmt, error) {
 	return st, nil
 }
 
+// exec runs a statement that may write, in a group member's savepoint
+// (taken first if the member has none yet), and returns the rows it
+// changed.
 func (t *wtx) exec(query string, args ...any) (int64, error) {
+	if t.sp == spLazy {
+		if err := t.savepoint(); err != nil {
+			return 0, err
+		}
+	}
+	return t.execNow(query, args...)
+}
+
+// execFirst is exec for the first write of a member whose writer said it
+// cannot be refused once that statement wrote (writeGroupedFirst): a
+// statement that either writes or, refused by a constraint, writes
+// nothing at all (SQLite undoes a failed statement by itself), so that
+// it needs no savepoint of its own. Anywhere else it is exec.
+func (t *wtx) execFirst(query string, args ...any) (int64, error) {
+	if t.sp != spLazy || !t.firstOnly {
+		return t.exec(query, args...)
+	}
+	n, err := t.execNow(query, args...)
+	if err == nil {
+		t.sp = spAtomic
+	}
+	return n, err
+}
+
+// savepoint opens the group member's savepoint.
+func (t *wtx) savepoint() error {
+	if _, err := t.execNow("SAVEPOINT member"); err != nil {
+		return err
+	}
+	t.sp = spTaken
+	return nil
+}
+
+// execNow runs a statement on the writer and returns the rows it changed.
+func (t *wtx) execNow(query string, args ...any) (int64, error) {
 	st, err := t.stmt(query)
 	if err != nil {
 		return 0, err

@@ -528,7 +528,7 @@ func (s *Saver) Put(ctx context.Context, req checkpoint.PutRequest) error {
 		return err
 	}
 	op := opInfo{op: "put", thread: req.Thread, ns: req.NS, checkpoint: req.Checkpoint.ID}
-	return s.writeGrouped(ctx, op, "sqlite.put", p.size(), func(t *wtx) error {
+	return s.writeGroupedFirst(ctx, op, "sqlite.put", p.size(), p.firstOnly() && len(req.Joins) == 0, func(t *wtx) error {
 		t.savedPut = p
 		if err := t.put(p); err != nil {
 			return err
@@ -565,7 +565,8 @@ func (s *Saver) PutChain(ctx context.Context, reqs []checkpoint.PutRequest) erro
 	for _, p := range ps {
 		size += p.size()
 	}
-	return s.writeGrouped(ctx, op, "sqlite.put", size, func(t *wtx) error {
+	firstOnly := len(ps) == 1 && ps[0].firstOnly() && len(reqs[0].Joins) == 0
+	return s.writeGroupedFirst(ctx, op, "sqlite.put", size, firstOnly, func(t *wtx) error {
 		t.savedPut = ps[len(ps)-1]
 		for _, p := range ps {
 			if err := t.put(p); err != nil {
@@ -605,6 +606,16 @@ func preparePut(req *checkpoint.PutRequest, now time.Time) (*preparedPut, error)
 	return p, nil
 }
 
+// firstOnly reports whether the Put cannot be refused once its first
+// write statement wrote (writeGroupedFirst): that statement is the
+// row's INSERT that checks the parent and lease itself (putFast, putNew),
+// after which only rows that cannot be refused are written, unless its
+// task writes raise interrupts (checkParentInterrupts reads them after
+// the INSERT).
+func (p *preparedPut) firstOnly() bool {
+	return !checkpoint.HasInterruptWrite(p.req.ParentWrites)
+}
+
 // size is about how many bytes the Put writes (Config.GroupCommitBytes).
 func (p *preparedPut) size() int {
 	n := 256 + len(p.row.metadata) + len(p.row.versions) + len(p.row.channels)
@@ -628,7 +639,7 @@ func (t *wtx) put(p *preparedPut) error {
 	req, cp, now, args := p.req, &p.req.Checkpoint, p.now, p.args[:]
 	nowText := func() string { return formatTime(now) } // only a write of the threads row needs it
 	if cp.ParentID != "" {
-		_, err := t.exec(putFast, args...)
+		_, err := t.execFirst(putFast, args...)
 		if err != nil && !isConstraint(err) {
 			return err
 		}
@@ -652,7 +663,7 @@ func (t *wtx) put(p *preparedPut) error {
 		}
 	} else if !req.Lease.Held {
 		// A new thread: the row, then the threads row with the lease.
-		_, err := t.exec(putNew, args[:13]...)
+		_, err := t.execFirst(putNew, args[:13]...)
 		if err != nil && !isConstraint(err) {
 			return err
 		}
