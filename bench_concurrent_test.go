@@ -23,7 +23,8 @@ import (
 // setting (BenchmarkSQLiteFloor's transaction, measured in the same run)
 // over 1e6, how many steps one floor transaction's time carries. A saver
 // that commits every checkpoint alone can never pass 1 (LangGraph JS);
-// puts/group is how many Puts a group transaction carried on average.
+// puts/group is how many Puts a group transaction carried on average,
+// cpu-us/step the process's CPU time (every core's) per step.
 // saver=postgres runs the same on the Postgres saver (skipped without
 // LOCKSTEP_POSTGRES_URL), its floor BenchmarkPostgresFloor's transaction.
 func BenchmarkW7Concurrent(b *testing.B) {
@@ -82,6 +83,7 @@ func w7Concurrent(b *testing.B, s groupStatser, prefix string, threads int, floo
 	var failed atomic.Pointer[error]
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0, cpuOK := processCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for range threads {
@@ -107,6 +109,7 @@ func w7Concurrent(b *testing.B, s groupStatser, prefix string, threads int, floo
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu1, _ := processCPU()
 	b.StopTimer()
 	if p := failed.Load(); p != nil {
 		b.Fatal(*p)
@@ -116,6 +119,10 @@ func w7Concurrent(b *testing.B, s groupStatser, prefix string, threads int, floo
 	b.ReportMetric(perSec, "steps/s")
 	b.ReportMetric(perSec*floorUs/1e6, "steps/floor")
 	b.ReportMetric(floorUs, "floor-us/txn")
+	if cpuOK {
+		// Both cores' time: steps/s is bounded by cores*1e6/cpu-us/step.
+		b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/1e3/steps, "cpu-us/step")
+	}
 	if groups, members := s.GroupStats(); groups > 0 {
 		b.ReportMetric(float64(members)/float64(groups), "puts/group")
 	}
