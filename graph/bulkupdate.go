@@ -211,6 +211,12 @@ func (r *Runnable[S]) bulkStep(ctx context.Context, thread, ns string, f *frame[
 		if t.writes, err = r.resolve(ctx, t, su.Update, base, false); err != nil {
 			return nil, nil, err
 		}
+		// Encoded before they are applied, as a node's are: a field that
+		// takes a written value as it is stores the write's bytes
+		// (field.taken) rather than encoding a big value twice.
+		if t.encoded, err = r.encodeWrites(ctx, t); err != nil {
+			return nil, nil, fmt.Errorf("graph: thread %q step %d: %w", thread, stepNo, err)
+		}
 		t.done = true
 		tasks[k] = t
 	}

@@ -76,6 +76,11 @@ type startInput struct {
 type dirtyMark struct {
 	full bool // store the whole value
 	from int  // append fields: items before this index are already stored
+	// enc, when set, is the new value already encoded: the write it came
+	// from as its task stores it (field.taken). encodeFrame stores these
+	// bytes, so that a big value a node wrote is encoded once, and the
+	// saver sees the write and the channel share one array.
+	enc json.RawMessage
 }
 
 func newFrame[S any]() *frame[S] {
@@ -497,6 +502,8 @@ func (r *Runnable[S]) encodeFrame(ctx context.Context, f *frame[S], id string) (
 					}
 					shapes[fl.index] = shape
 				}
+			} else if d.enc != nil {
+				b.Data = d.enc // checked by encodeValue when the write was encoded, under the same cap
 			} else {
 				b.Data, err = encodeValue(ctx, r.abandoned, fv, fl, where{prefix: "field", field: ch}, r.cfg.maxValueBytes)
 			}

@@ -163,6 +163,30 @@ type fieldWrite struct {
 	value     reflect.Value // the written value (for append: the items)
 	overwrite bool          // replace the value, skipping the reducer
 	node      string        // writer, for conflict messages
+	// enc is the value as its task's writes store it (task.encoded),
+	// when they were encoded already: a field that takes the value as
+	// it is stores the same bytes rather than encoding it again.
+	enc json.RawMessage
+}
+
+// taken returns the encoding of the write whose value the field holds
+// after reduce, when the new value is one write's value as it is (the
+// only write of a last-value field, or an overwrite of a field that is
+// not an append field), and nil otherwise: then the field's value is
+// encoded on its own.
+func (f *field) taken(ws []fieldWrite) json.RawMessage {
+	if f.reducer.kind == kindAppend {
+		return nil // stored as a chain of items (encodeAppend)
+	}
+	for i := range ws {
+		if ws[i].overwrite {
+			return ws[i].enc // reduce refuses a second overwrite
+		}
+	}
+	if f.reducer.kind == kindLastValue && len(ws) == 1 {
+		return ws[0].enc
+	}
+	return nil
 }
 
 // reduce combines a step's writes to f with the current value cur. It

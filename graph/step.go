@@ -32,13 +32,17 @@ func (r *Runnable[S]) applyWrites(ctx context.Context, f *frame[S], tasks []*tas
 
 	var fieldWrites [][]fieldWrite // by field index
 	for _, t := range ordered {
-		for _, w := range t.writes {
+		for j, w := range t.writes {
 			switch {
 			case w.field >= 0:
 				if fieldWrites == nil {
 					fieldWrites = make([][]fieldWrite, len(r.schema.fields))
 				}
-				fieldWrites[w.field] = append(fieldWrites[w.field], fieldWrite{value: w.value, overwrite: w.overwrite, node: t.name})
+				fw := fieldWrite{value: w.value, overwrite: w.overwrite, node: t.name}
+				if len(t.encoded) == len(t.writes) { // encodeWrites: one stored write per write
+					fw.enc = t.encoded[j].Value
+				}
+				fieldWrites[w.field] = append(fieldWrites[w.field], fw)
 			case w.send != nil:
 				n.sends = append(slices.Clip(n.sends), *w.send.(*Send[S]))
 				n.markInternal(checkpoint.ChannelSends)
@@ -91,7 +95,7 @@ func (r *Runnable[S]) applyWrites(ctx context.Context, f *frame[S], tasks []*tas
 		}
 		delete(n.spare, fl.index)
 		sv.Field(fl.index).Set(capped(nv))
-		n.setDirty(fl.name, dirtyMark{full: true})
+		n.setDirty(fl.name, dirtyMark{full: true, enc: fl.taken(ws)})
 	}
 	return n, nil
 }
