@@ -71,6 +71,7 @@ type field struct {
 	strict  *strictjson.Schema // refuses stored JSON that Marshal never writes for typ
 	reducer Reducer
 	foreign bool // encoding or decoding typ may call application code (safe.Foreign)
+	quote   bool // typ encodes as a plain JSON string (plainString): quoteString writes it
 }
 
 // schema describes the state type S.
@@ -98,7 +99,7 @@ func newSchema(t reflect.Type) (*schema, []error) {
 		if tag == "-" {
 			continue
 		}
-		f := field{name: sf.Name, index: i, typ: sf.Type, strict: strictjson.For(sf.Type), foreign: safe.Foreign(sf.Type)}
+		f := field{name: sf.Name, index: i, typ: sf.Type, strict: strictjson.For(sf.Type), foreign: safe.Foreign(sf.Type), quote: plainString(sf.Type)}
 		switch tag {
 		case "":
 		case "append":
@@ -299,6 +300,19 @@ func capped(v reflect.Value) reflect.Value {
 // given up on, counted in ab, and encodeValue returns an error matching
 // ErrAbandoned and ctx's.
 func encodeValue(ctx context.Context, ab *safe.Counter, v reflect.Value, fl *field, what where, limit int) (json.RawMessage, error) {
+	if fl.quote && v.IsValid() && v.Kind() == reflect.String {
+		// Measured first, so that the value is encoded once, into an
+		// array of its size, and not at all when it is over the cap.
+		s := v.String()
+		n, ok := quotedLen(s)
+		if !ok {
+			return nil, &EncodeError{What: what.String(), Err: errInvalidUTF8}
+		}
+		if limit > 0 && n > limit {
+			return nil, &SizeError{What: what.String(), Size: n, Limit: limit}
+		}
+		return appendQuoted(make([]byte, 0, n), s), nil
+	}
 	var x any
 	if v.IsValid() {
 		x = v.Interface()

@@ -482,13 +482,13 @@ func TestHugeStateUnderCap(t *testing.T) {
 	took := time.Since(start)
 	runtime.ReadMemStats(&after)
 	// Everything allocated while writing it: an upper bound on how much the
-	// heap grew (R22 wants at most 3x the state; we are not there: about
-	// 5x, the value encoded for the checkpoint and again for the task's
-	// write, and the row that holds it once).
+	// heap grew. R22 wants at most 3x the state; it is about 2x: the value
+	// encoded once, into an array of its size, which the task's write and
+	// the checkpoint's channel share, and the row that holds it once.
 	alloc := after.TotalAlloc - before.TotalAlloc
-	t.Logf("writing it allocated %d MiB", alloc>>20)
-	if alloc > 6*uint64(len(big)) {
-		t.Errorf("writing an 8 MiB value allocated %d MiB, more than 6x its size", alloc>>20)
+	t.Logf("writing it allocated %d MiB (%.2fx)", alloc>>20, float64(alloc)/float64(len(big)))
+	if alloc > 3*uint64(len(big)) {
+		t.Errorf("writing an 8 MiB value allocated %d MiB, more than 3x its size", alloc>>20)
 	}
 	fresh, err := badGraph(true).Compile(graph.WithSaver(f.app.Saver))
 	if err != nil {
