@@ -196,9 +196,13 @@ type Runnable[S any] struct {
 	idgen     *checkpoint.IDGenerator
 	edgesList [][2]string
 	branchCh  map[string]string // node → its trigger channel, "branch:to:<node>"
-	live      liveRuns          // this Runnable's runs, per thread
-	abandoned *safe.Counter     // application code given up on (see Abandoned)
-	obs       *hookcall.Caller  // WithObserver's hook; nil without one
+	// branchTrig holds, per node, the one-element list of its trigger
+	// channel: the triggers of a task that only its branch channel
+	// triggered (read only, shared by every such task).
+	branchTrig map[string][]string
+	live       liveRuns         // this Runnable's runs, per thread
+	abandoned  *safe.Counter    // application code given up on (see Abandoned)
+	obs        *hookcall.Caller // WithObserver's hook; nil without one
 
 	topo     Topology    // canonical
 	topoData []byte      // its encoding
@@ -239,9 +243,11 @@ func (g *Graph[S]) Compile(opts ...Option) (*Runnable[S], error) {
 		abandoned: &safe.Counter{},
 	}
 	r.branchCh = make(map[string]string, len(g.nodes))
+	r.branchTrig = make(map[string][]string, len(g.nodes))
 	for name := range g.nodes {
 		r.nodeNames = append(r.nodeNames, name)
 		r.branchCh[name] = checkpoint.BranchPrefix + name
+		r.branchTrig[name] = []string{r.branchCh[name]}
 	}
 	sort.Strings(r.nodeNames)
 	isNode := func(n string) bool { _, ok := g.nodes[n]; return ok }

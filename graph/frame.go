@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/internal/strictjson"
@@ -175,13 +176,18 @@ func (f *frame[S]) maxVersion() string {
 }
 
 // view returns the state with every slice field capped, as handed to nodes
-// and routers.
+// and routers. It caps each slice field of the copy in place, through its
+// offset: s[:len(s):len(s)] keeps the slice's data pointer and only sets
+// its capacity, the same for every element type, so the header is resliced
+// as a []byte's. (Through reflect, the copy escaped to the heap and each
+// capped slice was boxed: two allocations or more per call, and a step
+// makes several calls.)
 func (r *Runnable[S]) view(st S) S {
-	v := reflect.ValueOf(&st).Elem()
-	for _, f := range r.schema.fields {
-		fv := v.Field(f.index)
-		if fv.Kind() == reflect.Slice && fv.Cap() != fv.Len() {
-			fv.Set(capped(fv))
+	p := unsafe.Pointer(&st)
+	for _, off := range r.schema.sliceAt {
+		s := (*[]byte)(unsafe.Add(p, off))
+		if len(*s) != cap(*s) {
+			*s = (*s)[:len(*s):len(*s)]
 		}
 	}
 	return st
@@ -584,6 +590,15 @@ func (f *frame[S]) clearInternal(ch string) {
 	delete(f.dirty, ch)
 }
 
+// branchOf returns node's trigger channel, "branch:to:<node>", without
+// building the string for a node of the graph.
+func (r *Runnable[S]) branchOf(node string) string {
+	if ch, ok := r.branchCh[node]; ok {
+		return ch
+	}
+	return checkpoint.BranchPrefix + node
+}
+
 // consume clears the triggers that the planned tasks use, as if they ran
 // (used when new input discards pending work, and by every applied step).
 func (r *Runnable[S]) consume(f *frame[S], tasks []*task[S]) {
@@ -598,7 +613,7 @@ func (r *Runnable[S]) consume(f *frame[S], tasks []*task[S]) {
 		}
 		if f.triggers[t.name] {
 			delete(f.triggers, t.name)
-			f.clearInternal(checkpoint.BranchPrefix + t.name)
+			f.clearInternal(r.branchOf(t.name))
 		}
 		for _, j := range r.joinsTo[t.name] {
 			if joinComplete(j, f.joins[j.channel]) {

@@ -2188,19 +2188,38 @@ func (ru *run[S]) scratchFor(t *task[S]) *scratch {
 		sp.outer = ru.outer()
 	}
 	if ru.saver != nil {
-		head := ru.fr.id
-		sp.fence = func(ctx context.Context) error { return ru.confirmOwner(ctx, head) }
-		sp.persist = func(ctx context.Context, n int, sr checkpoint.StepResult, joins []checkpoint.Join) error {
-			b, err := json.Marshal(sr)
-			if err != nil {
-				return err
-			}
-			return ru.putWrites(ctx, head, []checkpoint.TaskWrites{{TaskID: t.id, Node: t.name, Path: t.path(),
-				Writes: []checkpoint.Write{{Channel: fmt.Sprintf("%s%d", checkpoint.ChannelStepPrefix, n), Value: b}}}}, false, joins)
-		}
+		sp.saved = &taskSaver[S]{ru: ru, head: ru.fr.id, t: t}
 		_, sp.joinable = ru.saver.(checkpoint.Joiner)
 	}
 	return sp
+}
+
+// stepSaver is what a task's durable steps need of its run: fence
+// confirms the run still owns the thread, persist saves a step's result
+// (slot n) as a pending write of the checkpoint the task runs on.
+type stepSaver interface {
+	fence(ctx context.Context) error
+	persist(ctx context.Context, n int, sr checkpoint.StepResult, joins []checkpoint.Join) error
+}
+
+// taskSaver is the stepSaver of task t of run ru, on checkpoint head:
+// one allocation a task, where two closures were two or three.
+type taskSaver[S any] struct {
+	ru   *run[S]
+	head string
+	t    *task[S]
+}
+
+func (ts *taskSaver[S]) fence(ctx context.Context) error { return ts.ru.confirmOwner(ctx, ts.head) }
+
+func (ts *taskSaver[S]) persist(ctx context.Context, n int, sr checkpoint.StepResult, joins []checkpoint.Join) error {
+	b, err := json.Marshal(sr)
+	if err != nil {
+		return err
+	}
+	t := ts.t
+	return ts.ru.putWrites(ctx, ts.head, []checkpoint.TaskWrites{{TaskID: t.id, Node: t.name, Path: t.path(),
+		Writes: []checkpoint.Write{{Channel: fmt.Sprintf("%s%d", checkpoint.ChannelStepPrefix, n), Value: b}}}}, false, joins)
 }
 
 // updateOf rebuilds a task's update for events: what the node returned, or

@@ -80,6 +80,9 @@ type schema struct {
 	fields []field
 	byName map[string]int
 	byKey  map[string]int // json keys that differ from the Go name (lookup)
+	// sliceAt holds the offsets in S of the slice fields among fields,
+	// for view.
+	sliceAt []uintptr
 }
 
 // newSchema reflects over the state type. Tags `lockstep:"append"` and
@@ -115,6 +118,9 @@ func newSchema(t reflect.Type) (*schema, []error) {
 		}
 		s.byName[f.name] = len(s.fields)
 		s.fields = append(s.fields, f)
+		if sf.Type.Kind() == reflect.Slice {
+			s.sliceAt = append(s.sliceAt, sf.Offset)
+		}
 	}
 	errs = append(errs, s.addAliases(t)...)
 	return s, errs

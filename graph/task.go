@@ -104,7 +104,7 @@ func (r *Runnable[S]) plan(f *frame[S], ns string, step int) []*task[S] {
 	for _, name := range r.nodeNames {
 		var trig []string
 		if f.triggers[name] {
-			trig = append(trig, r.branchCh[name])
+			trig = r.branchTrig[name] // shared: appending below copies it (cap 1)
 		}
 		for _, j := range r.joinsTo[name] {
 			if joinComplete(j, f.joins[j.channel]) {
@@ -114,7 +114,9 @@ func (r *Runnable[S]) plan(f *frame[S], ns string, step int) []*task[S] {
 		// Sorted, so that task IDs depend only on what is stored, not on
 		// the order joins were added: a reader without the graph's code
 		// (the CLI) computes the same IDs.
-		slices.Sort(trig)
+		if len(trig) > 1 {
+			slices.Sort(trig)
+		}
 		if len(trig) > 0 {
 			tasks = append(tasks, &task[S]{name: name, push: -1, triggers: trig, input: pullInput()})
 		}
@@ -223,11 +225,12 @@ type scratch struct {
 	steps    map[string]checkpoint.StepResult
 	inflight map[string]chan struct{}
 	slots    int
-	persist  func(ctx context.Context, slot int, sr checkpoint.StepResult, joins []checkpoint.Join) error
-	joinable bool                            // the run's saver is a checkpoint.Joiner (JoinWrite)
-	fence    func(ctx context.Context) error // confirms the run still owns the thread
-	maxBytes int                             // the cap on a result (WithMaxValueBytes)
-	aband    *safe.Counter                   // the runnable's abandoned calls (nil outside a run)
+	// saved saves durable step results and confirms the run still owns
+	// the thread; nil outside a run with a saver.
+	saved    stepSaver
+	joinable bool          // the run's saver is a checkpoint.Joiner (JoinWrite)
+	maxBytes int           // the cap on a result (WithMaxValueBytes)
+	aband    *safe.Counter // the runnable's abandoned calls (nil outside a run)
 	// stream sends an EventMessages or EventCustom event of the task;
 	// nil when the run is not streamed.
 	stream func(kind EventKind, data any) bool
@@ -430,8 +433,8 @@ func Durable[T any](ctx context.Context, name string, fn func(ctx context.Contex
 		close(done)
 	}()
 
-	if sp.fence != nil {
-		if err := sp.fence(ctx); err != nil {
+	if sp.saved != nil {
+		if err := sp.saved.fence(ctx); err != nil {
 			return zero, fmt.Errorf("graph: durable step %q not run: %w", name, err)
 		}
 		if ctx.Err() != nil {
@@ -469,8 +472,8 @@ func Durable[T any](ctx context.Context, name string, fn func(ctx context.Contex
 		return zero, &SizeError{What: what, Size: len(b), Limit: sp.maxBytes}
 	}
 	sr := checkpoint.StepResult{Name: name, Result: b}
-	if sp.persist != nil {
-		if err := sp.persist(ctx, slot, sr, joins); err != nil {
+	if sp.saved != nil {
+		if err := sp.saved.persist(ctx, slot, sr, joins); err != nil {
 			return zero, fmt.Errorf("graph: durable step %q ran but its result was not saved: %w", name, err)
 		}
 	}
@@ -522,10 +525,10 @@ func OwnThread(ctx context.Context) error {
 	}
 	res, ok := interrupt.FromContext(ctx)
 	sp, isScratch := res.(*scratch)
-	if !ok || !isScratch || sp.fence == nil {
+	if !ok || !isScratch || sp.saved == nil {
 		return nil
 	}
-	if err := sp.fence(ctx); err != nil {
+	if err := sp.saved.fence(ctx); err != nil {
 		return fmt.Errorf("graph: thread %q node %q: %w", sp.info.Thread, sp.info.Node, err)
 	}
 	return nil
@@ -546,7 +549,7 @@ func OwnThread(ctx context.Context) error {
 // Durable returns j's error.
 func JoinWrite(ctx context.Context, j checkpoint.Join) bool {
 	c := callOf(ctx)
-	if c == nil || j == nil || c.sp.persist == nil || !c.sp.joinable {
+	if c == nil || j == nil || c.sp.saved == nil || !c.sp.joinable {
 		return false
 	}
 	c.mu.Lock()
@@ -787,7 +790,7 @@ func (r *Runnable[S]) resolve(ctx context.Context, t *task[S], u Update[S], f *f
 		if _, ok := r.nodes[n]; !ok {
 			return nil, &UnknownNodeError{Name: n, From: "Goto of node " + strconv.Quote(t.name)}
 		}
-		writes = append(writes, twrite{channel: checkpoint.BranchPrefix + n, field: -1})
+		writes = append(writes, twrite{channel: r.branchOf(n), field: -1})
 	}
 	for i := range u.sends {
 		s := u.sends[i]
