@@ -268,6 +268,7 @@ func startServer(t testing.TB, h *reviewweb.Handler) string {
 
 // browserFixture is the fixture with a LocalToken handler for browsers.
 func browserFixture(t *testing.T) (*fixture, *server, *reviewweb.LocalToken) {
+	chromium(t) // first: a skipped test builds no fixture
 	f := newFixture(t)
 	lt := newLocalToken(t, reviewweb.LocalTokenOptions{Now: f.clock.Now})
 	s := newServer(t, f, func(o *reviewweb.Options) { o.Auth = lt })

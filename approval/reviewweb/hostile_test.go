@@ -36,6 +36,9 @@ func hostileCall() call {
 // as a mark and not obeyed, the 5 MB argument is cut (and the cut said),
 // while the API returns the arguments whole.
 func TestHostilePayload(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a 5 MB argument through every page: minutes under the race detector, which it does not need (it races nothing); it runs without it")
+	}
 	f := newFixture(t)
 	id := f.start(t, "hostile", hostileCall())
 	s := newServer(t, f, nil)
