@@ -70,10 +70,12 @@
 //   - Group commit: Put, PutChain and PutWrites calls that wait for the
 //     Saver's writer at once (many runs on one saver) commit in one
 //     transaction, one COMMIT (one fsync at synchronous=FULL) for all,
-//     each inside its own SAVEPOINT. Each keeps its own result: a call
-//     refused by its own checks (a conflict, a busy or fenced lease)
-//     rolls back to its savepoint and fails alone while the others
-//     commit; when SQLite fails a statement in the middle, the group is
+//     each inside its own SAVEPOINT when it may have to undo a write (a
+//     Put on its parent, one INSERT that checks the parent and the lease
+//     and writes all or nothing, needs none). Each keeps its own result:
+//     a call refused by its own checks (a conflict, a busy or fenced
+//     lease) writes nothing, or rolls back to its savepoint, and fails
+//     alone while the others commit; when SQLite fails a statement in the middle, the group is
 //     rolled back and each call runs again alone, so that the failure is
 //     reported by the call it belongs to. A crash leaves each call's
 //     checkpoint and writes whole or absent. A call that finds the writer

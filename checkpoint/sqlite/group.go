@@ -14,9 +14,10 @@ import (
 // Saver's writer is busy wait in a queue; the next one to get the writer
 // (the leader) takes whatever waits, bounded by Config.GroupCommitMax and
 // Config.GroupCommitBytes, and runs every member in one transaction, each
-// inside its own SAVEPOINT. A member its own checks refuse (a conflict, a
-// busy or fenced lease, an invalid row: errRollback) rolls back to its
-// savepoint and fails alone; the others commit together, with one
+// inside its own SAVEPOINT when it may have to undo a write (runMember).
+// A member its own checks refuse (a conflict, a busy or fenced lease, an
+// invalid row: errRollback) rolls back to its savepoint, or wrote
+// nothing, and fails alone; the others commit together, with one
 // COMMIT (one fsync at synchronous=FULL) for all of them. A lone writer
 // finds the queue empty but for itself and runs exactly as before: there is
 // no timer, nothing waits for company. When SQLite itself fails in the
