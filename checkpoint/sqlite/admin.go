@@ -490,8 +490,14 @@ func (t *wtx) strip(rs *rowSet, r *cpRow, need map[string]bool) error {
 	}
 	chans = append(chans, '}')
 	crc := rowCRC(rs.thread, rs.ns, r.id, r.parent, r.step, r.source, r.created, []byte("{}"), []byte("{}"), chans, nil, "", true)
-	_, err = t.s.wconn.ExecContext(t.ctx, `UPDATE checkpoints SET metadata = '{}', versions = '{}', channels = ?4, task_writes = NULL, mark = '', pruned = 1, crc = ?5
+	if t.s.version < linksSchema {
+		_, err = t.s.wconn.ExecContext(t.ctx, `UPDATE checkpoints SET metadata = '{}', versions = '{}', channels = ?4, task_writes = NULL, mark = '', pruned = 1, crc = ?5
 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3`, rs.thread, rs.ns, r.id, string(chans), crc)
+		return err
+	}
+	links := linksOf(have, func(ch string) bool { return need[ch] })
+	_, err = t.s.wconn.ExecContext(t.ctx, `UPDATE checkpoints SET metadata = '{}', versions = '{}', channels = ?4, task_writes = NULL, mark = '', pruned = 1, crc = ?5, links = ?6
+WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3`, rs.thread, rs.ns, r.id, string(chans), crc, links)
 	return err
 }
 

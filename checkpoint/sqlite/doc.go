@@ -305,6 +305,13 @@
 //	  crc                        CRC-32C of every column above, the key included, each followed
 //	                               by a NUL byte (step as decimal text, pruned as 0 or 1, a NULL
 //	                               parent or task_writes as empty)
+//	  links                      JSON object: for each channel this row holds as an append, the
+//	                               version it extends, {"<channel>": "<base>"} ('{}' for none): an
+//	                               index of channels, which reads walk append chains through
+//	                               without parsing each row's channels. Not in crc: reads take
+//	                               every value from channels, and links that disagree with them
+//	                               only send the walk back to channels. NULL on rows written
+//	                               before schema 7
 //
 //	threads      one row per thread that has a checkpoint, a lease, due work or queued
 //	             input: the thread's lease, which all its namespaces share, and its due work

@@ -71,7 +71,7 @@ func TestFaultsOnPut(t *testing.T) {
 	}
 	points := []point{{faultdb.OpBegin, "BEGIN IMMEDIATE", ""}, {faultdb.OpExec, "INSERT INTO checkpoints", ""}, {faultdb.OpCommit, "COMMIT", ""},
 		{faultdb.OpExec, "UPDATE threads", "release"}, {faultdb.OpExec, "INSERT INTO writes", "writes"},
-		{faultdb.OpQuery, "SELECT lease_owner", "expired"}, {faultdb.OpExec, "UPDATE threads", "expired"}, {faultdb.OpExec, "mark, crc) VALUES", "expired"}}
+		{faultdb.OpQuery, "SELECT lease_owner", "expired"}, {faultdb.OpExec, "UPDATE threads", "expired"}, {faultdb.OpExec, "crc, links) VALUES", "expired"}}
 	for _, p := range points {
 		for _, when := range []faultdb.When{faultdb.Before, faultdb.After} {
 			for _, mode := range []faultdb.Mode{faultdb.Transient, faultdb.Persistent} {

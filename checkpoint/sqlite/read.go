@@ -123,9 +123,10 @@ func (s *Saver) firstGet(ctx context.Context, ref checkpoint.Ref) (getResult, er
 // one statement. Channels the caller does not hold (opts.Have) are read
 // from the rows of their versions: the head's own changes are in its row;
 // older versions take one query by ID and, for append chains that go on
-// past them, one recursive query, in a read transaction. So reading the
-// latest state costs the size of the state, not the length of the
-// history. It returns an error matching checkpoint.ErrNotFound when there
+// past them, one recursive query, in a read transaction (one recursive
+// query through the rows' links when the caller holds nothing of a
+// chain). So reading the latest state costs the size of the state, not
+// the length of the history. It returns an error matching checkpoint.ErrNotFound when there
 // is no such checkpoint, a *checkpoint.CorruptError naming thread and
 // checkpoint when a row fails its checksum or does not decode, an error
 // wrapping checkpoint.ErrInvalid for an empty thread, and a *StoreError
@@ -187,6 +188,7 @@ func (s *Saver) tuple(ctx context.Context, c *sql.Conn, ref checkpoint.Ref, res 
 		}
 	}
 	rs := newRowSet(ref.Thread, ref.NS)
+	rs.links = s.version >= linksSchema
 	rs.add(res.row)
 	if err := rs.fill(&cp, have); isMissing(err) {
 		if c == nil {
@@ -323,6 +325,7 @@ func (s *Saver) List(ctx context.Context, thread string, opts checkpoint.ListOpt
 			rs := sets[r.ns]
 			if rs == nil {
 				rs = newRowSet(thread, r.ns)
+				rs.links = s.version >= linksSchema
 				sets[r.ns] = rs
 				nsOrder = append(nsOrder, r.ns)
 			}

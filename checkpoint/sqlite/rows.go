@@ -259,6 +259,9 @@ type rowSet struct {
 	memo       map[chainKey][]checkpoint.Blob
 	claimed    map[chainKey]bool // the slot after this chain's end is taken
 	complete   map[chainKey]bool // missing found every row of this chain
+	// links: the file has the links column (linksSchema), so that load
+	// walks chains with chainLinks.
+	links bool
 }
 
 // newRowSet returns an empty row set; its maps are made on first use (a
@@ -486,6 +489,22 @@ const chainRows = `WITH RECURSIVE chain(channel, version, stop, rid) AS (
 )
 SELECT ` + cpColumns + ` FROM checkpoints WHERE rowid IN (SELECT rid FROM chain)`
 
+// chainLinks is chainRows on a file with the links column (linksSchema):
+// each step reads the link from the row's links, a few bytes, instead of
+// parsing its channels (up to megabytes: the whole value a chain starts
+// at); rows written before the column was added (links NULL) are walked
+// through their channels as chainRows walks them. A links that is not
+// JSON fails the query as a channels that is not JSON does.
+const chainLinks = `WITH RECURSIVE chain(channel, version, stop, rid) AS (
+	SELECT value ->> 0, value ->> 1, value ->> 2, NULL FROM json_each(?3)
+	UNION
+	SELECT c.channel, CASE WHEN r.links IS NULL THEN json_extract(r.channels, '$.' || json_quote(c.channel) || '.base')
+		ELSE json_extract(r.links, '$.' || json_quote(c.channel)) END, c.stop, r.rowid FROM chain c
+	CROSS JOIN checkpoints r ON r.thread_id = ?1 AND r.checkpoint_ns = ?2 AND r.checkpoint_id = c.version
+	WHERE c.version <> '' AND c.version <> c.stop
+)
+SELECT ` + cpColumns + ` FROM checkpoints WHERE rowid IN (SELECT rid FROM chain)`
+
 // load reads the rows the chains in starts need into rs: first the rows
 // the chains start at, with one query by ID, then, for chains that go on
 // through rows still missing, the rest with one recursive query. (A
@@ -493,20 +512,38 @@ SELECT ` + cpColumns + ` FROM checkpoints WHERE rowid IN (SELECT rid FROM chain)
 // holds all but the newest versions, need not pay.) When the recursive
 // query fails (a row on the way is not JSON), the rows are read by ID, one
 // round per link, until the chains are complete or stop at a row that
-// does not decode, which the caller then reports.
+// does not decode, which the caller then reports. With the links column
+// (rs.links) a walk costs a few bytes a row, and a chain the caller holds
+// nothing of (a cold read: its stop is "") is walked from the first
+// round, in one query; whatever links fail to find (a damaged links
+// column) is then read by ID through channels.
 func (rs *rowSet) load(ctx context.Context, c *sql.Conn, starts []chainStart, need func() ([]chainStart, error)) error {
-	recursive := true
+	recursive, walk := true, chainRows
+	first := 1
+	if rs.links {
+		walk = chainLinks
+		for _, st := range starts {
+			if st[2] == "" {
+				first = 0
+				break
+			}
+		}
+	}
 	for round := 0; len(starts) > 0; round++ {
-		if round > 0 && recursive {
+		if round >= first && recursive {
 			arg, err := json.Marshal(starts)
 			if err != nil {
 				return err
 			}
-			if err := rs.query(ctx, c, chainRows, string(arg)); err == nil {
+			err = rs.query(ctx, c, walk, string(arg))
+			switch {
+			case err == nil && !rs.links:
 				return nil // what is still missing, fill reports
-			} else if ctx.Err() != nil || isBusy(err) {
+			case err != nil && (ctx.Err() != nil || isBusy(err)):
 				return err
 			}
+			// What a failed walk, or links that do not match the
+			// channels, left out is read by ID.
 			recursive = false
 		} else {
 			ids := make([]string, 0, len(starts))

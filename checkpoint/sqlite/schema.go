@@ -199,6 +199,20 @@ var migrations = []migration{
 		)`,
 		`CREATE INDEX queued_inputs_thread ON queued_inputs (thread_id, input_id)`,
 	}},
+	// Version 7: a checkpoints row lists, in links, the version each
+	// append blob of its channels extends ({"<channel>":"<base>"}, '{}'
+	// when it holds no append), so that a read walks an append chain
+	// through a few bytes a row instead of parsing each row's channels
+	// (see chainLinks). It is an index of channels, which stay the only
+	// source of what a read returns: rows written before version 7 keep
+	// links NULL and are walked through their channels, and a damaged
+	// links can send the walk to the wrong rows, which costs the read its
+	// fallback (rows by ID, through channels), never a wrong value. The
+	// migration only adds the column, so that OpenExisting reads a
+	// schema-4 to schema-6 file as it is.
+	{version: 7, stmts: []string{
+		`ALTER TABLE checkpoints ADD COLUMN links TEXT`,
+	}},
 }
 
 // schemaVersion is the newest schema this code knows.
@@ -213,8 +227,8 @@ var schemaNames = []string{"threads", "checkpoints", "blobs", "writes", "writes_
 // oldestReadable is the oldest schema OpenExisting opens without
 // migrating. Every migration after it only adds tables, columns and
 // indexes no reader of the older ones reads, and the saver treats a table
-// or column the file does not have yet as empty (see topologySchema and
-// dueSchema); a migration that changes what a reader of a table reads
+// or column the file does not have yet as empty (see topologySchema,
+// dueSchema and linksSchema); a migration that changes what a reader of a table reads
 // moves it up to its own version.
 const oldestReadable = 4
 
@@ -224,6 +238,9 @@ const topologySchema = 5
 // dueSchema is the first schema with due work and queued input (the due
 // columns of threads and the queued_inputs table).
 const dueSchema = 6
+
+// linksSchema is the first schema with the links column of checkpoints.
+const linksSchema = 7
 
 // fileTable is the table that holds the file's identity a second time
 // (see assignFileID): one row, written once.

@@ -14,7 +14,7 @@ import (
 var setupPoints = []string{
 	"sqlite.create.identity", "sqlite.create.wal",
 	"sqlite.setup.begin", "sqlite.setup.schema1", "sqlite.setup.schema2", "sqlite.setup.schema3", "sqlite.setup.schema4", "sqlite.setup.schema5",
-	"sqlite.setup.schema6",
+	"sqlite.setup.schema6", "sqlite.setup.schema7",
 	"sqlite.setup.beforeCommit",
 	"sqlite.setup.afterCommit",
 }

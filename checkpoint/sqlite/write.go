@@ -215,6 +215,7 @@ type putRow struct {
 	metadata, versions, channels string
 	taskWrites                   any // nil when no task wrote it
 	crc                          int64
+	links                        string // the links column (see linksSchema)
 }
 
 // encodeRow builds the row of a Put: the checkpoint, the blobs of the
@@ -307,6 +308,7 @@ func encodeRow(req *checkpoint.PutRequest, now time.Time) (putRow, error) {
 	if tw := col(10); tw != "" {
 		r.taskWrites = tw
 	}
+	r.links = encodeLinks(cp.Channels)
 	return r, nil
 }
 
@@ -469,6 +471,33 @@ func (t *wtx) insertWrites(thread, ns string, rows []writeRow, created func() st
 	return nil
 }
 
+// putQueries are putFast, putNew and putInsert for a file with the links
+// column (linksSchema), which they write as ?16 (preparedPut.args), and
+// without it.
+type putQueries struct{ fast, new, insert string }
+
+var (
+	putLinks   = withLinks(putQueries{putFast, putNew, putInsert})
+	putNoLinks = putQueries{putFast, putNew, putInsert}
+)
+
+// withLinks returns q inserting the links column too, ?16.
+func withLinks(q putQueries) putQueries {
+	add := func(stmt string) string {
+		cols := strings.Replace(stmt, ", crc)", ", crc, links)", 1)
+		return cols[:strings.LastIndexByte(cols, ')')] + ", ?16)"
+	}
+	return putQueries{add(q.fast), add(q.new), add(q.insert)}
+}
+
+// queries returns the statements a Put runs on the saver's file.
+func (s *Saver) putQueries() (q putQueries, args int) {
+	if s.version >= linksSchema {
+		return putLinks, 16
+	}
+	return putNoLinks, 13
+}
+
 const (
 	insertColumns = `INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, step, source, created_at, metadata, versions, channels, task_writes, mark, crc)`
 	// putFast is a whole steady-state Put, one INSERT: its crc is NULL,
@@ -588,7 +617,7 @@ type preparedPut struct {
 	now    time.Time
 	row    putRow
 	writes []writeRow
-	args   [15]any
+	args   [16]any
 }
 
 func preparePut(req *checkpoint.PutRequest, now time.Time) (*preparedPut, error) {
@@ -602,7 +631,7 @@ func preparePut(req *checkpoint.PutRequest, now time.Time) (*preparedPut, error)
 		p.writes = writeRows(nil, cp.ID, req.Writes)
 	}
 	p.args = [...]any{req.Thread, req.NS, cp.ID, row.parent, row.step, row.source, row.created, row.metadata, row.versions, row.channels, row.taskWrites, cp.Mark, row.crc,
-		req.Lease.Owner, now.UnixNano()}
+		req.Lease.Owner, now.UnixNano(), row.links}
 	return p, nil
 }
 
@@ -638,8 +667,12 @@ func rowsSize(rows []writeRow) int {
 func (t *wtx) put(p *preparedPut) error {
 	req, cp, now, args := p.req, &p.req.Checkpoint, p.now, p.args[:]
 	nowText := func() string { return formatTime(now) } // only a write of the threads row needs it
+	q, nargs := t.s.putQueries()
+	if nargs < len(args) {
+		args = args[:15] // putFast without the links column
+	}
 	if cp.ParentID != "" {
-		_, err := t.execFirst(putFast, args...)
+		_, err := t.execFirst(q.fast, args...)
 		if err != nil && !isConstraint(err) {
 			return err
 		}
@@ -663,7 +696,7 @@ func (t *wtx) put(p *preparedPut) error {
 		}
 	} else if !req.Lease.Held {
 		// A new thread: the row, then the threads row with the lease.
-		_, err := t.execFirst(putNew, args[:13]...)
+		_, err := t.execFirst(q.new, args[:nargs]...)
 		if err != nil && !isConstraint(err) {
 			return err
 		}
@@ -718,7 +751,7 @@ func (t *wtx) put(p *preparedPut) error {
 	if err := t.setLease(req.Thread, th, req.Lease, now, req.Release, false, nowText()); err != nil {
 		return err
 	}
-	if _, err := t.exec(putInsert, args[:13]...); err != nil {
+	if _, err := t.exec(q.insert, args[:nargs]...); err != nil {
 		if isConstraint(err) {
 			return conflict
 		}
