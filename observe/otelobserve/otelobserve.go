@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
@@ -272,29 +273,57 @@ type saverCtx struct {
 	bytes int // what the call writes
 }
 
-// optBufs are the attributes and options of a span's start or an event.
-// They are reused once the call they are given to returns: the API
-// copies the attributes of trace.WithAttributes when an implementation
-// reads the options (trace.NewSpanStartConfig, trace.NewEventConfig),
-// and the SDK reads them during the call.
+// optBufs are the attributes and options of a span's start or end, or an
+// event. They are reused once the call they are given to returns: the
+// API copies the attributes of trace.WithAttributes when an
+// implementation reads the options (trace.NewSpanStartConfig,
+// trace.NewEventConfig), the SDK reads them during the call, and its
+// spans copy what SetAttributes is given (sdkSpan).
 type optBufs struct {
-	attrs [7]attribute.KeyValue // the most a start or an event sets
+	attrs [maxAttrs]attribute.KeyValue
+	// with[n] is trace.WithAttributes(attrs[:n]...), boxed once (an
+	// option is an interface: boxing a slice allocates).
+	with  [maxAttrs + 1]trace.SpanStartEventOption
 	opts  [3]trace.SpanStartOption
 	event [1]trace.EventOption
 }
+
+// maxAttrs is the most attributes a start, an end or an event sets.
+const maxAttrs = 10
 
 // getBufs returns buffers from the pool, empty.
 func (h *Hook) getBufs() *optBufs {
 	if b, ok := h.bufs.Get().(*optBufs); ok {
 		return b
 	}
-	return new(optBufs)
+	b := new(optBufs)
+	for n := range b.with {
+		b.with[n] = trace.WithAttributes(b.attrs[:n]...)
+	}
+	return b
 }
 
 // putBufs clears b (it holds no strings of past events) and pools it.
 func (h *Hook) putBufs(b *optBufs) {
-	*b = optBufs{}
+	b.attrs, b.opts, b.event = [maxAttrs]attribute.KeyValue{}, [3]trace.SpanStartOption{}, [1]trace.EventOption{}
 	h.bufs.Put(b)
+}
+
+// withAttrs is trace.WithAttributes(attrs...): one of b.with when attrs
+// are b.attrs' first.
+func (b *optBufs) withAttrs(attrs []attribute.KeyValue) trace.SpanStartEventOption {
+	if n := len(attrs); n > 0 && n <= maxAttrs && &attrs[0] == &b.attrs[0] {
+		return b.with[n]
+	}
+	return trace.WithAttributes(attrs...)
+}
+
+// sdkSpan reports whether sp is the OpenTelemetry SDK's span, which
+// copies what SetAttributes is given (only the SDK's types implement
+// sdktrace.ReadOnlySpan).
+func sdkSpan(sp trace.Span) bool {
+	_, ok := sp.(sdktrace.ReadOnlySpan)
+	return ok
 }
 
 // Start begins a span for e under the one ctx carries; a saver call
@@ -359,7 +388,7 @@ func (h *Hook) Start(ctx context.Context, e observe.Event) context.Context {
 	if e.NS != "" {
 		attrs = append(attrs, keyNS.String(e.NS))
 	}
-	opts := append(b.opts[:0], kind, trace.WithAttributes(attrs...))
+	opts := append(b.opts[:0], kind, b.withAttrs(attrs))
 	if links := spanLinks(e.Links); len(links) > 0 {
 		opts = append(opts, trace.WithLinks(links...))
 	}
@@ -525,8 +554,9 @@ func (h *Hook) End(ctx context.Context, e observe.Event) {
 		endSpan(ctx, sp, e)
 		return
 	}
-	var buf [6]attribute.KeyValue // the most a kind sets (a model call), the error type included
-	attrs := buf[:0]
+	b := h.getBufs()
+	defer h.putBufs(b)
+	attrs := b.attrs[:0]
 	if e.Outcome != "" {
 		attrs = append(attrs, keyOutcome.String(e.Outcome))
 	}
@@ -573,9 +603,13 @@ func (h *Hook) End(ctx context.Context, e observe.Event) {
 		// Cancelled: why, but not an error of the operation.
 		attrs = append(attrs, keyError.String(e.Error))
 	}
-	// Once: each call makes the SDK grow and dedupe the span's
-	// attributes; a copy, which an implementation may keep.
-	sp.SetAttributes(slices.Clone(attrs)...)
+	// Once: each call makes the SDK grow the span's attributes. The
+	// SDK's span copies them; another implementation may keep them.
+	if sdkSpan(sp) {
+		sp.SetAttributes(attrs...)
+	} else {
+		sp.SetAttributes(slices.Clone(attrs)...)
+	}
 	if fail {
 		sp.AddEvent("exception", trace.WithAttributes(semconv.ExceptionMessage(e.Error), semconv.ExceptionType(e.ErrorType)))
 		sp.SetStatus(codes.Error, e.Error)
@@ -609,7 +643,7 @@ func (h *Hook) saverEvent(sc *saverCtx, e observe.Event) {
 	if failed(e) {
 		attrs = append(attrs, semconv.ErrorTypeKey.String(orOther(e.ErrorType)), keyError.String(e.Error))
 	}
-	b.event[0] = trace.WithAttributes(attrs...)
+	b.event[0] = b.withAttrs(attrs)
 	sp.AddEvent(EventSaver, b.event[:]...)
 }
 
