@@ -92,4 +92,12 @@
 // first of it ended, so that a stuck run's finished steps still reach the
 // exporter, and once it holds 256 spans. A process that dies loses what
 // its runs hold, as it loses what a batching processor queued.
+//
+// A step's and a task's spans, a run's most, get their attributes as
+// they end, in one call with their outcome (the events that end them
+// repeat those that began them): the SDK copies a span's attributes and
+// grows them at every call. A sampler or a span processor's OnStart sees
+// their name, kind and parent, and no attributes (the SDK's ParentBased
+// sampler, its default, reads none); the other spans, the run's among
+// them, carry theirs from their start.
 package otelobserve

@@ -355,10 +355,8 @@ func (h *Hook) Start(ctx context.Context, e observe.Event) context.Context {
 		attrs = append(attrs, keyThread.String(e.Thread), keyRun.String(e.Run), keyMode.String(e.Mode))
 	case observe.KindStep:
 		name = SpanStep
-		attrs = append(attrs, keyThread.String(e.Thread), keyStep.Int(e.Step), keyTasks.Int(e.Tasks))
 	case observe.KindTask:
 		name = h.taskName(e.Node)
-		attrs = append(attrs, keyNode.String(e.Node), keyTaskID.String(e.TaskID), keyStep.Int(e.Step))
 	case observe.KindSaver:
 		name = SpanSaver + " " + e.Op
 		attrs = append(attrs, keyOp.String(e.Op))
@@ -385,10 +383,13 @@ func (h *Hook) Start(ctx context.Context, e observe.Event) context.Context {
 			attrs = append(attrs, keyRule.String(e.Rule))
 		}
 	}
-	if e.NS != "" {
+	if e.NS != "" && e.Kind != observe.KindStep && e.Kind != observe.KindTask {
 		attrs = append(attrs, keyNS.String(e.NS))
 	}
-	opts := append(b.opts[:0], kind, b.withAttrs(attrs))
+	opts := append(b.opts[:0], kind)
+	if len(attrs) > 0 {
+		opts = append(opts, b.withAttrs(attrs))
+	}
 	if links := spanLinks(e.Links); len(links) > 0 {
 		opts = append(opts, trace.WithLinks(links...))
 	}
@@ -557,6 +558,15 @@ func (h *Hook) End(ctx context.Context, e observe.Event) {
 	b := h.getBufs()
 	defer h.putBufs(b)
 	attrs := b.attrs[:0]
+	switch e.Kind {
+	case observe.KindStep:
+		attrs = append(attrs, keyThread.String(e.Thread), keyStep.Int(e.Step), keyTasks.Int(e.Tasks))
+	case observe.KindTask:
+		attrs = append(attrs, keyNode.String(e.Node), keyTaskID.String(e.TaskID), keyStep.Int(e.Step))
+	}
+	if e.NS != "" && (e.Kind == observe.KindStep || e.Kind == observe.KindTask) {
+		attrs = append(attrs, keyNS.String(e.NS))
+	}
 	if e.Outcome != "" {
 		attrs = append(attrs, keyOutcome.String(e.Outcome))
 	}

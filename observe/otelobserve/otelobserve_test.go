@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lockstepgo/lockstep/checkpoint"
 	"github.com/lockstepgo/lockstep/graph"
@@ -362,5 +365,55 @@ func TestSpanDelay(t *testing.T) {
 				t.Errorf("%d spans handed on after the run ended, want %d", got, c.steps+1)
 			}
 		})
+	}
+}
+
+// TestStepAndTaskAttributes: every step span of a run carries its
+// thread, step number, task count and outcome, and every task span its
+// node, task ID, its step's number, attempts and outcome, set from the
+// events graph sends.
+func TestStepAndTaskAttributes(t *testing.T) {
+	p := newProcess(t, nil)
+	node := func(ctx context.Context, s chat) (graph.Update[chat], error) {
+		return graph.Set(chat{Count: s.Count + 1}, "Count"), nil
+	}
+	g := graph.New[chat]().AddNode("a", node).AddNode("b", node).
+		AddEdge(graph.START, "a").AddEdge("a", "b").AddEdge("b", graph.END)
+	r, err := g.Compile(graph.WithSaver(checkpoint.NewMemorySaver(nil)), graph.WithObserver(p.hook))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Invoke(context.Background(), "t1", graph.Set(chat{}, "Count")); err != nil {
+		t.Fatal(err)
+	}
+	spans := p.exp.GetSpans()
+	steps := map[trace.SpanID]tracetest.SpanStub{}
+	var got []string
+	for _, sp := range spans {
+		if sp.Name == otelobserve.SpanStep {
+			steps[sp.SpanContext.SpanID()] = sp
+			got = append(got, fmt.Sprintf("step %s thread=%s tasks=%s %s", attr(sp, "lockstep.step"), attr(sp, "lockstep.thread"), attr(sp, "lockstep.step.tasks"), attr(sp, "lockstep.outcome")))
+		}
+	}
+	for _, sp := range spans {
+		if strings.HasPrefix(sp.Name, otelobserve.SpanTask+" ") {
+			st := steps[sp.Parent.SpanID()]
+			if attr(sp, "lockstep.task.id") == "" || attr(sp, "lockstep.step") != attr(st, "lockstep.step") {
+				t.Errorf("%s: task id %q, step %q under step %q", sp.Name, attr(sp, "lockstep.task.id"), attr(sp, "lockstep.step"), attr(st, "lockstep.step"))
+			}
+			got = append(got, fmt.Sprintf("%s node=%s step=%s attempts=%s %s", sp.Name, attr(sp, "lockstep.node"), attr(sp, "lockstep.step"), attr(sp, "lockstep.attempts"), attr(sp, "lockstep.outcome")))
+		}
+	}
+	slices.Sort(got)
+	want := []string{
+		"lockstep.task __start__ node=__start__ step=0 attempts=1 done",
+		"lockstep.task a node=a step=1 attempts=1 done",
+		"lockstep.task b node=b step=2 attempts=1 done",
+		"step 0 thread=t1 tasks=1 done",
+		"step 1 thread=t1 tasks=1 done",
+		"step 2 thread=t1 tasks=1 done",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("step and task spans (-want +got):\n%s", diff)
 	}
 }
