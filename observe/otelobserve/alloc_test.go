@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
@@ -88,18 +90,12 @@ func TestHookAllocsPerStep(t *testing.T) {
 // directly.
 func BenchmarkHookSpans(b *testing.B) {
 	tp := tracerProvider(b, true)
-	b.Run("hook", func(b *testing.B) {
-		h, err := otelobserve.New(otelobserve.Options{TracerProvider: tp})
-		if err != nil {
-			b.Fatal(err)
-		}
-		run := h.Start(context.Background(), observe.Event{Kind: observe.KindRun, Thread: "t", Run: "r", Mode: observe.ModeInput})
-		b.ReportAllocs()
-		for b.Loop() {
-			hookStep(h, run)
-		}
-		h.End(run, observe.Event{Kind: observe.KindRun, Outcome: observe.OutcomeDone})
-	})
+	for _, c := range []struct {
+		name string
+		mp   metric.MeterProvider
+	}{{"hook", nil}, {"hook+metrics", sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))}} {
+		b.Run(c.name, func(b *testing.B) { hookSpans(b, tp, c.mp) })
+	}
 	b.Run("sdk", func(b *testing.B) {
 		tr := tp.Tracer("floor")
 		run, sp := tr.Start(context.Background(), otelobserve.SpanRun)
@@ -109,4 +105,19 @@ func BenchmarkHookSpans(b *testing.B) {
 		}
 		sp.End()
 	})
+}
+
+// hookSpans is BenchmarkHookSpans through the hook, with metrics when mp
+// is not nil.
+func hookSpans(b *testing.B, tp trace.TracerProvider, mp metric.MeterProvider) {
+	h, err := otelobserve.New(otelobserve.Options{TracerProvider: tp, MeterProvider: mp})
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := h.Start(context.Background(), observe.Event{Kind: observe.KindRun, Thread: "t", Run: "r", Mode: observe.ModeInput})
+	b.ReportAllocs()
+	for b.Loop() {
+		hookStep(h, run)
+	}
+	h.End(run, observe.Event{Kind: observe.KindRun, Outcome: observe.OutcomeDone})
 }

@@ -100,6 +100,11 @@ type Hook struct {
 	internal, client trace.SpanStartOption
 	// taskNames holds "lockstep.task NODE" by node, made once a node.
 	taskNames sync.Map
+	// stepRec and taskRec hold the record options of the step and task
+	// duration histograms, by outcome (stepRec) and by node and outcome
+	// (taskRec, keyed by a [2]string): each an attribute set made, and
+	// its option boxed, once.
+	stepRec, taskRec sync.Map
 	// bufs holds *optBufs, reused across spans and events.
 	bufs    sync.Pool
 	metered bool // a MeterProvider was given
@@ -262,8 +267,23 @@ const (
 	EventSaver = "lockstep.saver"
 )
 
-// opKey carries an operation's start time from Start to End.
+// opKey finds an operation's timedCtx.
 type opKey struct{}
+
+// timedCtx carries an operation's start time from Start to End (for its
+// duration metric).
+type timedCtx struct {
+	context.Context
+	start time.Time
+}
+
+// Value returns c for opKey, else what its parent holds.
+func (c *timedCtx) Value(key any) any {
+	if key == (opKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
+}
 
 // saverCtx is the context of a saver call that becomes an event
 // (EventSaver): what End needs of its start.
@@ -339,7 +359,7 @@ func (h *Hook) Start(ctx context.Context, e observe.Event) context.Context {
 		return ctx
 	}
 	if h.metered {
-		ctx = context.WithValue(ctx, opKey{}, h.now())
+		ctx = &timedCtx{Context: ctx, start: h.now()}
 	}
 	if !h.traced {
 		return ctx
@@ -436,10 +456,12 @@ const (
 	w1Held  = 24
 )
 
-// heldEnd is a span that ended, not yet handed on, and its end time.
+// heldEnd is a span that ended, not yet handed on, and the option that
+// stamps its end time (an array: a variadic call of an interface's
+// method moves a slice literal to the heap).
 type heldEnd struct {
-	sp trace.Span
-	at time.Time
+	sp  trace.Span
+	end [1]trace.SpanEndOption
 }
 
 // runKey finds the runCtx of a span's run.
@@ -465,7 +487,7 @@ func (c *runCtx) hold(sp trace.Span, at time.Time) bool {
 		// first once: a flush may still be reading it after that.
 		c.held, c.usedFirst = c.first[:0], true
 	}
-	c.held = append(c.held, heldEnd{sp: sp, at: at})
+	c.held = append(c.held, heldEnd{sp: sp, end: [1]trace.SpanEndOption{trace.WithTimestamp(at)}})
 	var full []heldEnd
 	switch {
 	case len(c.held) >= maxHeld:
@@ -509,7 +531,7 @@ func (c *runCtx) close() {
 // endAll ends the spans of held, each at its own end time.
 func endAll(held []heldEnd) {
 	for i := range held {
-		held[i].sp.End(trace.WithTimestamp(held[i].at))
+		held[i].sp.End(held[i].end[:]...)
 	}
 }
 
@@ -542,8 +564,8 @@ func (h *Hook) End(ctx context.Context, e observe.Event) {
 	}
 	if h.metered {
 		var dur float64
-		if t, ok := ctx.Value(opKey{}).(time.Time); ok {
-			dur = h.now().Sub(t).Seconds()
+		if tc, ok := ctx.Value(opKey{}).(*timedCtx); ok {
+			dur = h.now().Sub(tc.start).Seconds()
 		}
 		h.measure(ctx, e, dur)
 	}
@@ -744,9 +766,9 @@ func (h *Hook) count(ctx context.Context, e observe.Event) {
 func (h *Hook) measure(ctx context.Context, e observe.Event, dur float64) {
 	switch e.Kind {
 	case observe.KindStep:
-		h.stepDur.Record(ctx, dur, metric.WithAttributes(keyOutcome.String(e.Outcome)))
+		h.stepDur.Record(ctx, dur, recordOption(&h.stepRec, e.Outcome, keyOutcome.String(e.Outcome)))
 	case observe.KindTask:
-		h.taskDur.Record(ctx, dur, metric.WithAttributes(keyNode.String(e.Node), keyOutcome.String(e.Outcome)))
+		h.taskDur.Record(ctx, dur, recordOption(&h.taskRec, [2]string{e.Node, e.Outcome}, keyNode.String(e.Node), keyOutcome.String(e.Outcome)))
 	case observe.KindTool:
 		h.toolCalls.Add(ctx, 1, metric.WithAttributes(keyTool.String(e.Tool), keyOutcome.String(e.Outcome)))
 	case observe.KindModel:
@@ -765,6 +787,16 @@ func (h *Hook) measure(ctx context.Context, e observe.Event, dur float64) {
 			h.decisionTime.Record(ctx, e.Waited.Seconds(), metric.WithAttributes(keyTool.String(e.Tool), keyRisk.String(e.Risk), keyOutcome.String(e.Outcome)))
 		}
 	}
+}
+
+// recordOption returns the record option of attrs, made once for key
+// and kept in m.
+func recordOption(m *sync.Map, key any, attrs ...attribute.KeyValue) metric.RecordOption {
+	if o, ok := m.Load(key); ok {
+		return o.(metric.RecordOption)
+	}
+	o, _ := m.LoadOrStore(key, metric.WithAttributeSet(attribute.NewSet(attrs...)))
+	return o.(metric.RecordOption)
 }
 
 func orOther(s string) string {
