@@ -48,6 +48,7 @@ var (
 	_ TopologyStore   = (*MemorySaver)(nil)
 	_ DueWork         = (*MemorySaver)(nil)
 	_ InputQueue      = (*MemorySaver)(nil)
+	_ InputBatcher    = (*MemorySaver)(nil)
 )
 
 type threadKey struct{ thread, ns string }

@@ -216,12 +216,37 @@ func (s *MemorySaver) Enqueue(ctx context.Context, in QueuedInput) (QueuedInput,
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	q, added := s.enqueueLocked(in, s.now())
+	return q, added, nil
+}
+
+// EnqueueAll implements InputBatcher: every input under one lock. It
+// returns an error wrapping ErrInvalid for an input ValidateQueuedInput
+// refuses and ctx's error when ctx is done, queueing nothing then.
+func (s *MemorySaver) EnqueueAll(ctx context.Context, ins []QueuedInput) ([]QueuedInput, []bool, error) {
+	if err := ValidateQueuedInputs(ins); err != nil {
+		return nil, nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	out, added := make([]QueuedInput, len(ins)), make([]bool, len(ins))
+	for i, in := range ins {
+		out[i], added[i] = s.enqueueLocked(in, now)
+	}
+	return out, added, nil
+}
+
+// enqueueLocked queues in at now (see Enqueue); s.mu is held.
+func (s *MemorySaver) enqueueLocked(in QueuedInput, now time.Time) (QueuedInput, bool) {
 	for _, q := range s.queue[in.Thread] {
 		if q.Key == in.Key {
-			return cloneInput(q), false, nil
+			return cloneInput(q), false
 		}
 	}
-	now := s.now()
 	s.inputs++
 	in.ID, in.CreatedAt = s.inputs, now
 	in.Input = bytes.Clone(in.Input)
@@ -230,7 +255,7 @@ func (s *MemorySaver) Enqueue(ctx context.Context, in QueuedInput) (QueuedInput,
 	if t.dueAt.IsZero() && !t.isParked {
 		t.dueAt = now
 	}
-	return cloneInput(in), true, nil
+	return cloneInput(in), true
 }
 
 // Queued implements InputQueue. It returns an error wrapping ErrInvalid

@@ -90,6 +90,41 @@ type InputQueue interface {
 	Queued(ctx context.Context, thread string, limit int) ([]QueuedInput, error)
 }
 
+// InputBatcher is implemented by savers that queue input for many
+// threads in one transaction (the memory, SQLite and Postgres savers): a
+// caller that feeds a pool of workers many threads at once (package
+// workers' Pool.EnqueueAll) pays one commit, not one a thread, and the
+// workers see all of the batch or none of it.
+type InputBatcher interface {
+	// EnqueueAll queues ins in one transaction, each as Enqueue does, in
+	// the order given (a thread's inputs are numbered in that order): an
+	// input whose key its thread's queue already holds, or holds from
+	// earlier in ins, is not added again. It returns, in the order of ins,
+	// each input as stored and whether it was added. On an error nothing
+	// is queued: an error wrapping ErrInvalid for an input
+	// ValidateQueuedInput refuses (naming its index), ctx's error, and the
+	// store's error when it fails. A *CorruptError says that an input
+	// already queued under a key does not read back; a saver that reads
+	// the batch back in the transaction's own round trip (Postgres) has
+	// queued the batch's new inputs then, one that reads it first
+	// (memory, SQLite) has not. An empty ins queues nothing and returns
+	// no error.
+	EnqueueAll(ctx context.Context, ins []QueuedInput) ([]QueuedInput, []bool, error)
+}
+
+// ValidateQueuedInputs checks every input of a batch with
+// ValidateQueuedInput and returns the first refusal, an error wrapping
+// ErrInvalid that names the input's index. Savers share this rule
+// through it.
+func ValidateQueuedInputs(ins []QueuedInput) error {
+	for i, in := range ins {
+		if err := ValidateQueuedInput(in); err != nil {
+			return fmt.Errorf("input %d of the batch: %w", i, err)
+		}
+	}
+	return nil
+}
+
 // DueReason says why a thread was due when it was claimed.
 type DueReason string
 

@@ -91,7 +91,8 @@ type Config struct {
 	// workers, "postgres.claim.beforeSend" and "postgres.claim.afterCommit"
 	// around ClaimDue's one statement, and "postgres.settle.begin",
 	// "postgres.settle.beforeCommit" and "postgres.settle.afterCommit"
-	// around Settle's transaction. A refused write calls no
+	// around Settle's one round trip (its ".beforeCommit" comes before it
+	// is sent: a crash there commits nothing). A refused write calls no
 	// ".afterCommit". It runs on the writing goroutine, inside the
 	// transaction for the points before a commit: it must be fast, must
 	// not panic and must not call the stores.

@@ -14,8 +14,9 @@ import (
 )
 
 var (
-	_ checkpoint.DueWork    = (*Saver)(nil)
-	_ checkpoint.InputQueue = (*Saver)(nil)
+	_ checkpoint.DueWork      = (*Saver)(nil)
+	_ checkpoint.InputQueue   = (*Saver)(nil)
+	_ checkpoint.InputBatcher = (*Saver)(nil)
 )
 
 // claimDueSQL claims the due threads at $1 (now), those due the longest
@@ -84,13 +85,36 @@ const holdSQL = `UPDATE $S.threads t SET lease_owner = $2::text, lease_until = $
 WHERE t.thread_id = $1::text AND t.checkpoint_ns = ''
 RETURNING t.lease_epoch`
 
-// settleSQL records what a Settle decided on thread $1 for claim $2: due
-// mark $3, parked head $4, attempts $5; the claim's lease goes.
-const settleSQL = `UPDATE $S.threads SET due_at = $3::bigint, due_parked = $4::text, due_attempts = $5::integer, due_owner = NULL,
-	lease_owner = CASE WHEN lease_owner = $2::text THEN NULL ELSE lease_owner END,
-	lease_runner = CASE WHEN lease_owner = $2::text THEN NULL ELSE lease_runner END,
-	lease_until = CASE WHEN lease_owner = $2::text THEN NULL ELSE lease_until END
-WHERE thread_id = $1::text AND checkpoint_ns = ''`
+// settleOneSQL is Settle in one statement: it locks thread $1's root row
+// and, only while $2 is its claimer, drops queued input $3 (0: none) and
+// records what is due next ($4: checkpoint.DueNext; $5 now, $6 the time
+// of a retry, $7 the head queued input is parked behind, $8 the
+// attempts), releasing the claim's lease. It returns whether the row
+// exists and whether it was settled (0 with the row: the claim passed to
+// another worker).
+const settleOneSQL = `WITH
+cur AS (
+	SELECT t.due_owner, t.due_at, t.due_parked, t.due_attempts,
+		EXISTS (SELECT 1 FROM $S.queued_inputs q WHERE q.thread_id = t.thread_id AND q.input_id <> $3::bigint) AS queued
+	FROM $S.threads t WHERE t.thread_id = $1::text AND t.checkpoint_ns = '' FOR UPDATE
+),
+ok AS (SELECT * FROM cur WHERE cur.due_owner = $2::text),
+dropped AS (
+	DELETE FROM $S.queued_inputs q WHERE $3::bigint <> 0 AND q.input_id = $3::bigint AND q.thread_id = $1::text AND EXISTS (SELECT 1 FROM ok)
+),
+settled AS (
+	UPDATE $S.threads t SET
+		due_at = CASE $4::integer WHEN 0 THEN ok.due_at WHEN 1 THEN (CASE WHEN ok.queued THEN $5::bigint END) WHEN 2 THEN $6::bigint END,
+		due_parked = CASE $4::integer WHEN 0 THEN ok.due_parked WHEN 3 THEN (CASE WHEN ok.queued THEN $7::text END) END,
+		due_attempts = CASE $4::integer WHEN 0 THEN ok.due_attempts ELSE $8::integer END,
+		due_owner = NULL,
+		lease_owner = CASE WHEN t.lease_owner = $2::text THEN NULL ELSE t.lease_owner END,
+		lease_runner = CASE WHEN t.lease_owner = $2::text THEN NULL ELSE t.lease_runner END,
+		lease_until = CASE WHEN t.lease_owner = $2::text THEN NULL ELSE t.lease_until END
+	FROM ok WHERE t.thread_id = $1::text AND t.checkpoint_ns = ''
+	RETURNING 1
+)
+SELECT (SELECT count(*) FROM cur), (SELECT count(*) FROM settled)`
 
 // dropInputSQL deletes queued input $2 of thread $1.
 const dropInputSQL = `DELETE FROM $S.queued_inputs WHERE input_id = $2::bigint AND thread_id = $1::text`
@@ -126,13 +150,13 @@ const queuedSQL = `SELECT input_id, run_key, input_text, created_at, crc FROM $S
 
 // workQueries are the work statements with the schema name in place.
 type workQueries struct {
-	claimDue, nextDue, holdNew, dueRow, hold, settle, dropInput, dropEmpty, markQueued, enqueue, queuedByKey, queued string
+	claimDue, nextDue, holdNew, dueRow, hold, settleOne, dropInput, dropEmpty, markQueued, enqueue, queuedByKey, queued string
 }
 
 func newWorkQueries(s func(string) string) workQueries {
 	return workQueries{
 		claimDue: s(claimDueSQL), nextDue: s(nextDueSQL), holdNew: s(holdNewSQL), dueRow: s(dueRowSQL), hold: s(holdSQL),
-		settle: s(settleSQL), dropInput: s(dropInputSQL), dropEmpty: s(dropEmptySQL), markQueued: s(markQueuedSQL),
+		settleOne: s(settleOneSQL), dropInput: s(dropInputSQL), dropEmpty: s(dropEmptySQL), markQueued: s(markQueuedSQL),
 		enqueue: s(enqueueSQL), queuedByKey: s(queuedByKeySQL), queued: s(queuedSQL),
 	}
 }
@@ -364,13 +388,14 @@ func (s *Saver) Hold(ctx context.Context, thread string, l checkpoint.Lease) (ch
 	return out, nil
 }
 
-// Settle implements checkpoint.DueWork: in one transaction it locks the
-// thread's root row, checks that st.Owner is still its claimer, drops the
-// applied input, records what is due next and releases the claim's lease
-// (one round trip for the writes, sent as a batch). It returns an error
-// matching checkpoint.ErrClaimLost (writing nothing) when another claim
-// replaced st.Owner's, nil when the thread has no row (deleted), an error
-// wrapping checkpoint.ErrInvalid for a settlement
+// Settle implements checkpoint.DueWork: one round trip, one implicit
+// transaction of two statements: the settlement (settleOneSQL: the
+// thread's root row locked, st.Owner checked to be its claimer, the
+// applied input dropped, what is due next recorded and the claim's lease
+// released) and the row's removal when it holds nothing any more. It
+// returns an error matching checkpoint.ErrClaimLost (writing nothing)
+// when another claim replaced st.Owner's, nil when the thread has no row
+// (deleted), an error wrapping checkpoint.ErrInvalid for a settlement
 // checkpoint.ValidateSettlement refuses, checkpoint.ErrClosed, ctx's
 // error, and a *StoreError when PostgreSQL fails.
 func (s *Saver) Settle(ctx context.Context, st checkpoint.Settlement) error {
@@ -384,49 +409,28 @@ func (s *Saver) Settle(ctx context.Context, st checkpoint.Settlement) error {
 		return err
 	}
 	s.hook("postgres.settle.begin")
-	err := s.inTx(ctx, "settle", st.Thread, func(tx pgx.Tx) error {
-		now := s.db.now()
-		r, ok, err := s.readDueRow(ctx, tx, st.Thread, st.Drop)
-		if err != nil || !ok {
+	now := s.db.now()
+	b := &pgx.Batch{}
+	b.Queue(s.db.q.work.settleOne, st.Thread, st.Owner, st.Drop, int(st.Next), now.UnixNano(), now.Add(st.After).UnixNano(), st.Park, st.Attempts)
+	b.Queue(s.db.q.work.dropEmpty, st.Thread)
+	s.hook("postgres.settle.beforeCommit")
+	var found, settled int64
+	err := func() error {
+		br := s.db.pool.SendBatch(ctx, b)
+		defer br.Close()
+		if err := br.QueryRow().Scan(&found, &settled); err != nil {
 			return err
 		}
-		if r.owner != st.Owner {
-			return errRefused{fmt.Errorf("%w: thread %q: claim %q is not the thread's claimer any more", checkpoint.ErrClaimLost, st.Thread, st.Owner)}
-		}
-		queued := r.others > 0
-		var dueAt *int64
-		var parked *string
-		attempts := st.Attempts
-		switch st.Next {
-		case checkpoint.DueKeep:
-			dueAt, parked, attempts = r.dueAt, r.parked, r.attempts
-		case checkpoint.DueNone:
-			if queued {
-				n := now.UnixNano()
-				dueAt = &n
-			}
-		case checkpoint.DueLater:
-			n := now.Add(st.After).UnixNano()
-			dueAt = &n
-		case checkpoint.DuePark:
-			if queued {
-				parked = &st.Park
-			}
-		}
-		b := &pgx.Batch{}
-		if st.Drop != 0 {
-			b.Queue(s.db.q.work.dropInput, st.Thread, st.Drop)
-		}
-		b.Queue(s.db.q.work.settle, st.Thread, st.Owner, dueAt, parked, attempts)
-		b.Queue(s.db.q.work.dropEmpty, st.Thread)
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		if _, err := br.Exec(); err != nil {
 			return err
 		}
-		s.hook("postgres.settle.beforeCommit")
-		return nil
-	})
+		return br.Close()
+	}()
 	if err != nil {
-		return err
+		return s.writeErr("settle", st.Thread, err, nil)
+	}
+	if found > 0 && settled == 0 {
+		return fmt.Errorf("%w: thread %q: claim %q is not the thread's claimer any more", checkpoint.ErrClaimLost, st.Thread, st.Owner)
 	}
 	s.hook("postgres.settle.afterCommit")
 	return nil
@@ -490,6 +494,92 @@ func (s *Saver) Enqueue(ctx context.Context, in checkpoint.QueuedInput) (checkpo
 		return checkpoint.QueuedInput{}, false, err
 	}
 	return q, added, nil
+}
+
+// EnqueueAll implements checkpoint.InputBatcher: one round trip, one
+// implicit transaction of Enqueue's three statements for every input.
+// The inputs are sent grouped by thread (in the order of ins within a
+// thread, so that a thread's inputs are numbered in that order; the
+// threads in their first appearance's order, and their rows locked as
+// they come, as concurrent Enqueues of the same threads lock them). It
+// returns an error wrapping checkpoint.ErrInvalid for an input
+// checkpoint.ValidateQueuedInput refuses (and ErrUnsupported as well for
+// one JSONB cannot hold), a *checkpoint.CorruptError when an input queued
+// under a key does not read back (read in the transaction's round trip:
+// the batch's new inputs are queued then), checkpoint.ErrClosed, ctx's
+// error, and a *StoreError when PostgreSQL fails. Nothing is written on
+// any other error but an indeterminate commit.
+func (s *Saver) EnqueueAll(ctx context.Context, ins []checkpoint.QueuedInput) ([]checkpoint.QueuedInput, []bool, error) {
+	if err := checkpoint.ValidateQueuedInputs(ins); err != nil {
+		return nil, nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	if len(ins) == 0 {
+		return nil, nil, nil
+	}
+	if err := s.live(); err != nil {
+		return nil, nil, err
+	}
+	// Send a thread's inputs together, so that its row is locked once
+	// and before its inserts.
+	order := make([]int, 0, len(ins))
+	byThread := map[string][]int{}
+	var threads []string
+	for i, in := range ins {
+		if _, ok := byThread[in.Thread]; !ok {
+			threads = append(threads, in.Thread)
+		}
+		byThread[in.Thread] = append(byThread[in.Thread], i)
+	}
+	for _, th := range threads {
+		order = append(order, byThread[th]...)
+	}
+	now := s.db.now()
+	created := formatTime(now)
+	b := &pgx.Batch{}
+	for _, i := range order {
+		in := ins[i]
+		b.Queue(s.db.q.work.markQueued, in.Thread, now.UnixNano())
+		b.Queue(s.db.q.work.enqueue, in.Thread, in.Key, string(in.Input), created)
+		b.Queue(s.db.q.work.queuedByKey, in.Thread, in.Key)
+	}
+	rows := make([]queuedRow, len(ins))
+	added := make([]bool, len(ins))
+	err := func() error {
+		br := s.db.pool.SendBatch(ctx, b)
+		defer br.Close()
+		for _, i := range order {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+			var id int64
+			switch err := br.QueryRow().Scan(&id); {
+			case err == nil:
+				added[i] = true
+			case !errors.Is(err, pgx.ErrNoRows):
+				return err
+			}
+			r := &rows[i]
+			if err := br.QueryRow().Scan(&r.id, &r.key, &r.input, &r.created, &r.crc); err != nil {
+				return err
+			}
+		}
+		return br.Close()
+	}()
+	if err != nil {
+		return nil, nil, s.writeErr("queue input", ins[0].Thread, err, nil)
+	}
+	out := make([]checkpoint.QueuedInput, len(ins))
+	for i := range ins {
+		q, err := rows[i].decode(ins[i].Thread)
+		if err != nil {
+			return nil, nil, err
+		}
+		out[i] = q
+	}
+	return out, added, nil
 }
 
 // queuedRow is a queued_inputs row as read.

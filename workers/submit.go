@@ -171,6 +171,62 @@ func (p *Pool[S]) Enqueue(ctx context.Context, thread string, input graph.Update
 	return p.enqueue(ctx, thread, input, o.key)
 }
 
+// Input is one thread's input for EnqueueAll.
+type Input[S any] struct {
+	Thread string
+	Update graph.Update[S]
+	// Key is the input's run key (as RunKey); "" gets a unique one.
+	Key string
+}
+
+// EnqueueAll queues the inputs of ins, each as Enqueue queues its input
+// (in the order given; an input whose key is queued already for its
+// thread, or earlier in ins, gets the first one's Ticket), all in one
+// transaction of the store (checkpoint.InputBatcher): one commit for the
+// lot, and the workers of the database see all of it or none. It returns
+// the Tickets in the order of ins. It returns an error wrapping
+// ErrInvalidInput, naming the input, for one Enqueue refuses (nothing is
+// queued then), one matching ErrUnsupported when the pool's store queues
+// no batch (the memory, SQLite and Postgres savers do), and the store's
+// error (see checkpoint.InputBatcher.EnqueueAll).
+func (p *Pool[S]) EnqueueAll(ctx context.Context, ins []Input[S]) ([]Ticket, error) {
+	qb, ok := p.store.(checkpoint.InputBatcher)
+	if !ok {
+		return nil, fmt.Errorf("%w: %T queues no batch of input (it does not implement checkpoint.InputBatcher); queue each input with Enqueue", ErrUnsupported, p.store)
+	}
+	batch := make([]checkpoint.QueuedInput, len(ins))
+	for i, in := range ins {
+		if in.Thread == "" {
+			return nil, fmt.Errorf("%w: input %d: empty thread ID", ErrInvalidInput, i)
+		}
+		b, err := encodeInput(in.Update)
+		if err != nil {
+			return nil, fmt.Errorf("workers: input %d, thread %q: %w", i, in.Thread, err)
+		}
+		key := in.Key
+		if key == "" {
+			key = p.newID()
+		}
+		batch[i] = checkpoint.QueuedInput{Thread: in.Thread, Key: key, Input: b}
+	}
+	if len(batch) == 0 {
+		return nil, ctx.Err()
+	}
+	out, _, err := qb.EnqueueAll(ctx, batch)
+	if errors.Is(err, checkpoint.ErrInvalid) {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("workers: queue %d inputs: %w", len(batch), err)
+	}
+	p.signal()
+	ts := make([]Ticket, len(out))
+	for i, q := range out {
+		ts[i] = Ticket{Thread: q.Thread, ID: q.ID, Key: q.Key}
+	}
+	return ts, nil
+}
+
 // refuse refuses input to a busy or waiting thread, or queues it with
 // QueueIfBusy.
 func (p *Pool[S]) refuse(ctx context.Context, thread string, input graph.Update[S], o submitOptions, why Reason, cause error) (Receipt[S], error) {

@@ -431,3 +431,64 @@ func TestEnqueueRefusesBadInput(t *testing.T) {
 		t.Errorf("applying it: %+v, %v", rep, err)
 	}
 }
+
+// TestEnqueueAll: a batch of inputs for several threads is queued in one
+// call, on every backend: in order within a thread, a key queued before
+// or earlier in the batch gets the first Ticket and queues nothing more,
+// and the pool then applies each input once. A batch holding one bad
+// input queues none of it.
+func TestEnqueueAll(t *testing.T) {
+	for _, k := range saverKinds {
+		t.Run(k.name, func(t *testing.T) {
+			ctx := t.Context()
+			f := newFixture(t, k)
+			p, r := f.pool(workers.Options{})
+			st := f.saver()
+			before, err := p.Enqueue(ctx, "t2", in("b0"), workers.RunKey("k-b0"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := []workers.Input[doc]{{Thread: "t9", Update: in("x")}, {Thread: "t9", Update: graph.Goto[doc]("work")}}
+			if _, err := p.EnqueueAll(ctx, bad); !errors.Is(err, workers.ErrInvalidInput) {
+				t.Errorf("a batch with a Goto: %v, want ErrInvalidInput", err)
+			}
+			if q, err := st.Queued(ctx, "t9", 0); err != nil || len(q) != 0 {
+				t.Errorf("the refused batch queued %v (%v), want nothing", q, err)
+			}
+			batch := []workers.Input[doc]{
+				{Thread: "t1", Update: in("a1"), Key: "k-a1"},
+				{Thread: "t2", Update: in("b0"), Key: "k-b0"}, // queued before
+				{Thread: "t1", Update: in("a2")},
+				{Thread: "t3", Update: in("c1"), Key: "k-c1"},
+				{Thread: "t1", Update: in("a1"), Key: "k-a1"}, // earlier in the batch
+			}
+			ts, err := p.EnqueueAll(ctx, batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ts) != len(batch) {
+				t.Fatalf("%d tickets for %d inputs", len(ts), len(batch))
+			}
+			if ts[1] != before || ts[4] != ts[0] {
+				t.Errorf("tickets %+v: want the second to be %+v and the fifth the first", ts, before)
+			}
+			if ts[0].ID >= ts[2].ID {
+				t.Errorf("t1's inputs numbered %d, %d: want in batch order", ts[0].ID, ts[2].ID)
+			}
+			if _, err := p.RunOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string][]string{"t1": {"a1", "a2"}, "t2": {"b0"}, "t3": {"c1"}}
+			got := map[string][]string{}
+			for th := range want {
+				got[th] = state(t, r, th).Values.Inputs
+				if q, err := st.Queued(ctx, th, 0); err != nil || len(q) != 0 {
+					t.Errorf("%s: %d inputs left queued (%v)", th, len(q), err)
+				}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("inputs applied (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -12,8 +12,9 @@ import (
 )
 
 var (
-	_ checkpoint.DueWork    = (*Saver)(nil)
-	_ checkpoint.InputQueue = (*Saver)(nil)
+	_ checkpoint.DueWork      = (*Saver)(nil)
+	_ checkpoint.InputQueue   = (*Saver)(nil)
+	_ checkpoint.InputBatcher = (*Saver)(nil)
 )
 
 // workSize is about the bytes a claim, hold, settle or enqueue writes
@@ -359,46 +360,88 @@ func (s *Saver) Enqueue(ctx context.Context, in checkpoint.QueuedInput) (checkpo
 		out   checkpoint.QueuedInput
 		added bool
 	)
-	err := s.writeGrouped(ctx, opInfo{op: "enqueue", thread: in.Thread}, "sqlite.enqueue", workSize+len(in.Input), func(t *wtx) error {
-		added = false
-		row := t.queryRow(`SELECT input_id, run_key, input, created_at, crc FROM queued_inputs WHERE thread_id = ? AND run_key = ?`, in.Thread, in.Key)
-		q, err := scanInput(in.Thread, row)
-		if err == nil {
-			out = q
-			return nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			var ce *checkpoint.CorruptError
-			if errors.As(err, &ce) {
-				return errRollback{err}
-			}
-			return err
-		}
-		now := s.cfg.now()
-		created := formatTime(now)
-		st, err := t.stmt(`INSERT INTO queued_inputs (thread_id, run_key, input, created_at, crc) VALUES (?, ?, ?, ?, ?)`)
-		if err != nil {
-			return err
-		}
-		res, err := st.ExecContext(t.ctx, in.Thread, in.Key, string(in.Input), created, inputCRC(in.Thread, in.Key, in.Input, created))
-		if err != nil {
-			return err
-		}
-		id, err := res.LastInsertId()
-		if err != nil {
-			return err
-		}
-		if _, err := t.exec(markQueued, in.Thread, now.UnixNano()); err != nil {
-			return err
-		}
-		out = checkpoint.QueuedInput{ID: id, Thread: in.Thread, Key: in.Key, Input: append(json.RawMessage(nil), in.Input...), CreatedAt: now.UTC()}
-		added = true
-		return nil
+	err := s.writeGrouped(ctx, opInfo{op: "enqueue", thread: in.Thread}, "sqlite.enqueue", workSize+len(in.Input), func(t *wtx) (err error) {
+		out, added, err = s.enqueueIn(t, in, s.cfg.now())
+		return err
 	})
 	if err != nil {
 		return checkpoint.QueuedInput{}, false, err
 	}
 	return out, added, nil
+}
+
+// EnqueueAll implements checkpoint.InputBatcher: every input in one
+// write transaction (grouped with the other writes in flight, as
+// Enqueue's), each as Enqueue queues it. It returns an error wrapping
+// checkpoint.ErrInvalid for an input checkpoint.ValidateQueuedInput
+// refuses, a *checkpoint.CorruptError when an input queued under a key
+// does not read back, a *SchemaError (ErrSchemaTooOld) on a file older
+// than schema 6, and a *StoreError when SQLite fails; nothing is queued
+// then.
+func (s *Saver) EnqueueAll(ctx context.Context, ins []checkpoint.QueuedInput) ([]checkpoint.QueuedInput, []bool, error) {
+	if err := checkpoint.ValidateQueuedInputs(ins); err != nil {
+		return nil, nil, err
+	}
+	if len(ins) == 0 {
+		return nil, nil, ctx.Err()
+	}
+	if err := s.hasWork(fmt.Sprintf("queue %d inputs", len(ins))); err != nil {
+		return nil, nil, err
+	}
+	size := workSize
+	for _, in := range ins {
+		size += workSize + len(in.Input)
+	}
+	out, added := make([]checkpoint.QueuedInput, len(ins)), make([]bool, len(ins))
+	err := s.writeGrouped(ctx, opInfo{op: "enqueue", thread: ins[0].Thread}, "sqlite.enqueue", size, func(t *wtx) error {
+		now := s.cfg.now()
+		for i, in := range ins {
+			q, ok, err := s.enqueueIn(t, in, now)
+			if err != nil {
+				return err
+			}
+			out[i], added[i] = q, ok
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, added, nil
+}
+
+// enqueueIn queues in at now in t (see Enqueue): the input already
+// queued under its key, or the new one, and whether it was added.
+func (s *Saver) enqueueIn(t *wtx, in checkpoint.QueuedInput, now time.Time) (checkpoint.QueuedInput, bool, error) {
+	row := t.queryRow(`SELECT input_id, run_key, input, created_at, crc FROM queued_inputs WHERE thread_id = ? AND run_key = ?`, in.Thread, in.Key)
+	q, err := scanInput(in.Thread, row)
+	if err == nil {
+		return q, false, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		var ce *checkpoint.CorruptError
+		if errors.As(err, &ce) {
+			return checkpoint.QueuedInput{}, false, errRollback{err}
+		}
+		return checkpoint.QueuedInput{}, false, err
+	}
+	created := formatTime(now)
+	st, err := t.stmt(`INSERT INTO queued_inputs (thread_id, run_key, input, created_at, crc) VALUES (?, ?, ?, ?, ?)`)
+	if err != nil {
+		return checkpoint.QueuedInput{}, false, err
+	}
+	res, err := st.ExecContext(t.ctx, in.Thread, in.Key, string(in.Input), created, inputCRC(in.Thread, in.Key, in.Input, created))
+	if err != nil {
+		return checkpoint.QueuedInput{}, false, err
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return checkpoint.QueuedInput{}, false, err
+	}
+	if _, err := t.exec(markQueued, in.Thread, now.UnixNano()); err != nil {
+		return checkpoint.QueuedInput{}, false, err
+	}
+	return checkpoint.QueuedInput{ID: id, Thread: in.Thread, Key: in.Key, Input: append(json.RawMessage(nil), in.Input...), CreatedAt: now.UTC()}, true, nil
 }
 
 // rowScanner is a *sql.Row or *sql.Rows.
