@@ -624,7 +624,7 @@ func loadChild() error {
 		return err
 	}
 	defer s.Close()
-	r, err := tallyGraph().Compile(graph.WithSaver(s), graph.WithRunner("load"), graph.WithLeaseTTL(fleetLease))
+	r, err := tallyGraph().Compile(graph.WithSaver(s), graph.WithRunner("load-"+name), graph.WithLeaseTTL(fleetLease))
 	if err != nil {
 		return err
 	}

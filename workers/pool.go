@@ -90,7 +90,12 @@ type Pool[S any] struct {
 	tookBack atomic.Bool
 
 	mu      sync.Mutex
-	threads map[string]int            // threads this pool works on now
+	threads map[string]int // threads this pool works on now
+	// claims are the lease owners of the pool's claims, from before the
+	// claim is asked for until after it is settled: takeBack leaves
+	// their leases alone even while no run of the Runnable is under
+	// them (before the run starts, after it ends).
+	claims  map[string]bool
 	waiters map[int64][]chan struct{} // Wait's, by queued input ID
 }
 
@@ -143,7 +148,7 @@ func New[S any](r *graph.Runnable[S], opts Options) (*Pool[S], error) {
 	p := &Pool[S]{
 		r: r, store: o.Store, o: o, ttl: r.LeaseTTL(), runner: r.Runner(),
 		slots: make(chan struct{}, o.Concurrency), wake: make(chan struct{}, 1),
-		threads: map[string]int{}, waiters: map[int64][]chan struct{}{},
+		threads: map[string]int{}, waiters: map[int64][]chan struct{}{}, claims: map[string]bool{},
 	}
 	if o.Approvals != nil {
 		wo := o.Approval
@@ -264,6 +269,30 @@ func (p *Pool[S]) leave(thread string) {
 	p.mu.Unlock()
 }
 
+// own records owners as the pool's claims; disown ends that.
+func (p *Pool[S]) own(owners ...string) {
+	p.mu.Lock()
+	for _, o := range owners {
+		p.claims[o] = true
+	}
+	p.mu.Unlock()
+}
+
+func (p *Pool[S]) disown(owners ...string) {
+	p.mu.Lock()
+	for _, o := range owners {
+		delete(p.claims, o)
+	}
+	p.mu.Unlock()
+}
+
+// ownClaim reports whether owner is one of the pool's claims.
+func (p *Pool[S]) ownClaim(owner string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.claims[owner]
+}
+
 func (p *Pool[S]) busyHere(thread string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -376,9 +405,19 @@ func (p *Pool[S]) claimNext(ctx, runCtx context.Context, wg *sync.WaitGroup, don
 	for i := range q.Owners {
 		q.Owners[i] = p.newID()
 	}
+	p.own(q.Owners...)
 	b, err := p.store.ClaimDue(ctx, q)
 	for range free - len(b.Threads) {
 		<-p.slots
+	}
+	claimed := map[string]bool{}
+	for _, d := range b.Threads {
+		claimed[d.Owner] = true
+	}
+	for _, o := range q.Owners {
+		if !claimed[o] {
+			p.disown(o)
+		}
 	}
 	if err != nil {
 		return 0, 0, err
@@ -386,6 +425,7 @@ func (p *Pool[S]) claimNext(ctx, runCtx context.Context, wg *sync.WaitGroup, don
 	for _, d := range b.Threads {
 		wg.Go(func() {
 			defer p.release()
+			defer p.disown(d.Owner)
 			o := p.process(runCtx, d)
 			if done != nil {
 				done(o)
@@ -416,14 +456,17 @@ func (p *Pool[S]) takeBack(ctx, runCtx context.Context, wg *sync.WaitGroup, done
 	}
 	n := 0
 	for _, l := range leases {
-		if p.r.Running(l.Owner) {
-			continue // a run of this process, not an earlier one's
+		if p.r.Running(l.Owner) || p.ownClaim(l.Owner) {
+			continue // a run or a claim of this process, not an earlier one's
 		}
 		if err := p.acquire(ctx); err != nil {
 			return n, err
 		}
-		d, err := p.store.Hold(ctx, l.Thread, checkpoint.Lease{Owner: p.newID(), Runner: p.runner, TTL: p.ttl, TakeBack: l.Owner})
+		owner := p.newID()
+		p.own(owner)
+		d, err := p.store.Hold(ctx, l.Thread, checkpoint.Lease{Owner: owner, Runner: p.runner, TTL: p.ttl, TakeBack: l.Owner})
 		if err != nil {
+			p.disown(owner)
 			p.release()
 			if errors.Is(err, checkpoint.ErrThreadBusy) {
 				continue // the lease passed to another owner since: theirs
@@ -435,6 +478,7 @@ func (p *Pool[S]) takeBack(ctx, runCtx context.Context, wg *sync.WaitGroup, done
 			slog.String("thread", l.Thread), slog.String("runner", p.runner), slog.String("owner", l.Owner), slog.Uint64("epoch", d.Epoch))
 		wg.Go(func() {
 			defer p.release()
+			defer p.disown(owner)
 			o := p.process(runCtx, d)
 			if done != nil {
 				done(o)

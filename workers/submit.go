@@ -99,6 +99,8 @@ func (p *Pool[S]) Submit(ctx context.Context, thread string, input graph.Update[
 		return p.refuse(ctx, thread, input, o, Busy, nil)
 	}
 	owner := p.newID()
+	p.own(owner)
+	defer p.disown(owner)
 	d, err := p.store.Hold(ctx, thread, checkpoint.Lease{Owner: owner, Runner: p.runner, TTL: p.ttl})
 	var be *checkpoint.BusyError
 	if errors.As(err, &be) {
@@ -322,6 +324,8 @@ func (p *Pool[S]) resumeApproval(ctx context.Context, rec approval.Record) error
 	}
 	defer p.release()
 	owner := p.newID()
+	p.own(owner)
+	defer p.disown(owner)
 	d, err := p.store.Hold(ctx, rec.Thread, checkpoint.Lease{Owner: owner, Runner: p.runner, TTL: p.ttl})
 	if err != nil {
 		return fmt.Errorf("workers: thread %q: claim: %w", rec.Thread, err)
